@@ -1,0 +1,5 @@
+"""``python -m pinlog`` = the ``pinlog`` command."""
+
+from pinlog.cli import main
+
+main()

@@ -1,0 +1,5 @@
+"""Placeholder internal API router (issue 3)."""
+
+from fastapi import APIRouter
+
+router = APIRouter()

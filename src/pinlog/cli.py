@@ -1,0 +1,122 @@
+"""The ``pinlog`` command: thin typer commands that call services (SPEC §1).
+
+Component commands are registered from ``pinlog.ai.commands`` and ``pinlog.core.commands``.
+Command output goes to stdout; logs go to stderr as JSON lines.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import typer
+
+from pinlog.cli_support import database_url_or_exit, err_console, settings_or_exit
+from pinlog.db.engine import embedded_for, redacted_url
+
+app = typer.Typer(
+    name="pinlog", help="PinLog AI: reliable embeddings and keywords for place notes.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+)
+db_app = typer.Typer(help="The database in use (embedded server management).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@app.command()
+def migrate() -> None:
+    """Apply the database migrations (both schemas; idempotent)."""
+    from pinlog.db import migrate as migrations
+
+    settings = settings_or_exit()
+    url = database_url_or_exit(settings)
+    before = migrations.current_revision(url)
+    migrations.upgrade(url)
+    after = migrations.current_revision(url)
+    typer.echo(f"schema at revision {after}" + (" (no change)" if before == after else f" (was {before or 'empty'})"))
+
+
+@app.command()
+def serve(
+    components: str = typer.Option("core,ai", help="Components to run: core, ai or core,ai."),
+) -> None:
+    """Run the HTTP server (uvicorn) with the rescan loop; stops the embedded DB it started."""
+    import uvicorn
+
+    from pinlog.app import create_app
+
+    settings = settings_or_exit()
+    wanted = tuple(c.strip() for c in components.split(",") if c.strip())
+    if not wanted or any(c not in ("core", "ai") for c in wanted):
+        err_console.print("[red]--components must be core, ai or core,ai[/red]")
+        raise typer.Exit(2)
+    url = database_url_or_exit(settings)
+    app_ = create_app(settings, components=wanted, database_url=url)  # type: ignore[arg-type]
+
+    # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; turn that into a normal
+    # exit so the embedded database this process started is stopped (atexit does not run on
+    # a signal's default action).
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _exit)
+    signal.signal(signal.SIGINT, _exit)
+    uvicorn.run(app_, host=settings.host, port=settings.port, log_config=None,
+                log_level=settings.log_level.lower())
+
+
+@db_app.command("url")
+def db_url() -> None:
+    """Print the database URL in use, without password."""
+    settings = settings_or_exit()
+    typer.echo(redacted_url(database_url_or_exit(settings)))
+
+
+@db_app.command("start")
+def db_start() -> None:
+    """Start the embedded server and leave it running for other commands."""
+    settings = settings_or_exit()
+    if not settings.embedded:
+        err_console.print("PINLOG_DATABASE_URL is set: there is no embedded server to start.")
+        raise typer.Exit(2)
+    from pinlog.db.engine import resolve_database_url
+
+    url = resolve_database_url(settings, keep_running=True)
+    typer.echo(f"embedded database running: {redacted_url(url)}")
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the embedded server of PINLOG_DATA_DIR."""
+    settings = settings_or_exit()
+    stopped = embedded_for(settings).stop()
+    typer.echo("embedded database stopped" if stopped else "embedded database was not running")
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Say whether the embedded server of PINLOG_DATA_DIR is running (exit 1 if not)."""
+    settings = settings_or_exit()
+    if not settings.embedded:
+        typer.echo("external database configured (PINLOG_DATABASE_URL)")
+        return
+    server = embedded_for(settings)
+    if server.is_running():
+        typer.echo(f"running: {redacted_url(server.url())}")
+    else:
+        typer.echo("not running")
+        raise typer.Exit(1)
+
+
+def _register_components() -> None:
+    from pinlog.ai import commands as ai_commands
+    from pinlog.core import commands as core_commands
+
+    ai_commands.register(app)
+    core_commands.register(app)
+
+
+_register_components()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

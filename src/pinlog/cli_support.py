@@ -1,0 +1,53 @@
+"""Helpers shared by the thin typer commands: settings errors, engines, event loops."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.db.embedded import EmbeddedDatabaseError
+from pinlog.db.engine import create_engine, resolve_database_url
+from pinlog.logs import configure_logging
+from pinlog.settings import Settings, SettingsError, load_settings
+
+T = TypeVar("T")
+err_console = Console(stderr=True)
+
+
+def settings_or_exit() -> Settings:
+    """Load settings; on error print the (secret-free) message and exit 2."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    configure_logging(settings.log_level)
+    return settings
+
+
+def database_url_or_exit(settings: Settings) -> str:
+    """Resolve the database URL (starting/joining the embedded server); exit 1 on failure."""
+    try:
+        return resolve_database_url(settings)
+    except EmbeddedDatabaseError as exc:
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+
+
+def run_with_engine(settings: Settings, work: Callable[[AsyncEngine], Awaitable[T]]) -> T:
+    """Run ``work(engine)`` in a fresh event loop against the configured database."""
+    url = database_url_or_exit(settings)
+
+    async def main() -> T:
+        engine = create_engine(url, pool_size=settings.db_pool_size)
+        try:
+            return await work(engine)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(main())

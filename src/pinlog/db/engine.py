@@ -1,0 +1,60 @@
+"""Engines and URLs (SQLAlchemy 2 async on psycopg 3).
+
+``resolve_database_url`` is the one place that decides which server is used: the external
+``PINLOG_DATABASE_URL`` or the embedded server of ``PINLOG_DATA_DIR`` (SPEC §13).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from pinlog.db.embedded import EmbeddedDatabase
+from pinlog.settings import Settings
+
+_embedded: dict[str, EmbeddedDatabase] = {}
+
+
+def embedded_for(settings: Settings) -> EmbeddedDatabase:
+    """The (cached) embedded server handle of ``settings.data_dir``."""
+    key = str(settings.data_dir.expanduser().resolve())
+    if key not in _embedded:
+        _embedded[key] = EmbeddedDatabase(settings.data_dir)
+    return _embedded[key]
+
+
+def resolve_database_url(settings: Settings, *, keep_running: bool = False) -> str:
+    """A libpq URL (``postgresql://…``) for the configured database.
+
+    Starts or joins the embedded server when no external URL is configured.
+    """
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    return embedded_for(settings).start(keep_running=keep_running)
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Turn a libpq URL into a SQLAlchemy URL for the psycopg 3 driver."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+asyncpg"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def redacted_url(url: str) -> str:
+    """The URL without its password, safe to print (never log the full URL: SPEC §6)."""
+    return make_url(url).set(password=None).render_as_string(hide_password=False)
+
+
+def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    """An async engine for ``url`` (libpq or SQLAlchemy form).
+
+    ``pool_size`` bounds concurrent connections of this process; workers never exceed it.
+    """
+    return create_async_engine(
+        sqlalchemy_url(url),
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_pre_ping=True,
+        pool_timeout=30,
+    )

@@ -1,0 +1,272 @@
+"""Configuration for every PinLog component (SPEC §13).
+
+All values come from environment variables with the prefix ``PINLOG_`` (or a ``.env`` file).
+Every field has a documented default. Secrets are ``SecretStr`` so they are never echoed in a
+``repr``, a log line or a validation error. Durations accept an integer number of seconds or an
+ISO-8601 duration (``PT5M``).
+
+Invalid settings raise :class:`SettingsError` with a message that names the offending settings
+but never their secret values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from datetime import timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+#: Attempts a model call gets inside one job (SPEC §6).
+MODEL_ATTEMPTS_DEFAULT = 3
+
+#: Default profile string per embedding provider (SPEC §9).
+DEFAULT_PROFILES: dict[str, str] = {
+    "local-e5": "local-e5-small-q4-384-cosine-v1",
+    "sentence-transformers": "st-all-minilm-l6-v2-384-cosine-v1",
+    "openai": "openai-text-embedding-3-small-1536-cosine-v1",
+}
+DEFAULT_MODELS: dict[str, str] = {
+    "local-e5": "multilingual-e5-small-q4",
+    "sentence-transformers": "",
+    "openai": "text-embedding-3-small",
+}
+DEFAULT_DIMENSIONS: dict[str, int] = {
+    "local-e5": 384,
+    "sentence-transformers": 384,
+    "openai": 1536,
+}
+
+
+class SettingsError(RuntimeError):
+    """Raised when the configuration is invalid. The message never contains secret values."""
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Every configuration value of PinLog (SPEC §13). Field docs state units and defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PINLOG_", env_file=".env", extra="ignore", hide_input_in_errors=True
+    )
+
+    # --- database -------------------------------------------------------------------------
+    database_url: SecretStr | None = Field(
+        None, description="External PostgreSQL with pgvector. Unset → embedded server."
+    )
+    data_dir: Path = Field(Path("./.pinlog"), description="Embedded server's data directory.")
+    db_pool_size: int = Field(10, ge=2, le=200, description="Connections per process pool.")
+
+    # --- HTTP -----------------------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="Where `pinlog serve` listens.")
+    port: int = Field(8000, ge=0, le=65535, description="Where `pinlog serve` listens.")
+    internal_secrets: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated secrets accepted on /internal/*; the first is sent by the "
+        "process client. Generated per data dir for the embedded setup; required otherwise.",
+    )
+    ai_base_url: str | None = Field(
+        None, description="Where core sends process requests. Unset → in-process adapter."
+    )
+    jwt_secret: SecretStr | None = Field(
+        None, description="HS256 key for member tokens. Generated per data dir when embedded."
+    )
+    jwt_algorithm: Literal["HS256", "HS384", "HS512"] = "HS256"
+    jwt_ttl: timedelta = Field(timedelta(hours=12), description="Lifetime of member tokens.")
+
+    # --- rescan / finalizer (SPEC §7.1) --------------------------------------------------
+    rescan_enabled: bool = True
+    rescan_interval: timedelta = Field(timedelta(seconds=300), description="Fixed delay.")
+    pending_expiry: timedelta = timedelta(seconds=300)
+    processing_expiry: timedelta = timedelta(seconds=600)
+    max_retries: int = Field(3, ge=0, le=100)
+    rescan_batch_size: int = Field(100, ge=1, le=10_000)
+    rescan_concurrency: int = Field(4, ge=1, le=64, description="Parallel re-sends per round.")
+
+    # --- dispatch (SPEC §4) ---------------------------------------------------------------
+    dispatch_queue_size: int = Field(100, ge=1)
+    dispatch_workers: int = Field(4, ge=1, le=64)
+    dispatch_connect_timeout: float = Field(1.0, gt=0, description="Seconds.")
+    dispatch_read_timeout: float = Field(3.0, gt=0, description="Seconds.")
+
+    # --- ai work queue (SPEC §5.4) ---------------------------------------------------------
+    work_queue_size: int = Field(200, ge=1, description="Accepted jobs waiting to run.")
+    worker_concurrency: int = Field(8, ge=1, le=256, description="Jobs running at once.")
+
+    # --- embedding (SPEC §9) ---------------------------------------------------------------
+    embedding_provider: Literal["local-e5", "sentence-transformers", "openai"] = "local-e5"
+    embedding_profile: str | None = Field(None, description="Per provider when unset.")
+    embedding_model: str | None = Field(None, description="Model name or local path.")
+    embedding_dimension: int | None = Field(None, ge=1, le=16_000)
+    embedding_base_url: str | None = None
+    embedding_api_key: SecretStr | None = None
+    embedding_timeout: float = Field(60.0, gt=0, description="Seconds per embedding call.")
+    embedding_batch_size: int = Field(32, ge=1, le=1024, description="Micro-batch flush size.")
+    embedding_batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="Micro-batch wait.")
+
+    # --- judge (SPEC §8) ---------------------------------------------------------------------
+    judge: Literal["similarity", "llm"] = "similarity"
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_chain: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    llm_votes: int = Field(1, ge=1, le=9)
+    llm_timeout: float = Field(90.0, gt=0, description="Seconds per judge call.")
+    candidate_top_k: int = Field(10, ge=1, le=100)
+    candidate_floor: float | None = Field(None, description="Per profile when unset.")
+    judge_floor: float | None = Field(None, description="similarity judge: absolute floor.")
+    judge_margin: float | None = Field(None, description="similarity judge: margin to best.")
+    judge_max_picks: int = Field(3, ge=0, le=10)
+
+    # --- errors (SPEC §6) --------------------------------------------------------------------
+    model_attempts: int = Field(MODEL_ATTEMPTS_DEFAULT, ge=1, le=10)
+    backoff_base: float = Field(0.5, ge=0, description="Seconds, first backoff.")
+    backoff_cap: float = Field(4.0, ge=0, description="Seconds, longest single backoff.")
+
+    # --- search (SPEC §10) ---------------------------------------------------------------------
+    search_floor: float | None = Field(None, description="Per profile when unset.")
+    search_short_query_floor: float | None = Field(None, description="Per profile when unset.")
+    search_ratio: float | None = Field(None, description="Per profile when unset.")
+
+    max_text_chars: int = Field(2000, ge=1, le=100_000)
+    log_level: str = "INFO"
+
+    @field_validator("internal_secrets", mode="before")
+    @classmethod
+    def _secrets_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl",
+                     mode="before")
+    @classmethod
+    def _seconds_or_iso(cls, value: object) -> object:
+        """Durations: an integer/decimal number of seconds, or ISO-8601 (``PT5M``)."""
+        if isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
+            return float(value)
+        return value
+
+    @field_validator("llm_chain", mode="before")
+    @classmethod
+    def _chain_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("llm_votes")
+    @classmethod
+    def _odd_votes(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError("must be an odd number")
+        return value
+
+    @model_validator(mode="after")
+    def _check_budget(self) -> Settings:
+        """SPEC §6 budget rule: a job's retries must end before the PROCESSING expiry."""
+        expiry = self.processing_expiry.total_seconds()
+        for name, timeout in (("PINLOG_EMBEDDING_TIMEOUT", self.embedding_timeout),
+                              ("PINLOG_LLM_TIMEOUT", self.llm_timeout)):
+            budget = timeout * self.model_attempts + self.total_backoff()
+            if budget >= expiry:
+                raise ValueError(
+                    f"budget rule (SPEC §6): {name} × PINLOG_MODEL_ATTEMPTS + backoff = "
+                    f"{budget:.1f} s must stay below PINLOG_PROCESSING_EXPIRY = {expiry:.1f} s"
+                )
+        for name in ("rescan_interval", "pending_expiry", "processing_expiry"):
+            if getattr(self, name).total_seconds() <= 0:
+                raise ValueError(f"PINLOG_{name.upper()} must be positive")
+        return self
+
+    # --- derived values -------------------------------------------------------------------
+    def total_backoff(self) -> float:
+        """Worst-case sum of backoffs between ``model_attempts`` attempts, seconds."""
+        return sum(min(self.backoff_cap, self.backoff_base * 2**i)
+                   for i in range(self.model_attempts - 1))
+
+    @property
+    def profile(self) -> str:
+        """The embedding profile in force (SPEC §9)."""
+        return self.embedding_profile or DEFAULT_PROFILES[self.embedding_provider]
+
+    @property
+    def dimension(self) -> int:
+        """Vector length the provider must return."""
+        return self.embedding_dimension or DEFAULT_DIMENSIONS[self.embedding_provider]
+
+    @property
+    def model_name(self) -> str:
+        return self.embedding_model or DEFAULT_MODELS[self.embedding_provider]
+
+    @property
+    def embedded(self) -> bool:
+        """True when no external database is configured (SPEC §13)."""
+        return self.database_url is None
+
+    def secret_values(self) -> list[str]:
+        """The accepted internal secrets, in order (the first is the one sent)."""
+        return [s.get_secret_value() for s in self.internal_secrets]
+
+
+def _load_generated_secrets(data_dir: Path) -> dict[str, str]:
+    """Per-data-dir generated secrets for the embedded setup (file mode 0600)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "secrets.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    values = {"internal_secret": secrets.token_urlsafe(32), "jwt_secret": secrets.token_urlsafe(48)}
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(values, fh)
+    os.replace(tmp, path)
+    return values
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build and validate :class:`Settings`.
+
+    For the embedded setup, missing internal/JWT secrets are generated once per data dir.
+    With an external database they are required.
+
+    Raises:
+        SettingsError: a readable message naming the invalid settings (values of secrets
+            are never included).
+    """
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            name = "PINLOG_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else ""
+            lines.append(f"{name}: {err['msg']}" if name else err["msg"])
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+    missing = []
+    if not settings.internal_secrets or not settings.jwt_secret:
+        if settings.embedded:
+            generated = _load_generated_secrets(settings.data_dir)
+            if not settings.internal_secrets:
+                settings.internal_secrets = [SecretStr(generated["internal_secret"])]
+            if not settings.jwt_secret:
+                settings.jwt_secret = SecretStr(generated["jwt_secret"])
+        else:
+            if not settings.internal_secrets:
+                missing.append("PINLOG_INTERNAL_SECRETS")
+            if not settings.jwt_secret:
+                missing.append("PINLOG_JWT_SECRET")
+    if missing:
+        raise SettingsError(
+            "with an external database (PINLOG_DATABASE_URL) these must be set: " + ", ".join(missing)
+        )
+    return settings
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings, loaded once."""
+    return load_settings()

@@ -1,0 +1,69 @@
+"""`pinlog serve` on the embedded database: /health, /ready, and clean stop (issue 2)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import httpx
+import pytest
+
+from pinlog.db.embedded import EmbeddedDatabase
+from tests.helpers import PINLOG, free_port, pinlog_env, run_pinlog, wait_http
+
+pytestmark = pytest.mark.slow
+
+
+def test_serve_answers_health_and_ready_and_stops_the_database_it_started(tmp_path):
+    data = tmp_path / "data"
+    port = free_port()
+    env = pinlog_env(data, PINLOG_PORT=str(port))
+    assert run_pinlog(["migrate"], env).returncode == 0
+    # TODO(issue 3): `pinlog presets load` here once the ai side requires presets to be ready
+    assert not EmbeddedDatabase(data).is_running()  # `migrate` stopped what it started
+
+    proc = subprocess.Popen(PINLOG + ["serve"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_http(f"http://127.0.0.1:{port}/health", proc).json() == {"status": "ok"}
+        ready = httpx.get(f"http://127.0.0.1:{port}/ready", timeout=10)
+        assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+        assert "postgres" not in ready.text and "secret" not in ready.text
+        assert httpx.get(f"http://127.0.0.1:{port}/docs", timeout=5).status_code == 200
+        assert EmbeddedDatabase(data).is_running()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert not EmbeddedDatabase(data).is_running()
+
+
+def test_commands_join_a_running_server_and_leave_it_running(tmp_path):
+    data = tmp_path / "data"
+    env = pinlog_env(data)
+    started = run_pinlog(["db", "start"], env)
+    assert started.returncode == 0, started.stderr
+    try:
+        assert run_pinlog(["migrate"], env).returncode == 0
+        assert EmbeddedDatabase(data).is_running()  # left running
+        status = run_pinlog(["db", "status"], env)
+        assert status.returncode == 0 and status.stdout.startswith("running")
+        url = run_pinlog(["db", "url"], env)
+        assert url.stdout.startswith("postgresql://postgres@/pinlog?host=")
+    finally:
+        assert run_pinlog(["db", "stop"], env).returncode == 0
+    assert run_pinlog(["db", "status"], env).returncode == 1
+
+
+def test_ready_is_503_before_migrations(tmp_path):
+    data = tmp_path / "data"
+    port = free_port()
+    env = pinlog_env(data, PINLOG_PORT=str(port))
+    proc = subprocess.Popen(PINLOG + ["serve", "--components", "core"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", proc)
+        assert httpx.get(f"http://127.0.0.1:{port}/ready", timeout=10).status_code == 503
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)

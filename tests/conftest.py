@@ -1,0 +1,114 @@
+"""Shared fixtures: a real PostgreSQL (embedded by default, or PINLOG_TEST_DATABASE_URL).
+
+One fresh database per test session, migrated to head; every test that asks for ``db_url``
+(directly or through ``engine``/``settings``) starts from empty tables (TRUNCATE … RESTART
+IDENTITY), so tests do not depend on order.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from pinlog.db import migrate
+from pinlog.db.embedded import EmbeddedDatabase
+from pinlog.db.engine import create_engine
+from pinlog.settings import Settings, load_settings
+
+TEST_SECRET = "test-internal-secret-0123456789"
+TEST_JWT_SECRET = "test-jwt-secret-0123456789-abcdefghijklmnop"
+
+
+def _with_database(url: str, database: str) -> str:
+    return make_url(url).set(database=database).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """libpq URL of a maintenance database on the test server."""
+    external = os.environ.get("PINLOG_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    root = Path(tempfile.mkdtemp(prefix="pinlog-test-"))
+    server = EmbeddedDatabase(root)
+    server.start()
+    try:
+        yield server.url("postgres")
+    finally:
+        server.stop()
+
+
+def create_database(server_url: str, prefix: str) -> str:
+    """Create a uniquely named database and return its libpq URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return _with_database(server_url, name)
+
+
+@pytest.fixture(scope="session")
+def migrated_db_url(pg_server_url: str) -> str:
+    url = create_database(pg_server_url, "pinlog_test")
+    migrate.upgrade(url)
+    return url
+
+
+def truncate_all(url: str) -> None:
+    """Empty every core.* and ai.* table (identities restarted)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables "
+            "WHERE schemaname IN ('core', 'ai')"
+        ).fetchall()
+        if tables:
+            conn.execute("TRUNCATE " + ", ".join(t[0] for t in tables) + " RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """A migrated database with empty tables (libpq URL)."""
+    truncate_all(migrated_db_url)
+    return migrated_db_url
+
+
+@pytest.fixture
+async def engine(db_url: str) -> AsyncIterator[object]:
+    eng = create_engine(db_url, pool_size=10)
+    try:
+        yield eng
+    finally:
+        await eng.dispose()
+
+
+def make_settings(tmp_path: Path, db_url: str | None = None, **overrides: object) -> Settings:
+    """Settings for tests: fixed secrets, a temp data dir, the test database."""
+    values: dict[str, object] = {
+        "data_dir": tmp_path / "data",
+        "internal_secrets": TEST_SECRET,
+        "jwt_secret": TEST_JWT_SECRET,
+        "rescan_enabled": False,
+    }
+    if db_url is not None:
+        values["database_url"] = db_url
+    values.update(overrides)
+    return load_settings(**values)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, db_url: str) -> Settings:
+    return make_settings(tmp_path, db_url)
+
+
+@pytest.fixture
+def sync_conn(db_url: str) -> Iterator[psycopg.Connection]:
+    """An autocommit psycopg connection to the test database (a separate session)."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        yield conn

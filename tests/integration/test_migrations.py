@@ -1,0 +1,139 @@
+"""Migrations create exactly the SPEC §2 schema; re-running is a no-op; downgrade/upgrade works."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pinlog.db import migrate
+from tests.conftest import create_database
+
+EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
+    # table -> column -> (type, nullable)
+    "core.member": {"id": ("bigint", False), "external_ref": ("text", True),
+                    "created_at": ("timestamp with time zone", False),
+                    "deleted_at": ("timestamp with time zone", True)},
+    "core.place": {"id": ("bigint", False), "external_place_id": ("text", False),
+                   "name": ("text", False), "address": ("text", True), "road_address": ("text", True),
+                   "lat": ("double precision", False), "lng": ("double precision", False),
+                   "created_at": ("timestamp with time zone", False)},
+    "core.record": {"id": ("bigint", False), "member_id": ("bigint", False),
+                    "place_id": ("bigint", False), "created_at": ("timestamp with time zone", False),
+                    "updated_at": ("timestamp with time zone", False),
+                    "deleted_at": ("timestamp with time zone", True)},
+    "core.context": {"id": ("bigint", False), "record_id": ("bigint", False),
+                     "member_id": ("bigint", False), "body": ("text", False),
+                     "created_at": ("timestamp with time zone", False),
+                     "deleted_at": ("timestamp with time zone", True)},
+    "ai.context_ai_state": {"context_id": ("bigint", False), "embedding_status": ("text", False),
+                            "keyword_status": ("text", False), "retry_count": ("integer", False),
+                            "updated_at": ("timestamp with time zone", False),
+                            "rescanned_at": ("timestamp with time zone", True),
+                            "last_error": ("text", True),
+                            "last_error_at": ("timestamp with time zone", True)},
+    "ai.context_embedding": {"context_id": ("bigint", False), "user_id": ("bigint", False),
+                             "record_id": ("bigint", False), "embedding": ("vector", False),
+                             "embedding_profile": ("text", False), "text_sha256": ("bytea", False),
+                             "is_deleted": ("boolean", False),
+                             "updated_at": ("timestamp with time zone", False)},
+    "ai.keyword_preset": {"id": ("integer", False), "code": ("text", False),
+                          "display_name": ("text", False), "category": ("text", False),
+                          "description": ("text", False), "examples": ("text[]", False),
+                          "visibility": ("text", False), "is_active": ("boolean", False),
+                          "version": ("integer", False)},
+    "ai.keyword_preset_embedding": {"preset_id": ("integer", False),
+                                    "embedding_profile": ("text", False),
+                                    "embedding": ("vector", False),
+                                    "updated_at": ("timestamp with time zone", False)},
+    "ai.context_keyword": {"context_id": ("bigint", False), "keyword_id": ("integer", False),
+                           "confidence": ("numeric(4,3)", True), "preset_version": ("integer", False)},
+    "ai.context_keyword_analysis": {"context_id": ("bigint", False), "preset_version": ("integer", False),
+                                    "unmatched_concepts": ("jsonb", False),
+                                    "model_profile": ("text", False),
+                                    "updated_at": ("timestamp with time zone", False)},
+    "ai.context_ai_event": {"id": ("bigint", False), "context_id": ("bigint", False),
+                            "stage": ("text", False), "from_status": ("text", True),
+                            "to_status": ("text", True), "actor": ("text", False),
+                            "reason": ("text", True), "at": ("timestamp with time zone", False)},
+}
+
+
+def _columns(conn: psycopg.Connection) -> dict[str, dict[str, tuple[str, bool]]]:
+    rows = conn.execute(
+        """SELECT n.nspname || '.' || c.relname, a.attname,
+                  format_type(a.atttypid, a.atttypmod), NOT a.attnotnull
+           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname IN ('core', 'ai') AND c.relkind = 'r' AND a.attnum > 0
+             AND NOT a.attisdropped"""
+    ).fetchall()
+    out: dict[str, dict[str, tuple[str, bool]]] = {}
+    for table, column, typ, nullable in rows:
+        out.setdefault(table, {})[column] = (typ, nullable)
+    return out
+
+
+def _defs(conn: psycopg.Connection, sql: str) -> list[str]:
+    return [r[0] for r in conn.execute(sql).fetchall()]
+
+
+def test_migrate_creates_exactly_the_spec_schema(sync_conn):
+    assert _columns(sync_conn) == EXPECTED_COLUMNS
+
+    checks = " ".join(_defs(sync_conn, """SELECT pg_get_constraintdef(oid) FROM pg_constraint
+        WHERE contype = 'c' AND connamespace IN ('core'::regnamespace, 'ai'::regnamespace)"""))
+    for fragment in ("btrim(body)", "retry_count >= 0", "'PENDING'::text", "'CANCELLED'::text",
+                     "'PRIVATE_ONLY'::text", "'SITUATION'::text", "confidence >= (0)::numeric",
+                     "'finalizer'::text"):
+        assert fragment in checks, fragment
+    assert "retry_count <=" not in checks  # the ceiling lives in SQL predicates (SPEC §2.2)
+
+    fks = _defs(sync_conn, """SELECT conrelid::regclass || ' ' || pg_get_constraintdef(oid)
+        FROM pg_constraint WHERE contype = 'f' AND connamespace = 'ai'::regnamespace""")
+    assert fks == ["ai.context_keyword FOREIGN KEY (keyword_id) REFERENCES ai.keyword_preset(id)"]
+
+    indexes = {name: d for name, d in sync_conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname IN ('core','ai')").fetchall()}
+    rescan = indexes["context_ai_state_rescan_idx"]
+    assert "GREATEST(updated_at, COALESCE(rescanned_at, updated_at))" in rescan
+    assert "WHERE ((embedding_status = ANY" in rescan and "keyword_status = ANY" in rescan
+    assert "WHERE (NOT is_deleted)" in indexes["context_embedding_user_idx"]
+    assert "(record_id)" in indexes["context_embedding_record_idx"]
+    assert "(keyword_id)" in indexes["context_keyword_keyword_idx"]
+    assert "WHERE (deleted_at IS NULL)" in indexes["record_member_place_active_uq"]
+    assert "UNIQUE" in indexes["record_member_place_active_uq"]
+    assert "UNIQUE" in indexes["member_external_ref_active_uq"]
+    pks = dict(sync_conn.execute("""SELECT conrelid::regclass::text, pg_get_constraintdef(oid)
+        FROM pg_constraint WHERE contype = 'p' AND connamespace = 'ai'::regnamespace""").fetchall())
+    assert pks["ai.context_embedding"] == "PRIMARY KEY (context_id)"
+    assert pks["ai.keyword_preset_embedding"] == "PRIMARY KEY (preset_id, embedding_profile)"
+    assert pks["ai.context_keyword"] == "PRIMARY KEY (context_id, keyword_id)"
+    assert not any("embedding" in d and ("hnsw" in d or "ivfflat" in d) for d in indexes.values())
+
+
+def test_state_row_defaults(sync_conn):
+    sync_conn.execute("INSERT INTO ai.context_ai_state (context_id) VALUES (1)")
+    row = sync_conn.execute("SELECT embedding_status, keyword_status, retry_count, rescanned_at, "
+                            "last_error FROM ai.context_ai_state").fetchone()
+    assert row == ("PENDING", "PENDING", 0, None, None)
+    with pytest.raises(psycopg.errors.CheckViolation):
+        sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'DONE'")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        sync_conn.execute("UPDATE ai.context_ai_state SET retry_count = -1")
+
+
+def test_migrate_twice_is_a_noop_and_downgrade_then_upgrade_works(pg_server_url):
+    url = create_database(pg_server_url, "pinlog_mig")
+    assert migrate.current_revision(url) is None
+    migrate.upgrade(url)
+    assert migrate.current_revision(url) == migrate.HEAD
+    with psycopg.connect(url) as conn:
+        before = _columns(conn)
+    migrate.upgrade(url)  # no-op
+    assert migrate.current_revision(url) == migrate.HEAD
+    migrate.downgrade(url)
+    with psycopg.connect(url) as conn:
+        assert _columns(conn) == {}
+    migrate.upgrade(url)
+    with psycopg.connect(url) as conn:
+        assert _columns(conn) == before == EXPECTED_COLUMNS
