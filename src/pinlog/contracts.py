@@ -1,0 +1,66 @@
+"""The wire contract between core and ai (SPEC §5.1, §10), shared by both sides.
+
+Neither side owns it: core builds these requests, ai validates and serves them, over HTTP
+(``/internal/v1/...``) or through the in-process adapter with exactly the same semantics.
+JSON is camelCase; unknown fields are rejected (422).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+PROCESS_PATH = "/internal/v1/context/process"
+SEARCH_PATH = "/internal/v1/search"
+SECRET_HEADER = "X-Internal-Secret"
+REQUEST_ID_HEADER = "X-Request-Id"
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class ProcessRequest(_Camel):
+    """Body of ``POST /internal/v1/context/process`` (SPEC §5.1).
+
+    ``text`` length (1..``PINLOG_MAX_TEXT_CHARS`` characters) is checked by the ai side, whose
+    limit is configurable; ``placeMeta`` is accepted and unused (it would change the profile).
+    """
+
+    context_id: int = Field(gt=0)
+    user_id: int = Field(gt=0)
+    record_id: int = Field(gt=0)
+    text: str = Field(min_length=1)
+    place_meta: dict[str, Any] | None = None
+
+
+class SearchRequest(_Camel):
+    """Body of ``POST /internal/v1/search`` (SPEC §10)."""
+
+    user_id: int = Field(gt=0)
+    query: str = Field(min_length=1, max_length=2000)
+    limit: int = Field(20, ge=1, le=100)
+    embedding_profile: str = Field(min_length=1)
+
+
+class SearchHit(_Camel):
+    record_id: int
+    context_id: int
+    similarity: float
+
+
+class SearchResponse(_Camel):
+    results: list[SearchHit]
+
+
+class ProcessClient(Protocol):
+    """How core reaches the ai side's process endpoint (HTTP client or in-process adapter).
+
+    ``send`` returns the HTTP status the ai side answered (202 accepted, 401, 422, 503 …) and
+    never raises for an ai-side failure: timeouts/connection errors are reported as status 0
+    with the outcome class logged and counted by the implementation.
+    """
+
+    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int: ...
