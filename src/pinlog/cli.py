@@ -109,9 +109,11 @@ def db_status() -> None:
 def _register_components() -> None:
     from pinlog.ai import commands as ai_commands
     from pinlog.core import commands as core_commands
+    from pinlog.core import ops_commands
 
     ai_commands.register(app)
     core_commands.register(app)
+    ops_commands.register(app)
 
 
 _register_components()

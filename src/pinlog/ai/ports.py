@@ -1,0 +1,127 @@
+"""Ports of the ai side (pgqueuer-style Protocols): embedding providers and judges, plus the
+value types that cross them (SPEC §8, §9).
+
+Implementations live in ``pinlog.ai.providers`` and ``pinlog.ai.judges``; tests plug fakes in
+at exactly these interfaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+EmbedKind = Literal["passage", "query"]
+Category = Literal["COMPANION", "ACTIVITY", "ATMOSPHERE", "SITUATION"]
+Visibility = Literal["PUBLIC", "PRIVATE_ONLY", "BLOCKED"]
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """Turns texts into vectors of one embedding profile (SPEC §9).
+
+    Attributes:
+        profile: the profile string this provider produces (e.g. ``local-e5-small-q4-384-cosine-v1``).
+        dimension: vector length every returned row must have.
+    """
+
+    profile: str
+    dimension: int
+
+    async def embed(self, texts: Sequence[str], kind: EmbedKind) -> np.ndarray:
+        """Embed ``texts`` (``passage`` for stored notes, ``query`` for searches).
+
+        Returns:
+            ``(len(texts), dimension)`` float32 array.
+
+        Raises:
+            pinlog.ai.errors.TransientModelError: worth retrying (timeout, 429, 5xx …).
+            pinlog.ai.errors.PermanentModelError: never worth retrying (4xx, bad shape …).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One row of ``ai.keyword_preset`` (SPEC §2.2, §8)."""
+
+    id: int
+    code: str
+    display_name: str
+    category: Category
+    description: str
+    examples: tuple[str, ...]
+    visibility: Visibility = "PUBLIC"
+    is_active: bool = True
+    version: int = 1
+
+    def embedding_text(self) -> str:
+        """Text embedded for this preset: display name, description and examples (SPEC §8)."""
+        return "\n".join([self.display_name, self.description, *self.examples])
+
+
+@dataclass(frozen=True)
+class PresetSnapshot:
+    """The usable presets of one profile, taken once per keyword stage (SPEC §5.2 step 3).
+
+    Attributes:
+        profile: embedding profile of ``matrix``.
+        presets: active, non-BLOCKED presets that have an embedding for ``profile``.
+        matrix: ``(len(presets), dim)`` float32, rows L2-normalised, same order as ``presets``.
+        version: preset list revision (max ``version``), stored as ``preset_version``.
+    """
+
+    profile: str
+    presets: tuple[Preset, ...]
+    matrix: np.ndarray
+    version: int
+
+    def __len__(self) -> int:
+        return len(self.presets)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A preset near the context vector: cosine ``similarity`` in [-1, 1] (SPEC §8)."""
+
+    preset: Preset
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One keyword chosen by a judge; ``confidence`` in [0, 1] or None."""
+
+    keyword_id: int
+    confidence: float | None
+
+
+@dataclass(frozen=True)
+class JudgeAnswer:
+    """What a judge answered, already mapped by the SPEC §8 rules when it leaves ``judge()``.
+
+    Attributes:
+        picks: 0..n picks among the candidates, unique ids.
+        unmatched_concepts: concepts in the text no candidate covered (analysis only).
+        model_profile: the judge/model that actually answered (e.g. ``similarity-v1`` or
+            ``llm:gpt-4o-mini``), stored in ``ai.context_keyword_analysis.model_profile``.
+    """
+
+    picks: tuple[Pick, ...]
+    unmatched_concepts: tuple[str, ...] = field(default_factory=tuple)
+    model_profile: str = ""
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Chooses keywords among candidates only (SPEC §8)."""
+
+    async def judge(self, text: str, candidates: Sequence[Candidate]) -> JudgeAnswer:
+        """Pick 0..3 typical keywords for ``text`` among ``candidates`` (never empty here).
+
+        Raises:
+            pinlog.ai.errors.TransientModelError / PermanentModelError.
+        """
+        ...
