@@ -5,13 +5,11 @@ or both (the default, one process), plus ``/health``, ``/ready`` and ``/metrics`
 opens the database (external or embedded), starts each component's background machinery and
 stops it in reverse order.
 
-core never imports ai: when both run in one process, the app hands core the ai runtime's
-``submit`` function as its in-process process client (same contract as HTTP, SPEC §4).
+Components are built by :mod:`pinlog.composition` (core never imports ai).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Literal
@@ -22,11 +20,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from pinlog import __version__
+from pinlog.composition import running_components
 from pinlog.db.engine import create_engine, resolve_database_url
 from pinlog.db.migrate import HEAD
 from pinlog.settings import Settings, get_settings
-
-log = logging.getLogger(__name__)
 
 Component = Literal["core", "ai"]
 
@@ -36,6 +33,8 @@ def create_app(
     *,
     components: tuple[Component, ...] = ("core", "ai"),
     database_url: str | None = None,
+    ai_kwargs: dict[str, object] | None = None,
+    core_kwargs: dict[str, object] | None = None,
 ) -> FastAPI:
     """Build the app.
 
@@ -43,6 +42,7 @@ def create_app(
         settings: defaults to :func:`pinlog.settings.get_settings`.
         components: which components this process runs (``core``, ``ai`` or both).
         database_url: libpq URL overriding the configured/embedded database (tests).
+        ai_kwargs, core_kwargs: extra runtime arguments (tests pass fake model providers).
     """
     settings = settings or get_settings()
 
@@ -52,34 +52,14 @@ def create_app(
         engine = create_engine(url, pool_size=settings.db_pool_size)
         app.state.settings = settings
         app.state.engine = engine
-        started: list[object] = []
-        ai_runtime = None
         try:
-            if "ai" in components:
-                from pinlog.ai.runtime import AiRuntime
-
-                ai_runtime = AiRuntime(settings, engine)
-                await ai_runtime.start()
-                started.append(ai_runtime)
-                app.state.ai = ai_runtime
-            if "core" in components:
-                from pinlog.core.runtime import CoreRuntime
-
-                core_runtime = CoreRuntime(
-                    settings, engine,
-                    in_process_submit=ai_runtime.submit if ai_runtime is not None else None,
-                    in_process_search=ai_runtime.search if ai_runtime is not None else None,
-                )
-                await core_runtime.start()
-                started.append(core_runtime)
-                app.state.core = core_runtime
-            yield
+            async with running_components(settings, engine, ai="ai" in components,
+                                          core="core" in components, ai_kwargs=ai_kwargs,
+                                          core_kwargs=core_kwargs) as running:
+                app.state.ai = running.ai
+                app.state.core = running.core
+                yield
         finally:
-            for runtime in reversed(started):
-                try:
-                    await runtime.stop()  # type: ignore[attr-defined]
-                except Exception:  # noqa: BLE001 - shutdown must go on
-                    log.exception("component stop failed")
             await engine.dispose()
 
     app = FastAPI(title="PinLog AI", version=__version__, lifespan=lifespan)

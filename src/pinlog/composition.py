@@ -1,0 +1,78 @@
+"""Composition root: builds the components a process runs (SPEC §1 deployment shapes).
+
+This neutral module is the only place that knows both ``pinlog.ai`` and ``pinlog.core``: core
+never imports ai. When both run in one process, core's process client is the ai runtime's
+in-process ``submit`` (same contract as ``POST /internal/v1/context/process``); otherwise core
+uses HTTP to ``PINLOG_AI_BASE_URL``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Components:
+    """The running runtimes of this process (either may be None)."""
+
+    ai: Any | None
+    core: Any | None
+
+
+@asynccontextmanager
+async def running_components(
+    settings: Settings,
+    engine: AsyncEngine,
+    *,
+    ai: bool = True,
+    core: bool = True,
+    ai_kwargs: dict[str, Any] | None = None,
+    core_kwargs: dict[str, Any] | None = None,
+) -> AsyncIterator[Components]:
+    """Start the ai runtime (if ``ai``), then the core runtime (if ``core``); stop in reverse.
+
+    Args:
+        ai_kwargs: extra keyword arguments for ``AiRuntime`` (tests pass fake providers).
+        core_kwargs: extra keyword arguments for ``CoreRuntime``.
+
+    Raises:
+        whatever a runtime's ``start()`` raises (e.g. ai tables missing, no presets).
+    """
+    started: list[Any] = []
+    ai_runtime = core_runtime = None
+    try:
+        if ai:
+            from pinlog.ai.runtime import AiRuntime
+
+            ai_runtime = AiRuntime(settings, engine, **(ai_kwargs or {}))
+            await ai_runtime.start()
+            started.append(ai_runtime)
+        if core:
+            from pinlog.core.runtime import CoreRuntime
+
+            use_local = ai_runtime is not None and settings.ai_base_url is None
+            core_runtime = CoreRuntime(
+                settings, engine,
+                in_process_submit=ai_runtime.submit if use_local else None,
+                in_process_search=ai_runtime.search if use_local else None,
+                **(core_kwargs or {}),
+            )
+            await core_runtime.start()
+            started.append(core_runtime)
+        yield Components(ai=ai_runtime, core=core_runtime)
+    finally:
+        for runtime in reversed(started):
+            try:
+                await runtime.stop()
+            except Exception:  # noqa: BLE001 - shutdown must go on
+                log.exception("component stop failed")
