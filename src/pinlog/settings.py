@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     embedding_timeout: float = Field(60.0, gt=0, description="Seconds per embedding call.")
     embedding_batch_size: int = Field(32, ge=1, le=1024, description="Micro-batch flush size.")
     embedding_batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="Micro-batch wait.")
+    embedding_passage_prefix: str = Field(
+        "", description="sentence-transformers only: prepended to stored texts (e.g. 'passage: ' "
+        "for e5 models). Part of the input preprocessing: the profile string must name it.")
+    embedding_query_prefix: str = Field(
+        "", description="sentence-transformers only: prepended to search queries ('query: ').")
 
     # --- judge (SPEC §8) ---------------------------------------------------------------------
     judge: Literal["similarity", "llm"] = "similarity"
