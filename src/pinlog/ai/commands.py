@@ -1,7 +1,132 @@
-"""ai commands (placeholder)."""
+"""ai commands: ``pinlog presets load [FILE]`` and ``pinlog presets list`` (SPEC §8).
+
+Thin typer commands: the work is in :mod:`pinlog.ai.presets`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.exc import ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.ai.errors import ModelError
+from pinlog.ai.presets import (
+    PresetFileError,
+    PresetLoadReport,
+    default_preset_path,
+    load_preset_file,
+    q,
+    upsert_presets,
+)
+from pinlog.cli_support import err_console, run_with_engine, settings_or_exit
+
+console = Console()
+presets_app = typer.Typer(help="Keyword presets (SPEC §8): load and list.", no_args_is_help=True)
+
+
+async def _close(provider: Any) -> None:
+    for name in ("aclose", "close"):
+        closer = getattr(provider, name, None)
+        if closer is not None:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+            return
+
+
+def _ids(values: list[int]) -> str:
+    return ", ".join(map(str, values)) if values else "-"
+
+
+@presets_app.command("load")
+def load(
+    file: Path | None = typer.Argument(
+        None, help="Preset YAML ({presets: [...]}). Default: the packaged presets_default.yaml.",
+        exists=True, dir_okay=False, readable=True),
+    keep_missing: bool = typer.Option(
+        False, "--keep-missing", help="Do not retire active presets that are absent from FILE."),
+    reembed: bool = typer.Option(
+        False, "--reembed", help="Re-embed every preset (after a preset-embedding change)."),
+) -> None:
+    """Embed the presets with the current profile and upsert them idempotently.
+
+    Presets absent from the file are retired (never deleted). A second run with the same file
+    changes nothing.
+    """
+    settings = settings_or_exit()
+    try:
+        presets = load_preset_file(file)
+    except PresetFileError as exc:
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+
+    async def work(engine: AsyncEngine) -> PresetLoadReport:
+        from pinlog.ai.providers import build_provider
+
+        provider = build_provider(settings)
+        try:
+            return await upsert_presets(engine, presets, provider,
+                                        retire_missing=not keep_missing, reembed=reembed)
+        finally:
+            await _close(provider)
+
+    try:
+        report = run_with_engine(settings, work)
+    except PresetFileError as exc:
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    except ModelError as exc:
+        err_console.print(f"[red]embedding failed: {exc}[/red]")
+        raise typer.Exit(1) from None
+    except ProgrammingError:
+        err_console.print("[red]ai tables are missing: run `pinlog migrate` first[/red]")
+        raise typer.Exit(1) from None
+    except ValueError as exc:  # provider settings
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    source = file or default_preset_path()
+    console.print(f"presets from {source.name}: {len(presets)}; {report.summary()}")
+    for label, ids in (("inserted", report.inserted), ("updated", report.updated),
+                       ("retired", report.retired), ("embedded", report.embedded)):
+        if ids:
+            console.print(f"  {label}: {_ids(ids)}")
+    if not report.changed:
+        console.print("  no change")
+
+
+@presets_app.command("list")
+def list_presets() -> None:
+    """Show every preset: id, code, name, category, visibility, active, embedded for the
+    current profile."""
+    settings = settings_or_exit()
+
+    async def work(engine: AsyncEngine) -> list[Any]:
+        async with engine.connect() as conn:
+            return (await conn.execute(q("preset_overview"), {"profile": settings.profile})).all()
+
+    try:
+        rows = run_with_engine(settings, work)
+    except ProgrammingError:
+        err_console.print("[red]ai tables are missing: run `pinlog migrate` first[/red]")
+        raise typer.Exit(1) from None
+    table = Table(title=f"keyword presets (profile {settings.profile})")
+    for column in ("id", "code", "name", "category", "visibility", "active", "embedded", "version"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(str(row.id), row.code, row.display_name, row.category, row.visibility,
+                      "yes" if row.is_active else "no", "yes" if row.embedded else "no",
+                      str(row.version))
+    console.print(table)
+    usable = sum(1 for r in rows if r.is_active and r.embedded and r.visibility != "BLOCKED")
+    console.print(f"{len(rows)} presets, {usable} usable for profile {settings.profile}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ai commands to the ``pinlog`` app."""
+    """Add the ai commands (``pinlog presets …``) to the ``pinlog`` app."""
+    app.add_typer(presets_app, name="presets")

