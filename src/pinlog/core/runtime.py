@@ -1,22 +1,86 @@
-"""Placeholder core runtime (issue 4)."""
+"""core runtime: process client, dispatcher, services and the rescan loop (SPEC §1, §4, §7).
+
+Built by :mod:`pinlog.composition`. The process client is HTTP when ``PINLOG_AI_BASE_URL`` is
+set, otherwise the in-process adapter of the ai runtime of this process; with neither, a client
+that logs and returns 0 (rows stay PENDING for the rescan).
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinlog.contracts import ProcessRequest
+from pinlog.core.dispatch import Dispatcher, HttpProcessClient, InProcessClient, UnconfiguredClient
+from pinlog.core.services import CoreService
 from pinlog.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def build_client(settings: Settings,
+                 in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None) -> Any:
+    """The process client for these settings (see module docstring)."""
+    if settings.ai_base_url:
+        return HttpProcessClient.from_settings(settings)
+    if in_process_submit is not None:
+        return InProcessClient(in_process_submit)
+    return UnconfiguredClient()
 
 
 class CoreRuntime:
-    def __init__(self, settings: Settings, engine: AsyncEngine, *, in_process_submit=None,
-                 in_process_search=None) -> None:
+    """core's running parts.
+
+    Attributes:
+        client: the :class:`pinlog.contracts.ProcessClient` in use.
+        dispatcher: the :class:`pinlog.core.dispatch.Dispatcher` (bounded queue).
+        service: the :class:`pinlog.core.services.CoreService`.
+        search_client: the ai runtime's in-process ``search`` (None when ai is remote).
+        rescan: the rescan loop once started (``settings.rescan_enabled``), else None.
+    """
+
+    def __init__(self, settings: Settings, engine: AsyncEngine, *,
+                 in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
+                 in_process_search: Callable[..., Awaitable[Any]] | None = None) -> None:
         self.settings, self.engine = settings, engine
+        self.client = build_client(settings, in_process_submit)
+        self.dispatcher = Dispatcher(self.client, queue_size=settings.dispatch_queue_size,
+                                     workers=settings.dispatch_workers)
+        self.service = CoreService(engine, self.dispatcher, settings)
+        self.search_client = in_process_search
+        self.rescan: Any | None = None
 
-    async def start(self) -> None: ...
+    async def start(self) -> None:
+        """Start the dispatcher, then the rescan loop when enabled."""
+        self.dispatcher.start()
+        if self.settings.rescan_enabled:
+            from pinlog.core.rescan import RescanLoop
 
-    async def stop(self) -> None: ...
+            self.rescan = RescanLoop(self.settings, self.engine, self.client)
+            await self.rescan.start()
+
+    async def stop(self) -> None:
+        """Stop the rescan loop (if started), then drain and stop the dispatcher, then close
+        the client."""
+        if self.rescan is not None:
+            try:
+                await self.rescan.stop()
+            finally:
+                self.rescan = None
+        await self.dispatcher.stop()
+        close = getattr(self.client, "aclose", None)
+        if close is not None:
+            await close()
 
     async def ready(self) -> bool:
+        """core has nothing beyond the database (checked by ``/ready`` itself)."""
         return True
 
-    async def refresh_gauges(self) -> None: ...
+    async def refresh_gauges(self) -> None:
+        """Refresh the database-derived gauges for ``/metrics`` (SPEC §12)."""
+        from pinlog.core.status import refresh_gauges
+
+        await refresh_gauges(self.engine, self.settings)

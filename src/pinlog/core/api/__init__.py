@@ -1,0 +1,12 @@
+"""core's public REST API under ``/v1`` (JSON, member JWT auth). ``router`` is mounted by the app."""
+
+from fastapi import APIRouter
+
+from pinlog.core.api.routes import contexts, me, records
+
+router = APIRouter()
+router.include_router(records.router)
+router.include_router(contexts.router)
+router.include_router(me.router)
+
+__all__ = ["router"]

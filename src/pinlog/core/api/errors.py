@@ -1,0 +1,138 @@
+"""Error responses of the public API: fixed strings, ``{"error": CODE, "message": ...}``.
+
+:class:`CoreRoute` turns service errors (:class:`pinlog.core.services.CoreError`), authentication
+failures and request validation errors into JSON responses for every route of this package, so
+the app-level handlers (not owned by core) need no change. Validation errors never echo the
+input (the member's text is personal data): only the field path and a fixed problem sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from pinlog.core.services import (
+    CoreError,
+    ForcedDeleteRequired,
+    InvalidInput,
+    LastContext,
+    MemberExists,
+    NotFound,
+    RecordExists,
+    RecordHasContexts,
+)
+
+
+class Unauthorized(Exception):
+    """Missing/invalid token or a withdrawn member → 401."""
+
+
+UNAUTHORIZED_BODY = {"error": "UNAUTHORIZED", "message": "missing or invalid token"}
+
+_PROBLEMS = {
+    "missing": "is required",
+    "extra_forbidden": "is not an allowed field",
+    "json_invalid": "is not valid JSON",
+    "model_attributes_type": "must be a JSON object",
+    "dict_type": "must be a JSON object",
+    "string_type": "must be a string",
+    "float_type": "must be a number",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "bool_parsing": "must be true or false",
+    "finite_number": "must be a finite number",
+}
+
+
+def _problem(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    if kind in _PROBLEMS:
+        return _PROBLEMS[kind]
+    ctx = err.get("ctx") or {}
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        bound = next(iter(ctx.values()), "")
+        words = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">",
+                 "less_than": "<"}
+        return f"must be {words[kind]} {bound}"
+    if kind == "value_error":  # our own validators: fixed sentences
+        error = ctx.get("error")
+        return str(error) if error is not None else "is invalid"
+    return "is invalid"
+
+
+def validation_response(exc: RequestValidationError) -> JSONResponse:
+    """422 with one ``{"field", "problem"}`` per error and no input values."""
+    problems = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        problems.append({"field": ".".join(loc) or "body", "problem": _problem(err)})
+    first = problems[0] if problems else {"field": "body", "problem": "is invalid"}
+    return JSONResponse(status_code=422, content={
+        "error": "INVALID_INPUT", "message": f"{first['field']} {first['problem']}",
+        "problems": problems})
+
+
+def error_response(exc: CoreError) -> JSONResponse:
+    """Map a service error to its HTTP response (404, 409, 422)."""
+    body: dict[str, Any] = {"error": exc.code, "message": exc.message}
+    if isinstance(exc, NotFound):
+        status = 404
+    elif isinstance(exc, InvalidInput):
+        status = 422
+    elif isinstance(exc, RecordExists):
+        status, body["recordId"] = 409, exc.record_id
+    elif isinstance(exc, ForcedDeleteRequired):
+        status = 409
+        body["forcedDeleteWouldRemove"] = {"recordId": exc.summary.record_id,
+                                           "placeName": exc.summary.place_name,
+                                           "contexts": exc.summary.contexts}
+    elif isinstance(exc, MemberExists):
+        status = 409
+    else:  # pragma: no cover - every CoreError subclass is mapped above
+        raise exc
+    return JSONResponse(status_code=status, content=body)
+
+
+class CoreRoute(APIRoute):
+    """APIRoute that renders this package's errors (see module docstring)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return validation_response(exc)
+            except Unauthorized:
+                return JSONResponse(status_code=401, content=UNAUTHORIZED_BODY,
+                                    headers={"WWW-Authenticate": "Bearer"})
+            except CoreError as exc:
+                return error_response(exc)
+
+        return route_handler
+
+
+def _example(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"description": message, "content": {"application/json": {
+        "example": {"error": code, "message": message, **extra}}}}
+
+
+#: OpenAPI descriptions of the error responses, per status.
+R401 = {401: _example("UNAUTHORIZED", "missing or invalid token")}
+R404 = {404: _example("NOT_FOUND", "record not found")}
+R422 = {422: _example("INVALID_INPUT", "text must not be empty or whitespace",
+                      problems=[{"field": "text", "problem": "must not be empty or whitespace"}])}
+R409_LAST = {409: _example(LastContext.code, "this is the record's last context; delete the "
+                           "record instead (force=true)",
+                           forcedDeleteWouldRemove={"recordId": 1, "placeName": "…", "contexts": 1})}
+R409_RECORD = {409: _example(RecordHasContexts.code, "the record has several contexts; delete it "
+                             "with force=true",
+                             forcedDeleteWouldRemove={"recordId": 1, "placeName": "…", "contexts": 2})}
+R409_EXISTS = {409: _example(RecordExists.code, "an active record already exists for this place",
+                             recordId=1)}

@@ -1,0 +1,1 @@
+"""Route modules of the public API (``/v1``)."""

@@ -1,0 +1,126 @@
+"""Request and response bodies of the public API (camelCase JSON; unknown fields → 422)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from pinlog.core.services import (
+    MAX_ADDRESS_CHARS,
+    MAX_PLACE_ID_CHARS,
+    MAX_PLACE_NAME_CHARS,
+    AiStatus,
+    PlaceInput,
+    PlaceView,
+    PublicKeywordsView,
+    RecordView,
+)
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", strict=True)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or whitespace")
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+class PlaceIn(_In):
+    """A place (snapshot stored on first save). ``lat``/``lng`` in degrees."""
+
+    external_place_id: str = Field(min_length=1, max_length=MAX_PLACE_ID_CHARS)
+    name: str = Field(min_length=1, max_length=MAX_PLACE_NAME_CHARS)
+    address: str | None = Field(None, max_length=MAX_ADDRESS_CHARS)
+    road_address: str | None = Field(None, max_length=MAX_ADDRESS_CHARS)
+    lat: float = Field(ge=-90, le=90, allow_inf_nan=False)
+    lng: float = Field(ge=-180, le=180, allow_inf_nan=False)
+
+    _blank = field_validator("external_place_id", "name")(_not_blank)
+
+    def to_input(self) -> PlaceInput:
+        return PlaceInput(external_place_id=self.external_place_id, name=self.name,
+                          lat=self.lat, lng=self.lng, address=self.address,
+                          road_address=self.road_address)
+
+
+class TextIn(_In):
+    """A context text: not empty/whitespace, at most ``PINLOG_MAX_TEXT_CHARS`` characters."""
+
+    text: str
+
+    _blank = field_validator("text")(_not_blank)
+
+
+class CreateRecordIn(TextIn):
+    place: PlaceIn
+
+
+class CreatedRecordOut(_Out):
+    record_id: int
+    context_id: int
+
+
+class ContextIdOut(_Out):
+    context_id: int
+
+
+class PlaceOut(_Out):
+    external_place_id: str
+    name: str
+    address: str | None
+    road_address: str | None
+    lat: float
+    lng: float
+
+    @classmethod
+    def of(cls, place: PlaceView) -> PlaceOut:
+        return cls(external_place_id=place.external_place_id, name=place.name,
+                   address=place.address, road_address=place.road_address,
+                   lat=place.lat, lng=place.lng)
+
+
+class ContextOut(_Out):
+    context_id: int
+    text: str
+    ai_status: AiStatus = Field(description="processing | ready (both stages done) | failed")
+    keywords: list[str] = Field(description="Display names (owner view, SPEC §8)")
+
+
+class RecordOut(_Out):
+    record_id: int
+    place: PlaceOut
+    keywords: list[str] = Field(description="Union over the active contexts (owner view)")
+    contexts: list[ContextOut]
+
+    @classmethod
+    def of(cls, view: RecordView) -> RecordOut:
+        return cls(record_id=view.record_id, place=PlaceOut.of(view.place), keywords=view.keywords,
+                   contexts=[ContextOut(context_id=c.context_id, text=c.text,
+                                        ai_status=c.ai_status, keywords=c.keywords)
+                             for c in view.contexts])
+
+
+class RecordListOut(_Out):
+    records: list[RecordOut]
+
+
+class PublicKeywordsOut(_Out):
+    record_id: int
+    place: PlaceOut
+    keywords: list[str] = Field(description="PUBLIC keywords only (display names)")
+
+    @classmethod
+    def of(cls, view: PublicKeywordsView) -> PublicKeywordsOut:
+        return cls(record_id=view.record_id, place=PlaceOut.of(view.place), keywords=view.keywords)
+
+
+class MeOut(_Out):
+    member_id: int
