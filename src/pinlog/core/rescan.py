@@ -1,0 +1,398 @@
+"""Rescan loop and FAILED finalizer (SPEC §7).
+
+One round (:meth:`RescanLoop.run_round`), in this order (SPEC §7.2):
+
+1. **finalize** — own transaction: dead-end keyword stages (keyword PENDING while the embedding
+   FAILED) end FAILED whatever their retry count; then expired rows whose retries are exhausted
+   (``retry_count >= max``) have their PENDING/PROCESSING stages set FAILED (whitelist).
+2. **claim** — own transaction: expired rows with retries left get ``retry_count + 1`` and
+   ``rescanned_at = now()`` (never ``updated_at``: SPEC §7.3), then commit.
+3. **re-send** — for each claimed row, outside any transaction and holding no lock: re-read the
+   context from core (deleted/superseded → no call, WARN if its state is not CANCELLED), then send
+   a normal :class:`~pinlog.contracts.ProcessRequest` through the process client, with bounded
+   concurrency (``settings.rescan_concurrency``); one failure never stops the round.
+
+The predicates use the database clock and live in ``rescan.sql``; the expiry predicate is written
+once there and shared by the claim and the finalizer. The loop runs with a fixed **delay**: the
+next round starts one ``rescan_interval`` after the previous round ended. Any number of loops may
+run against one database (``FOR UPDATE SKIP LOCKED``, SPEC §7.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+
+from sqlalchemy import TextClause, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog import metrics
+from pinlog.contracts import ProcessClient, ProcessRequest
+from pinlog.db.sql import Queries
+from pinlog.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_MARKER = re.compile(r"\{([a-z_]+)\}")
+
+#: Seconds ``stop()`` lets a running round finish before it is cancelled.
+STOP_GRACE_SECONDS = 10.0
+
+
+class _Statements:
+    """Named statements of one ``.sql`` file with named *fragments* spliced in.
+
+    A statement may contain ``{fragment}`` markers naming another block of the same file (e.g.
+    ``{expired}``); they are replaced by that block's text, recursively, when the statement is
+    first used. Only static SQL from the file is spliced — never a runtime value (SPEC §3).
+
+    Raises:
+        KeyError: a marker names no block of the file.
+    """
+
+    def __init__(self, package: str, filename: str) -> None:
+        self._queries = Queries(package, filename)
+        self._cache: dict[str, TextClause] = {}
+
+    def sql(self, name: str, _depth: int = 0) -> str:
+        """The SQL text of ``name`` with every fragment marker resolved."""
+        if _depth > 8:
+            raise ValueError(f"fragment nesting too deep at {name!r}")
+        raw = self._queries.raw(name)
+        if _depth:  # a spliced fragment: drop its comment lines, keep the SQL
+            raw = "\n".join(line for line in raw.splitlines()
+                            if not line.lstrip().startswith("--")).strip()
+
+        def splice(match: re.Match[str]) -> str:
+            return self.sql(match.group(1), _depth + 1)
+
+        return _MARKER.sub(splice, raw)
+
+    def __call__(self, name: str) -> TextClause:
+        if name not in self._cache:
+            self._cache[name] = text(self.sql(name))
+        return self._cache[name]
+
+
+@cache
+def statements() -> _Statements:
+    """The statements of ``pinlog/core/rescan.sql`` (loaded once)."""
+    return _Statements("pinlog.core", "rescan.sql")
+
+
+@dataclass
+class DispatchReport:
+    """What happened to the re-sends of one batch of context ids.
+
+    ``dispatched``: the ai side accepted (HTTP 202); ``skipped_deleted``: context deleted,
+    superseded or missing → no call; ``skipped_finished``: both stages already finished when
+    re-read → no call; ``failed_calls``: any other answer (401/422/503/5xx, 0 = no answer) or an
+    exception from the client.
+    """
+
+    dispatched: list[int] = field(default_factory=list)
+    skipped_deleted: list[int] = field(default_factory=list)
+    skipped_finished: list[int] = field(default_factory=list)
+    failed_calls: list[int] = field(default_factory=list)
+
+    def merge(self, other: DispatchReport) -> None:
+        self.dispatched += other.dispatched
+        self.skipped_deleted += other.skipped_deleted
+        self.skipped_finished += other.skipped_finished
+        self.failed_calls += other.failed_calls
+
+
+@dataclass
+class RoundReport:
+    """Outcome of one rescan round (SPEC §7.2). Counts; the ``*_ids`` lists name the contexts.
+
+    ``finalized``: rows whose exhausted unfinished stages became FAILED; ``dead_ends``: keyword
+    stages ended FAILED because the embedding failed; ``claimed``: rows whose retry was spent;
+    ``dispatched`` / ``skipped_deleted`` / ``failed_calls``: see :class:`DispatchReport`.
+    """
+
+    finalized: int = 0
+    dead_ends: int = 0
+    claimed: int = 0
+    dispatched: int = 0
+    skipped_deleted: int = 0
+    skipped_finished: int = 0
+    failed_calls: int = 0
+    seconds: float = 0.0
+    finalized_ids: list[int] = field(default_factory=list)
+    dead_end_ids: list[int] = field(default_factory=list)
+    claimed_ids: list[int] = field(default_factory=list)
+    dispatched_ids: list[int] = field(default_factory=list)
+    skipped_deleted_ids: list[int] = field(default_factory=list)
+    failed_call_ids: list[int] = field(default_factory=list)
+
+
+_UNFINISHED = ("PENDING", "PROCESSING")
+
+
+async def resend(
+    engine: AsyncEngine,
+    client: ProcessClient,
+    context_ids: Iterable[int],
+    *,
+    concurrency: int,
+    actor: str = "rescan",
+) -> DispatchReport:
+    """Re-read each context from core and send a normal process request (SPEC §7.2 step 3).
+
+    Each id is handled on its own: a short read on a pooled connection (released before the
+    call — no DB connection or lock is held while calling the ai side), then
+    ``client.send(ProcessRequest(contextId, userId=member_id, recordId, text=body))``. At most
+    ``concurrency`` ids are in flight. Never raises for a single id's failure.
+
+    Args:
+        context_ids: state row ids (= ``core.context.id``) to re-send.
+        concurrency: parallel re-sends (>= 1).
+        actor: ``rescan`` or ``reprocess`` (log and metric label only).
+    """
+    semaphore = asyncio.Semaphore(max(1, concurrency))
+    q = statements()
+
+    async def one(context_id: int) -> tuple[str, int]:
+        async with semaphore:
+            try:
+                async with engine.connect() as conn:
+                    row = (await conn.execute(q("reread_context"),
+                                              {"context_id": context_id})).mappings().first()
+                if row is None or row["context_id"] is None or not row["active"]:
+                    statuses = (row["embedding_status"], row["keyword_status"]) if row else ()
+                    if row is not None and any(s != "CANCELLED" for s in statuses):
+                        log.warning(
+                            "re-send skipped: context deleted or missing but its state is not "
+                            "CANCELLED (an invalidation was missed)",
+                            extra={"context_id": context_id, "status": "/".join(statuses),
+                                   "outcome": "skipped_deleted", "reason": actor},
+                        )
+                    else:
+                        log.info("re-send skipped: context deleted",
+                                 extra={"context_id": context_id, "outcome": "skipped_deleted"})
+                    metrics.RESCAN_DISPATCHED.labels(outcome="skipped_deleted").inc()
+                    return "skipped_deleted", context_id
+                if (row["embedding_status"] not in _UNFINISHED
+                        and row["keyword_status"] not in _UNFINISHED):
+                    metrics.RESCAN_DISPATCHED.labels(outcome="skipped_finished").inc()
+                    return "skipped_finished", context_id
+                request = ProcessRequest(
+                    context_id=row["context_id"], user_id=row["member_id"],
+                    record_id=row["record_id"], text=row["body"],
+                )
+                status = await client.send(request, request_id=f"{actor}-{uuid.uuid4().hex[:16]}")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one failure never stops the round
+                log.warning("re-send failed", extra={
+                    "context_id": context_id, "outcome": "error",
+                    "error_class": type(exc).__name__})
+                metrics.RESCAN_DISPATCHED.labels(outcome="error").inc()
+                return "failed", context_id
+            if status == 202:
+                metrics.RESCAN_DISPATCHED.labels(outcome="accepted").inc()
+                return "dispatched", context_id
+            log.warning("re-send not accepted", extra={
+                "context_id": context_id, "http_status": status, "outcome": "not_accepted"})
+            metrics.RESCAN_DISPATCHED.labels(outcome="not_accepted").inc()
+            return "failed", context_id
+
+    results = await asyncio.gather(*(one(cid) for cid in context_ids))
+    report = DispatchReport()
+    buckets = {"dispatched": report.dispatched, "skipped_deleted": report.skipped_deleted,
+               "skipped_finished": report.skipped_finished, "failed": report.failed_calls}
+    for outcome, cid in results:
+        buckets[outcome].append(cid)
+    return report
+
+
+def expiry_params(settings: Settings) -> dict[str, object]:
+    """Bound parameters of the shared expiry predicate and the retry ceiling (SPEC §7.1)."""
+    return {
+        "pending_expiry": settings.pending_expiry,
+        "processing_expiry": settings.processing_expiry,
+        "max_retries": settings.max_retries,
+        "batch_size": settings.rescan_batch_size,
+    }
+
+
+def validate_rescan_settings(settings: Settings) -> None:
+    """Start-up check of the SPEC §7.1 parameters (``Settings`` already enforces most).
+
+    Raises:
+        ValueError: a non-positive interval/expiry, negative max retries, batch size or
+            concurrency below 1 — naming the ``PINLOG_*`` setting.
+    """
+    for name in ("rescan_interval", "pending_expiry", "processing_expiry"):
+        if getattr(settings, name).total_seconds() <= 0:
+            raise ValueError(f"PINLOG_{name.upper()} must be positive")
+    if settings.max_retries < 0:
+        raise ValueError("PINLOG_MAX_RETRIES must be >= 0")
+    if settings.rescan_batch_size < 1:
+        raise ValueError("PINLOG_RESCAN_BATCH_SIZE must be >= 1")
+    if settings.rescan_concurrency < 1:
+        raise ValueError("PINLOG_RESCAN_CONCURRENCY must be >= 1")
+
+
+class RescanLoop:
+    """The rescan + finalizer of SPEC §7, as a fixed-delay background loop or single rounds.
+
+    Args:
+        settings: interval, expiries, max retries, batch size, concurrency (SPEC §7.1, §13).
+        engine: async engine on the shared database.
+        client: the process client (HTTP or in-process adapter) used for re-sends.
+
+    Raises:
+        ValueError: invalid rescan settings (see :func:`validate_rescan_settings`).
+    """
+
+    def __init__(self, settings: Settings, engine: AsyncEngine, client: ProcessClient) -> None:
+        validate_rescan_settings(settings)
+        self.settings = settings
+        self.engine = engine
+        self.client = client
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._in_round = False
+        self.rounds = 0
+
+    # --- the three steps (public so tests can interleave events between them) --------------
+    async def finalize(self) -> tuple[list[int], list[int]]:
+        """Step 1, one transaction: dead-end keyword stages, then exhausted expired rows.
+
+        Returns:
+            (dead-end context ids, finalized context ids).
+        """
+        q = statements()
+        params = expiry_params(self.settings)
+        async with self.engine.begin() as conn:
+            dead = (await conn.execute(q("finalize_dead_ends"),
+                                       {"batch_size": params["batch_size"]})).scalars().all()
+            finalized = (await conn.execute(q("finalize_exhausted"), params)).mappings().all()
+        for cid in dead:
+            log.warning("dead-end keyword stage finalized FAILED (embedding failed)",
+                        extra={"context_id": cid, "stage": "keyword", "outcome": "dead_end"})
+        for row in finalized:
+            log.warning("retries exhausted: unfinished stages finalized FAILED", extra={
+                "context_id": row["context_id"], "outcome": "finalized",
+                "count": row["retry_count"],
+                "previous_status": f"{row['embedding_before']}/{row['keyword_before']}"})
+        return list(dead), [row["context_id"] for row in finalized]
+
+    async def claim(self) -> list[int]:
+        """Step 2, one transaction: spend one retry of each expired row with retries left.
+
+        Returns:
+            claimed context ids (committed before this returns).
+        """
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(statements()("claim"),
+                                       expiry_params(self.settings))).mappings().all()
+        for row in rows:
+            log.info("rescan claimed", extra={
+                "context_id": row["context_id"], "attempt": row["retry_count"],
+                "status": f"{row['embedding_status']}/{row['keyword_status']}"})
+        return [row["context_id"] for row in rows]
+
+    async def dispatch(self, context_ids: Sequence[int]) -> DispatchReport:
+        """Step 3: re-read and re-send each claimed id (no transaction, bounded concurrency)."""
+        return await resend(self.engine, self.client, context_ids,
+                            concurrency=self.settings.rescan_concurrency)
+
+    async def run_round(self) -> RoundReport:
+        """One full round: finalize → claim → re-send (SPEC §7.2). Updates RESCAN_* metrics.
+
+        Raises:
+            whatever the database raises in steps 1–2 (the loop logs it and tries again next
+            interval); step 3 never raises for a single context.
+        """
+        started = time.monotonic()
+        report = RoundReport()
+        try:
+            dead, finalized = await self.finalize()
+            report.dead_end_ids, report.finalized_ids = dead, finalized
+            report.dead_ends, report.finalized = len(dead), len(finalized)
+            metrics.RESCAN_FINALIZED.set(report.finalized + report.dead_ends)
+            claimed = await self.claim()
+            report.claimed_ids, report.claimed = claimed, len(claimed)
+            metrics.RESCAN_CANDIDATES.set(report.claimed)
+            sent = await self.dispatch(claimed)
+        except asyncio.CancelledError:
+            metrics.RESCAN_ROUNDS.labels(outcome="cancelled").inc()
+            raise
+        except Exception:
+            metrics.RESCAN_ROUNDS.labels(outcome="error").inc()
+            raise
+        report.dispatched_ids = sent.dispatched
+        report.skipped_deleted_ids = sent.skipped_deleted
+        report.failed_call_ids = sent.failed_calls
+        report.dispatched = len(sent.dispatched)
+        report.skipped_deleted = len(sent.skipped_deleted)
+        report.skipped_finished = len(sent.skipped_finished)
+        report.failed_calls = len(sent.failed_calls)
+        report.seconds = time.monotonic() - started
+        metrics.RESCAN_ROUNDS.labels(outcome="ok").inc()
+        self.rounds += 1
+        level = logging.INFO if (report.claimed or report.finalized or report.dead_ends) \
+            else logging.DEBUG
+        log.log(level, "rescan round", extra={
+            "claimed": report.claimed, "finalized": report.finalized + report.dead_ends,
+            "dispatched": report.dispatched, "count": report.failed_calls,
+            "seconds": round(report.seconds, 3)})
+        return report
+
+    # --- the loop ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the fixed-delay loop as a background task (first round immediately)."""
+        if self._task is not None and not self._task.done():
+            return
+        self._stopping = asyncio.Event()
+        self._task = asyncio.create_task(self._loop(), name="pinlog-rescan")
+
+    async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Stop the loop. A sleeping loop stops at once; a running round gets ``grace``
+        seconds to finish, then is cancelled (its transactions roll back; a claim already
+        committed is simply recovered by a later round). Safe to call twice or when not started.
+        """
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=grace)
+        except (TimeoutError, asyncio.TimeoutError):
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+
+    async def run_forever(self) -> None:
+        """Run the loop in the foreground until cancelled or :meth:`stop` is called."""
+        self._stopping = asyncio.Event()
+        await self._loop()
+
+    async def _loop(self) -> None:
+        interval = self.settings.rescan_interval.total_seconds()
+        while not self._stopping.is_set():
+            try:
+                await self.run_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the loop must survive a bad round
+                log.error("rescan round failed", extra={"error_class": type(exc).__name__})
+            try:
+                # fixed delay: the next round starts one interval after this one ended
+                await asyncio.wait_for(self._stopping.wait(), timeout=interval)
+            except (TimeoutError, asyncio.TimeoutError):
+                pass

@@ -1,0 +1,169 @@
+-- Rescan, FAILED finalizer and operational reprocessing (SPEC §7). Owned by core.
+--
+-- Fragments. `age`, `unfinished` and `expired` are not statements: they are written ONCE here
+-- and spliced by name into the statements below by pinlog.core.rescan._Statements (`{age}`,
+-- `{unfinished}`, `{expired}` markers; static SQL text from this file only — never data; the
+-- Stage enum stays the only runtime value interpolated into SQL, SPEC §3). The claim and the
+-- finalizer therefore share literally the same expiry predicate.
+--
+-- Bound parameters used by the fragments: :pending_expiry, :processing_expiry (intervals,
+-- from PINLOG_PENDING_EXPIRY / PINLOG_PROCESSING_EXPIRY). Clock: the database's now().
+
+-- name: age
+-- Rule: SPEC §7.3 — the rescan and the finalizer measure age from greatest(updated_at,
+-- rescanned_at) (the ai side's re-claim uses updated_at alone). This exact expression is the key
+-- of the partial index ai.context_ai_state_rescan_idx; ORDER BY must use it verbatim.
+greatest(updated_at, coalesce(rescanned_at, updated_at))
+
+-- name: unfinished
+-- Rule: SPEC §2.2 — literally the predicate of the partial index context_ai_state_rescan_idx,
+-- so every statement that includes it can be planned on that index (cost O(unfinished rows)).
+(embedding_status IN ('PENDING','PROCESSING') OR keyword_status IN ('PENDING','PROCESSING'))
+
+-- name: expired
+-- Rule: SPEC §7.3 — a row is *expired* when any of its unfinished stages is expired: a PENDING
+-- stage older than the PENDING expiry, a PROCESSING stage older than the PROCESSING expiry.
+-- Mixed pairs (worked through):
+--   embedding PENDING    + keyword PENDING     → PENDING expiry (the embedding clause)
+--   embedding PROCESSING + keyword PENDING     → PROCESSING expiry: the keyword waits for the
+--       embedding and cannot start before it completes, so its clock is the embedding's (using
+--       the shorter PENDING expiry would re-send while a live worker still owns the embedding)
+--   embedding COMPLETED  + keyword PENDING     → PENDING expiry
+--   embedding COMPLETED  + keyword PROCESSING  → PROCESSING expiry
+--   embedding FAILED     + keyword PENDING     → never expired: a dead end (SPEC §7.2), ended by
+--       finalize_dead_ends every round; no retry is spent on it
+--   any stage CANCELLED                        → never expired: the context was invalidated,
+--       CANCELLED always wins and nothing is re-sent or finalized (core cancels both stages in
+--       one statement, so a half-cancelled row is an anomaly; `pinlog status` shows it unfinished)
+--   nothing unfinished (COMPLETED/FAILED/CANCELLED pairs) → never expired.
+-- The first two lines are index conditions: the partial index predicate (verbatim) and an age
+-- bound, so the ordered LIMIT scan stops at the first row that cannot be expired.
+(
+    {unfinished}
+    AND embedding_status <> 'CANCELLED' AND keyword_status <> 'CANCELLED'
+    AND {age} < now() - least(CAST(:pending_expiry AS interval), CAST(:processing_expiry AS interval))
+    AND (
+           (embedding_status = 'PENDING'    AND {age} < now() - CAST(:pending_expiry AS interval))
+        OR (embedding_status = 'PROCESSING' AND {age} < now() - CAST(:processing_expiry AS interval))
+        OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'
+                                        AND {age} < now() - CAST(:pending_expiry AS interval))
+        OR (keyword_status = 'PROCESSING' AND {age} < now() - CAST(:processing_expiry AS interval))
+    )
+)
+
+-- name: finalize_dead_ends
+-- Rule: SPEC §7.2 (dead end) — a keyword stage PENDING while its embedding stage is FAILED can
+-- never start (the keyword start requires embedding COMPLETED). Every round, whatever the retry
+-- count and without waiting for expiry, end it FAILED (reason: embedding failed). Guarded: the
+-- UPDATE repeats the precondition. last_error is kept: it already names the embedding failure,
+-- the root cause; the event row carries the reason of this transition.
+WITH picked AS (
+    SELECT context_id
+    FROM ai.context_ai_state
+    WHERE {unfinished} AND keyword_status = 'PENDING' AND embedding_status = 'FAILED'
+    ORDER BY {age}
+    LIMIT :batch_size
+    FOR UPDATE SKIP LOCKED
+), failed AS (
+    UPDATE ai.context_ai_state AS s
+    SET keyword_status = 'FAILED', updated_at = now()
+    FROM picked AS p
+    WHERE s.context_id = p.context_id
+      AND s.keyword_status = 'PENDING' AND s.embedding_status = 'FAILED'
+    RETURNING s.context_id
+), events AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'keyword', 'PENDING', 'FAILED', 'finalizer', 'embedding failed'
+    FROM failed
+)
+SELECT context_id FROM failed ORDER BY context_id
+
+-- name: finalize_exhausted
+-- Rule: SPEC §7.2 step 1 — rows whose retries are exhausted (retry_count >= max) and that are
+-- expired (§7.3, the shared predicate), oldest first, SKIP LOCKED, batch size. Whitelist: only
+-- PENDING/PROCESSING stages become FAILED; COMPLETED, FAILED and CANCELLED are kept (CANCELLED
+-- always wins, SPEC §11 #16/#17). updated_at = now() (a status change); last_error = retries
+-- exhausted + the previous error. Guarded: the UPDATE repeats the whole precondition even under
+-- the lock. One event row per stage that changed. Never calls the ai side.
+WITH picked AS (
+    SELECT context_id, embedding_status AS embedding_before, keyword_status AS keyword_before
+    FROM ai.context_ai_state
+    WHERE retry_count >= :max_retries AND {expired}
+    ORDER BY {age}
+    LIMIT :batch_size
+    FOR UPDATE SKIP LOCKED
+), failed AS (
+    UPDATE ai.context_ai_state AS s
+    SET embedding_status = CASE WHEN s.embedding_status IN ('PENDING','PROCESSING')
+                                THEN 'FAILED' ELSE s.embedding_status END,
+        keyword_status   = CASE WHEN s.keyword_status IN ('PENDING','PROCESSING')
+                                THEN 'FAILED' ELSE s.keyword_status END,
+        updated_at = now(),
+        last_error = left('retries exhausted after ' || s.retry_count || ' attempts; last: '
+                          || coalesce(s.last_error, 'none recorded'), 500),
+        last_error_at = now()
+    FROM picked AS p
+    WHERE s.context_id = p.context_id
+      AND s.retry_count >= :max_retries AND {expired}
+    RETURNING s.context_id, p.embedding_before, p.keyword_before, s.retry_count, s.last_error
+), events AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'embedding', embedding_before, 'FAILED', 'finalizer', last_error
+    FROM failed WHERE embedding_before IN ('PENDING','PROCESSING')
+    UNION ALL
+    SELECT context_id, 'keyword', keyword_before, 'FAILED', 'finalizer', last_error
+    FROM failed WHERE keyword_before IN ('PENDING','PROCESSING')
+)
+SELECT context_id, embedding_before, keyword_before, retry_count
+FROM failed ORDER BY context_id
+
+-- name: claim
+-- Rule: SPEC §7.2 step 2 — rows with retries left that are expired (the shared predicate),
+-- oldest first (ORDER BY the partial index's expression), FOR UPDATE SKIP LOCKED (several
+-- rescan loops share the work, SPEC §7.4), batch size. retry_count + 1 and rescanned_at = now();
+-- updated_at is NOT touched (SPEC §7.3: the ai side re-claims a stale PROCESSING stage by
+-- updated_at alone, so the re-sent request can recover it). Guarded: the UPDATE repeats the
+-- precondition. One event row per claim (actor rescan) on the stage the re-send targets. The
+-- budget is spent here, before the call, so it is spent even when the call fails.
+WITH picked AS (
+    SELECT context_id
+    FROM ai.context_ai_state
+    WHERE retry_count < :max_retries AND {expired}
+    ORDER BY {age}
+    LIMIT :batch_size
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE ai.context_ai_state AS s
+    SET retry_count = s.retry_count + 1, rescanned_at = now()
+    FROM picked AS p
+    WHERE s.context_id = p.context_id
+      AND s.retry_count < :max_retries AND {expired}
+    RETURNING s.context_id, s.retry_count, s.embedding_status, s.keyword_status
+), events AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id,
+           CASE WHEN embedding_status IN ('PENDING','PROCESSING') THEN 'embedding' ELSE 'keyword' END,
+           CASE WHEN embedding_status IN ('PENDING','PROCESSING') THEN embedding_status ELSE keyword_status END,
+           CASE WHEN embedding_status IN ('PENDING','PROCESSING') THEN embedding_status ELSE keyword_status END,
+           'rescan',
+           'rescan re-send, attempt ' || retry_count || ' of ' || CAST(:max_retries AS integer)
+    FROM claimed
+)
+SELECT context_id, retry_count, embedding_status, keyword_status
+FROM claimed ORDER BY context_id
+
+-- name: reread_context
+-- Rule: SPEC §7.2 step 3 — re-read the context from core (outside any transaction that holds a
+-- state lock) before re-sending: a deleted or superseded context (soft-deleted context, record or
+-- member) gets no call. The state is returned so a missed invalidation (deleted but not
+-- CANCELLED) can be logged. A state row without a context row yields context_id NULL.
+SELECT s.context_id AS state_id,
+       c.id AS context_id, c.member_id, c.record_id, c.body,
+       (c.id IS NOT NULL AND c.deleted_at IS NULL AND r.deleted_at IS NULL
+        AND m.deleted_at IS NULL) AS active,
+       s.embedding_status, s.keyword_status
+FROM ai.context_ai_state AS s
+LEFT JOIN core.context AS c ON c.id = s.context_id
+LEFT JOIN core.record AS r ON r.id = c.record_id
+LEFT JOIN core.member AS m ON m.id = c.member_id
+WHERE s.context_id = :context_id
