@@ -1,0 +1,260 @@
+-- Guarded statements of the ai side (SPEC §3, §5.2, §5.5, §5.6).
+--
+-- Every status write carries its precondition in its WHERE clause (never an application `if`)
+-- and keeps it even when the row is already locked FOR UPDATE. Affected rows = 0 is a normal
+-- outcome: the stage is owned by a live worker, finished, failed, cancelled or missing.
+-- Every status change writes its ai.context_ai_event row in the SAME statement (a data-modifying
+-- CTE), so an event exists exactly when the change happened.
+-- `{stage}` / `{other}` are replaced only by a pinlog.states.Stage value; everything else is a
+-- bound parameter. This file names no core.* table (SPEC §1 boundary).
+
+
+-- name: precheck
+-- Rule: SPEC §5.2 step 1 — cheap pre-check, no lock. Reads both statuses and what is stored for
+-- the embedding (profile, text hash) so the job can stop early, reuse a stored vector (§5.2 step 2)
+-- or detect a contract violation (§5.6). Saves model cost only; correctness comes from the guards.
+SELECT s.embedding_status,
+       s.keyword_status,
+       e.embedding_profile,
+       e.text_sha256
+  FROM ai.context_ai_state s
+  LEFT JOIN ai.context_embedding e
+         ON e.context_id = s.context_id AND NOT e.is_deleted
+ WHERE s.context_id = :context_id;
+
+
+-- name: start_embedding
+-- Rule: SPEC §3 start (embedding) — PENDING → PROCESSING, or re-claim a stale PROCESSING stage
+-- whose updated_at (alone, never rescanned_at: §7.3) is older than the processing expiry.
+-- Returns the status BEFORE the update (the locked subquery), so a fresh start and a re-claim are
+-- told apart in one statement without a second racy read. FAILED, COMPLETED, CANCELLED and a live
+-- PROCESSING stage never start (0 rows). Writes the event row in the same statement.
+WITH previous AS (
+    SELECT context_id, embedding_status AS previous_status
+      FROM ai.context_ai_state
+     WHERE context_id = :context_id
+       FOR UPDATE
+), started AS (
+    UPDATE ai.context_ai_state s
+       SET embedding_status = 'PROCESSING',
+           updated_at = now()
+      FROM previous p
+     WHERE s.context_id = p.context_id
+       AND (s.embedding_status = 'PENDING'
+            OR (s.embedding_status = 'PROCESSING' AND s.updated_at < now() - :expiry))
+    RETURNING p.previous_status
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT :context_id, 'embedding', previous_status, 'PROCESSING', 'ai',
+           CASE WHEN previous_status = 'PROCESSING' THEN 'reclaimed after processing expiry'
+                ELSE 'started' END
+      FROM started
+)
+SELECT previous_status FROM started;
+
+
+-- name: start_keyword
+-- Rule: SPEC §3 start (keyword) — as start_embedding, and additionally requires
+-- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector.
+-- Returns the status before the update; writes the event row in the same statement.
+WITH previous AS (
+    SELECT context_id, keyword_status AS previous_status
+      FROM ai.context_ai_state
+     WHERE context_id = :context_id
+       FOR UPDATE
+), started AS (
+    UPDATE ai.context_ai_state s
+       SET keyword_status = 'PROCESSING',
+           updated_at = now()
+      FROM previous p
+     WHERE s.context_id = p.context_id
+       AND s.embedding_status = 'COMPLETED'
+       AND (s.keyword_status = 'PENDING'
+            OR (s.keyword_status = 'PROCESSING' AND s.updated_at < now() - :expiry))
+    RETURNING p.previous_status
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT :context_id, 'keyword', previous_status, 'PROCESSING', 'ai',
+           CASE WHEN previous_status = 'PROCESSING' THEN 'reclaimed after processing expiry'
+                ELSE 'started' END
+      FROM started
+)
+SELECT previous_status FROM started;
+
+
+-- name: lock_state
+-- Rule: SPEC §5.2 save transaction — lock the state row FOR UPDATE first, so a concurrent
+-- cancellation (core) either happened before (then the guards below see CANCELLED) or waits until
+-- this save commits. Only the state row is locked; nothing else is waited on (§5.2 step 4).
+SELECT embedding_status, keyword_status
+  FROM ai.context_ai_state
+ WHERE context_id = :context_id
+   FOR UPDATE;
+
+
+-- name: upsert_embedding
+-- Rule: SPEC §5.2 step 2 save — store the vector only while embedding_status = 'PROCESSING'
+-- (guard in the statement, even under the lock). ON CONFLICT never touches is_deleted (core only):
+-- its update list omits it, and a row core marked deleted is never overwritten (a deleted
+-- context's data must never come back). 0 rows → the save is discarded.
+INSERT INTO ai.context_embedding
+       (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
+SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), :profile, :text_sha256, now()
+  FROM ai.context_ai_state s
+ WHERE s.context_id = :context_id
+   AND s.embedding_status = 'PROCESSING'
+ON CONFLICT (context_id) DO UPDATE
+   SET user_id = EXCLUDED.user_id,
+       record_id = EXCLUDED.record_id,
+       embedding = EXCLUDED.embedding,
+       embedding_profile = EXCLUDED.embedding_profile,
+       text_sha256 = EXCLUDED.text_sha256,
+       updated_at = now()
+ WHERE NOT ai.context_embedding.is_deleted;
+
+
+-- name: complete_embedding
+-- Rule: SPEC §3 complete (embedding) — only from PROCESSING (never revives CANCELLED/FAILED, never
+-- touches a COMPLETED stage). Run inside the save transaction after lock_state; writes the event.
+WITH completed AS (
+    UPDATE ai.context_ai_state
+       SET embedding_status = 'COMPLETED',
+           updated_at = now()
+     WHERE context_id = :context_id
+       AND embedding_status = 'PROCESSING'
+    RETURNING context_id
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'embedding', 'PROCESSING', 'COMPLETED', 'ai', :reason
+      FROM completed
+)
+SELECT context_id FROM completed;
+
+
+-- name: delete_keywords
+-- Rule: SPEC §5.2 step 3 save — keywords are delete-then-insert (a rerun replaces, never doubles),
+-- only while keyword PROCESSING and embedding COMPLETED (guard kept under the lock).
+DELETE FROM ai.context_keyword k
+ USING ai.context_ai_state s
+ WHERE k.context_id = :context_id
+   AND s.context_id = k.context_id
+   AND s.keyword_status = 'PROCESSING'
+   AND s.embedding_status = 'COMPLETED';
+
+
+-- name: insert_keywords
+-- Rule: SPEC §5.2 step 3 save, §8 — insert the mapped picks (zero is fine: arrays may be empty),
+-- only while keyword PROCESSING and embedding COMPLETED. Ids were already restricted to candidates.
+INSERT INTO ai.context_keyword (context_id, keyword_id, confidence, preset_version)
+SELECT s.context_id, pick.keyword_id, pick.confidence, :preset_version
+  FROM ai.context_ai_state s,
+       unnest(CAST(:keyword_ids AS integer[]), CAST(:confidences AS numeric[]))
+           AS pick(keyword_id, confidence)
+ WHERE s.context_id = :context_id
+   AND s.keyword_status = 'PROCESSING'
+   AND s.embedding_status = 'COMPLETED';
+
+
+-- name: upsert_keyword_analysis
+-- Rule: SPEC §2.2, §5.2 step 3 — one analysis row per context (preset version, unmatched concepts,
+-- the judge model that actually answered), written even for zero candidates / zero picks (§11 #14),
+-- only while keyword PROCESSING and embedding COMPLETED.
+INSERT INTO ai.context_keyword_analysis
+       (context_id, preset_version, unmatched_concepts, model_profile, updated_at)
+SELECT s.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model_profile, now()
+  FROM ai.context_ai_state s
+ WHERE s.context_id = :context_id
+   AND s.keyword_status = 'PROCESSING'
+   AND s.embedding_status = 'COMPLETED'
+ON CONFLICT (context_id) DO UPDATE
+   SET preset_version = EXCLUDED.preset_version,
+       unmatched_concepts = EXCLUDED.unmatched_concepts,
+       model_profile = EXCLUDED.model_profile,
+       updated_at = now();
+
+
+-- name: complete_keyword
+-- Rule: SPEC §3 complete (keyword) — only from PROCESSING and only while embedding_status =
+-- 'COMPLETED'. Run inside the save transaction after lock_state; writes the event.
+WITH completed AS (
+    UPDATE ai.context_ai_state
+       SET keyword_status = 'COMPLETED',
+           updated_at = now()
+     WHERE context_id = :context_id
+       AND keyword_status = 'PROCESSING'
+       AND embedding_status = 'COMPLETED'
+    RETURNING context_id
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'keyword', 'PROCESSING', 'COMPLETED', 'ai', :reason
+      FROM completed
+)
+SELECT context_id FROM completed;
+
+
+-- name: fail_stage
+-- Rule: SPEC §3 fail, §5.5 permanent error — PROCESSING → FAILED only. The guard is what keeps
+-- CANCELLED (and COMPLETED) from ever being overwritten by a job's failure. Records last_error
+-- with the status change (updated_at = now(): this IS a status change) and writes the event.
+WITH failed AS (
+    UPDATE ai.context_ai_state
+       SET {stage} = 'FAILED',
+           updated_at = now(),
+           last_error = :error,
+           last_error_at = now()
+     WHERE context_id = :context_id
+       AND {stage} = 'PROCESSING'
+    RETURNING context_id
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, :stage_label, 'PROCESSING', 'FAILED', 'ai', :error
+      FROM failed
+)
+SELECT context_id FROM failed;
+
+
+-- name: record_error
+-- Rule: SPEC §5.5 transient error — the stage stays PROCESSING (the rescan re-sends after the
+-- expiry); only last_error / last_error_at are written, NEVER updated_at (§2.2: updated_at is the
+-- time of the last status change, and the ai re-claim measures from it). Only against a stage this
+-- job still owns (PROCESSING), so an error never lands on a cancelled context. One event row
+-- (no status change: from/to null, reason filled).
+WITH recorded AS (
+    UPDATE ai.context_ai_state
+       SET last_error = :error,
+           last_error_at = now()
+     WHERE context_id = :context_id
+       AND {stage} = 'PROCESSING'
+    RETURNING context_id
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, :stage_label, NULL, NULL, 'ai', :error
+      FROM recorded
+)
+SELECT context_id FROM recorded;
+
+
+-- name: insert_event
+-- Rule: SPEC §2.2 — append-only history written by the ai side (actor 'ai'): one row per status
+-- change and per classified error. Status statements above write their own; this one is for any
+-- other classified event the pipeline reports.
+INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+VALUES (:context_id, :stage_label, :from_status, :to_status, 'ai', :reason);
+
+
+-- name: read_embedding
+-- Rule: SPEC §5.2 step 3 — the stored vector of a context for its keyword stage (and for reuse,
+-- §5.2 step 2). A row core marked deleted is never used.
+SELECT embedding, embedding_profile, text_sha256
+  FROM ai.context_embedding
+ WHERE context_id = :context_id
+   AND NOT is_deleted;
+
+
+-- name: ai_tables_present
+-- Rule: SPEC §2.2 — the ai service refuses to start if its tables are missing (run `pinlog migrate`).
+SELECT count(*) AS present
+  FROM (VALUES ('ai.context_ai_state'), ('ai.context_embedding'), ('ai.context_keyword'),
+               ('ai.context_keyword_analysis'), ('ai.context_ai_event'), ('ai.keyword_preset'),
+               ('ai.keyword_preset_embedding')) AS t(name)
+ WHERE to_regclass(t.name) IS NOT NULL;

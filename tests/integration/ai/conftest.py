@@ -1,0 +1,64 @@
+"""Fixtures of the ai integration tests: settings for the fake profile, fake providers (at their
+Protocols only), a pipeline on the real test database, seeded presets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pinlog.ai.pipeline import Pipeline
+from pinlog.settings import Settings
+from tests.conftest import make_settings
+from tests.fakes import FakeEmbeddingProvider, FakeJudge
+from tests.integration.ai.support import DIM, PROFILE, TEXT_VECTORS, seed_presets
+
+
+class RecordingSleep:
+    """Backoff sleep that records every delay and does not wait (retry timing stays testable)."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+def ai_settings_for(tmp_path: Path, db_url: str, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "embedding_profile": PROFILE, "embedding_dimension": DIM, "candidate_floor": 0.5,
+        "embedding_timeout": 5.0, "llm_timeout": 5.0, "embedding_batch_wait_ms": 1.0,
+    }
+    values.update(overrides)
+    return make_settings(tmp_path, db_url, **values)
+
+
+@pytest.fixture
+def ai_settings(tmp_path: Path, db_url: str) -> Settings:
+    return ai_settings_for(tmp_path, db_url)
+
+
+@pytest.fixture
+def provider() -> FakeEmbeddingProvider:
+    return FakeEmbeddingProvider(PROFILE, DIM, vectors=TEXT_VECTORS)
+
+
+@pytest.fixture
+def judge() -> FakeJudge:
+    return FakeJudge()
+
+
+@pytest.fixture
+def presets(sync_conn: psycopg.Connection) -> None:
+    seed_presets(sync_conn)
+
+
+@pytest.fixture
+def sleeps() -> RecordingSleep:
+    return RecordingSleep()
+
+
+@pytest.fixture
+def pipeline(ai_settings, engine, provider, judge, presets, sleeps) -> Pipeline:
+    return Pipeline(ai_settings, engine, provider, judge, sleep=sleeps)

@@ -1,0 +1,151 @@
+"""Helpers for ai tests on the real PostgreSQL: seed rows with plain SQL (what core would do),
+read state back, and do core's cancellation ("delete") over a separate connection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+
+from pinlog.contracts import ProcessRequest
+
+DIM = 8
+PROFILE = "fake-profile-v1"
+
+
+def basis(i: int, dim: int = DIM) -> list[float]:
+    """Unit vector ``e_i`` (presets and texts built from these have controlled similarity)."""
+    v = [0.0] * dim
+    v[i] = 1.0
+    return v
+
+
+def mix(*weights: tuple[int, float], dim: int = DIM) -> list[float]:
+    v = np.zeros(dim)
+    for i, w in weights:
+        v[i] = w
+    return list(v / np.linalg.norm(v))
+
+
+def vec_text(v: list[float]) -> str:
+    return "[" + ",".join(str(float(x)) for x in v) + "]"
+
+
+#: Presets of the tests: id → (code, category, vector, visibility).
+PRESETS = {
+    101: ("WITH_FRIENDS", "COMPANION", basis(0), "PUBLIC"),
+    201: ("WORK_STUDY", "ACTIVITY", basis(1), "PUBLIC"),
+    301: ("QUIET", "ATMOSPHERE", basis(2), "PUBLIC"),
+    302: ("COZY", "ATMOSPHERE", mix((2, 0.9), (3, 0.436)), "PRIVATE_ONLY"),
+    401: ("HIDDEN_BLOCKED", "SITUATION", basis(4), "BLOCKED"),
+}
+
+#: Texts with controlled vectors (FakeEmbeddingProvider(vectors=TEXT_VECTORS)).
+TEXT_VECTORS = {
+    "친구들이랑 떠들기 좋은 곳": basis(0),
+    "조용히 책 읽기 좋은 카페": mix((2, 0.95), (1, 0.31)),
+    "blocked topic": basis(4),
+    "nothing matches this": basis(7),
+}
+QUIET_TEXT = "조용히 책 읽기 좋은 카페"
+FRIENDS_TEXT = "친구들이랑 떠들기 좋은 곳"
+BLOCKED_TEXT = "blocked topic"
+NOMATCH_TEXT = "nothing matches this"
+
+
+def seed_presets(conn: psycopg.Connection, profile: str = PROFILE, presets=None) -> None:
+    """Insert presets and their vectors for ``profile`` (plain SQL)."""
+    for pid, (code, category, vector, visibility) in (presets or PRESETS).items():
+        conn.execute(
+            "INSERT INTO ai.keyword_preset (id, code, display_name, category, description, "
+            "examples, visibility) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+            (pid, code, code.title(), category, f"{code} description", ["ex one", "ex two"],
+             visibility))
+        conn.execute(
+            "INSERT INTO ai.keyword_preset_embedding (preset_id, embedding_profile, embedding) "
+            "VALUES (%s, %s, %s::vector)", (pid, profile, vec_text(vector)))
+
+
+def insert_state(conn: psycopg.Connection, context_id: int, embedding: str = "PENDING",
+                 keyword: str = "PENDING", *, age_seconds: float = 0) -> None:
+    """A state row as core creates it (optionally with statuses and an old ``updated_at``)."""
+    conn.execute(
+        "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, updated_at) "
+        "VALUES (%s, %s, %s, now() - make_interval(secs => %s))",
+        (context_id, embedding, keyword, age_seconds))
+
+
+def insert_embedding(conn: psycopg.Connection, context_id: int, vector: list[float], *,
+                     profile: str = PROFILE, text: str = "", user_id: int = 1, record_id: int = 1,
+                     is_deleted: bool = False) -> None:
+    import hashlib
+
+    conn.execute(
+        "INSERT INTO ai.context_embedding (context_id, user_id, record_id, embedding, "
+        "embedding_profile, text_sha256, is_deleted) VALUES (%s, %s, %s, %s::vector, %s, %s, %s)",
+        (context_id, user_id, record_id, vec_text(vector), profile,
+         hashlib.sha256(text.encode()).digest(), is_deleted))
+
+
+def core_cancel(conn: psycopg.Connection, context_id: int) -> None:
+    """What core's delete/edit does to the ai rows (SPEC §4): both stages CANCELLED
+    (unconditionally), embedding ``is_deleted``; committed at once (autocommit connection)."""
+    with conn.transaction():
+        conn.execute(
+            "UPDATE ai.context_ai_state SET embedding_status = 'CANCELLED', "
+            "keyword_status = 'CANCELLED', updated_at = now() WHERE context_id = %s", (context_id,))
+        conn.execute("UPDATE ai.context_embedding SET is_deleted = true WHERE context_id = %s",
+                     (context_id,))
+
+
+@dataclass
+class StateRow:
+    embedding_status: str
+    keyword_status: str
+    retry_count: int
+    updated_at: object
+    last_error: str | None
+    last_error_at: object
+
+
+def read_state(conn: psycopg.Connection, context_id: int) -> StateRow | None:
+    row = conn.execute(
+        "SELECT embedding_status, keyword_status, retry_count, updated_at, last_error, "
+        "last_error_at FROM ai.context_ai_state WHERE context_id = %s", (context_id,)).fetchone()
+    return StateRow(*row) if row else None
+
+
+def statuses(conn: psycopg.Connection, context_id: int) -> tuple[str, str] | None:
+    row = read_state(conn, context_id)
+    return (row.embedding_status, row.keyword_status) if row else None
+
+
+def embedding_rows(conn: psycopg.Connection, context_id: int) -> list[tuple]:
+    return conn.execute(
+        "SELECT embedding_profile, is_deleted, vector_dims(embedding), text_sha256 "
+        "FROM ai.context_embedding WHERE context_id = %s", (context_id,)).fetchall()
+
+
+def keyword_rows(conn: psycopg.Connection, context_id: int) -> list[tuple]:
+    return conn.execute(
+        "SELECT keyword_id, confidence, preset_version FROM ai.context_keyword "
+        "WHERE context_id = %s ORDER BY keyword_id", (context_id,)).fetchall()
+
+
+def analysis_row(conn: psycopg.Connection, context_id: int) -> tuple | None:
+    return conn.execute(
+        "SELECT preset_version, unmatched_concepts, model_profile FROM ai.context_keyword_analysis "
+        "WHERE context_id = %s", (context_id,)).fetchone()
+
+
+def events(conn: psycopg.Connection, context_id: int) -> list[tuple]:
+    """``(stage, from_status, to_status, actor, reason)`` in order."""
+    return conn.execute(
+        "SELECT stage, from_status, to_status, actor, reason FROM ai.context_ai_event "
+        "WHERE context_id = %s ORDER BY id", (context_id,)).fetchall()
+
+
+def request(context_id: int, text: str = QUIET_TEXT, *, user_id: int = 7,
+            record_id: int = 70) -> ProcessRequest:
+    return ProcessRequest(context_id=context_id, user_id=user_id, record_id=record_id, text=text)
