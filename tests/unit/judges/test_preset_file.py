@@ -1,0 +1,92 @@
+"""The preset file format and the project's own default preset file (SPEC §8)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pinlog.ai.presets import PresetFileError, load_preset_file, parse_presets
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "presets_ko.yaml"
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+LATIN = re.compile(r"[A-Za-z]{3,}")
+
+
+def test_default_file_is_valid_bilingual_and_in_id_blocks():
+    presets = load_preset_file()
+    assert 25 <= len(presets) <= 30
+    blocks = {"COMPANION": 1, "ACTIVITY": 2, "ATMOSPHERE": 3, "SITUATION": 4}
+    assert {p.category for p in presets} == set(blocks)
+    for p in presets:
+        assert p.id // 100 == blocks[p.category], p.code
+        assert HANGUL.search(p.display_name), p.code
+        assert HANGUL.search(p.description) and LATIN.search(p.description), p.code
+        assert any(HANGUL.search(e) for e in p.examples), p.code
+        assert any(LATIN.search(e) for e in p.examples), p.code
+        assert 2 <= len(p.examples) <= 5 and p.version == 1
+    private = {p.code for p in presets if p.visibility == "PRIVATE_ONLY"}
+    assert "WITH_COLLEAGUES" in private
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared data not present")
+def test_shared_file_loads_and_its_codes_keep_their_meaning_in_the_default_file():
+    shared = load_preset_file(SHARED)
+    assert len(shared) == 27
+    default = {p.id: p for p in load_preset_file()}
+    for p in shared:
+        assert p.id in default and default[p.id].code == p.code
+        assert default[p.id].category == p.category
+    # the project's own text is not copied from the shared file
+    assert not {e for p in shared for e in p.examples} & {e for p in default.values()
+                                                         for e in p.examples}
+
+
+GOOD = {"id": 301, "code": "QUIET", "display_name": "조용한", "category": "ATMOSPHERE",
+        "description": "quiet", "examples": ["a", "b"]}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"category": "MOOD"}, "preset id 301: category"),
+    ({"visibility": "SECRET"}, "preset id 301: visibility"),
+    ({"description": "  "}, "preset id 301: description"),
+    ({"examples": ["only one"]}, "preset id 301: examples"),
+    ({"examples": list("abcdef")}, "preset id 301: examples"),
+    ({"examples": ["a", ""]}, "preset id 301: examples"),
+    ({"code": "quiet"}, "preset id 301: code"),
+    ({"id": "301"}, "id must be a positive integer"),
+    ({"exampels": ["a", "b"]}, "preset id 301: unknown fields"),
+    ({"version": 0}, "preset id 301: version"),
+])
+def test_invalid_entries_are_refused_with_the_entry_id(change, message):
+    with pytest.raises(PresetFileError, match=message):
+        parse_presets({"presets": [{**GOOD, **change}]})
+
+
+def test_duplicate_ids_and_codes_are_refused():
+    other = {**GOOD, "id": 302, "code": "COZY"}
+    with pytest.raises(PresetFileError, match="preset id 301: duplicate id"):
+        parse_presets({"presets": [GOOD, {**other, "id": 301}]})
+    with pytest.raises(PresetFileError, match="preset id 302: duplicate code QUIET"):
+        parse_presets({"presets": [GOOD, {**other, "code": "QUIET"}]})
+
+
+def test_file_version_applies_unless_an_entry_sets_its_own(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"version": 4, "presets": [
+        GOOD, {**GOOD, "id": 302, "code": "COZY", "version": 5}]}, allow_unicode=True))
+    assert [p.version for p in load_preset_file(path)] == [4, 5]
+
+
+def test_unreadable_or_empty_files_are_clear_errors(tmp_path):
+    with pytest.raises(PresetFileError, match="cannot read"):
+        load_preset_file(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("presets: [unclosed")
+    with pytest.raises(PresetFileError, match="invalid YAML"):
+        load_preset_file(bad)
+    bad.write_text("presets: []")
+    with pytest.raises(PresetFileError, match="non-empty list"):
+        load_preset_file(bad)
