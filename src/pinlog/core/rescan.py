@@ -45,7 +45,7 @@ _MARKER = re.compile(r"\{([a-z_]+)\}")
 STOP_GRACE_SECONDS = 10.0
 
 
-class _Statements:
+class SqlStatements:
     """Named statements of one ``.sql`` file with named *fragments* spliced in.
 
     A statement may contain ``{fragment}`` markers naming another block of the same file (e.g.
@@ -81,9 +81,9 @@ class _Statements:
 
 
 @cache
-def statements() -> _Statements:
+def statements() -> SqlStatements:
     """The statements of ``pinlog/core/rescan.sql`` (loaded once)."""
-    return _Statements("pinlog.core", "rescan.sql")
+    return SqlStatements("pinlog.core", "rescan.sql")
 
 
 @dataclass

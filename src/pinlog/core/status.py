@@ -1,0 +1,76 @@
+"""The state-machine picture: Prometheus gauges and the ``pinlog status`` snapshot (SPEC §12).
+
+Read-only queries in ``status.sql``. ``refresh_gauges`` is called when ``/metrics`` is scraped
+(by ``CoreRuntime.refresh_gauges``); ``status_snapshot`` feeds the ``pinlog status`` command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog import metrics
+from pinlog.core.rescan import SqlStatements
+from pinlog.settings import Settings
+from pinlog.states import Stage, Status
+
+_q = SqlStatements("pinlog.core", "status.sql")
+
+#: Rows shown under "recent failures" by default.
+RECENT_FAILURES = 10
+
+
+async def status_snapshot(engine: AsyncEngine, settings: Settings,
+                          *, recent: int = RECENT_FAILURES) -> dict[str, Any]:
+    """Everything ``pinlog status`` shows, read in one short read-only transaction.
+
+    Returns:
+        ``{"rows": {"embedding": {status: n, …all 5 statuses}, "keyword": {…}},
+        "retry_distribution": {retry_count: n} (unfinished rows only),
+        "exhausted_unfinished": int, "dead_ends": int, "unfinished": int,
+        "oldest_unfinished_seconds": float | None (rescan clock, DB time),
+        "max_retries": int,
+        "recent_failures": [{"context_id", "embedding_status", "keyword_status",
+        "retry_count", "last_error", "at"}, …] (newest first, at most ``recent``)}``.
+    """
+    rows: dict[str, dict[str, int]] = {
+        stage.label: {status.value: 0 for status in Status} for stage in Stage}
+    async with engine.connect() as conn:
+        for r in (await conn.execute(_q("rows_per_stage_status"))).mappings():
+            rows[r["stage"]][r["status"]] = int(r["n"])
+        retry = {int(r["retry_count"]): int(r["n"])
+                 for r in (await conn.execute(_q("unfinished_by_retry_count"))).mappings()}
+        summary = (await conn.execute(_q("unfinished_summary"),
+                                      {"max_retries": settings.max_retries})).mappings().one()
+        failures = [dict(r) for r in (await conn.execute(
+            _q("recent_failures"), {"limit": recent})).mappings()]
+    oldest = summary["oldest_unfinished_seconds"]
+    return {
+        "rows": rows,
+        "retry_distribution": retry,
+        "exhausted_unfinished": int(summary["exhausted_unfinished"]),
+        "dead_ends": int(summary["dead_ends"]),
+        "unfinished": int(summary["unfinished"]),
+        "oldest_unfinished_seconds": float(oldest) if oldest is not None else None,
+        "max_retries": settings.max_retries,
+        "recent_failures": failures,
+    }
+
+
+async def refresh_gauges(engine: AsyncEngine, settings: Settings) -> None:
+    """Fill ``STATE_ROWS`` (stage × status, every combination, zeros included),
+    ``RETRY_COUNT_ROWS`` (unfinished rows per retry_count; stale labels removed) and
+    ``EXHAUSTED_UNFINISHED`` from the database (SPEC §12).
+
+    Raises:
+        whatever the database raises (the ``/metrics`` handler decides what to do with it).
+    """
+    snapshot = await status_snapshot(engine, settings, recent=0)
+    for stage, counts in snapshot["rows"].items():
+        for status, n in counts.items():
+            metrics.STATE_ROWS.labels(stage=stage, status=status).set(n)
+    metrics.RETRY_COUNT_ROWS.clear()
+    for retry_count, n in snapshot["retry_distribution"].items():
+        metrics.RETRY_COUNT_ROWS.labels(retry_count=str(retry_count)).set(n)
+    metrics.EXHAUSTED_UNFINISHED.set(snapshot["exhausted_unfinished"])
