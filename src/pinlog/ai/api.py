@@ -1,5 +1,68 @@
-"""Placeholder internal API router (issue 3)."""
+"""Internal HTTP API of the ai side (SPEC §5.1).
 
-from fastapi import APIRouter
+``POST /internal/v1/context/process``: the secret header is checked first (constant time, against
+every configured secret, for rotation) so an unauthenticated caller learns nothing about the body
+rules; then the body is validated; then the job is queued. Error bodies are fixed strings.
+The runtime is read from ``request.app.state.ai``.
+"""
 
-router = APIRouter()
+from __future__ import annotations
+
+import hmac
+import logging
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from pinlog import metrics
+from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessRequest
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["internal"])
+
+_UNAUTHORIZED = {"error": "unauthorized"}
+_INVALID = {"error": "invalid request"}
+_BUSY = {"error": "busy, retry later"}
+
+
+def secret_ok(presented: str | None, accepted: list[str]) -> bool:
+    """Constant-time comparison of ``presented`` with every accepted secret (no early exit)."""
+    if not presented or not accepted:
+        return False
+    given = presented.encode("utf-8")
+    match = False
+    for secret in accepted:
+        match |= hmac.compare_digest(given, secret.encode("utf-8"))
+    return match
+
+
+@router.post(
+    PROCESS_PATH, status_code=202,
+    responses={401: {"description": "missing or wrong secret"}, 422: {"description": "invalid body"},
+               503: {"description": "work queue full; Retry-After set"}},
+)
+async def process_context(request: Request) -> Response:
+    """Accept a context for background processing (SPEC §5.1): 202 (empty body), 401, 422, 503."""
+    runtime = request.app.state.ai
+    request_id = request.headers.get(REQUEST_ID_HEADER)
+    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.settings.secret_values()):
+        metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
+        log.warning("process request with a missing or wrong secret",
+                    extra={"request_id": request_id, "http_status": 401})
+        return JSONResponse(_UNAUTHORIZED, status_code=401)
+    try:
+        body = ProcessRequest.model_validate_json(await request.body())
+    except ValidationError:
+        metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
+        return JSONResponse(_INVALID, status_code=422)
+    status = await runtime.submit(body, request_id=request_id)
+    if status == 202:
+        return Response(status_code=202)
+    if status == 503:
+        from pinlog.ai.runtime import RETRY_AFTER_SECONDS
+
+        return JSONResponse(_BUSY, status_code=503,
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return JSONResponse(_INVALID, status_code=422)

@@ -1,0 +1,400 @@
+"""The background job of one process request (SPEC §5.2), step by step.
+
+1. Cheap pre-check (no lock): stop when the state row is missing or no stage is unfinished;
+   stop on a contract violation (same ``contextId``, different text: SPEC §5.6).
+2. Embedding stage: reuse a COMPLETED vector of the current profile; else guarded start (0 rows →
+   skip), model call outside any transaction (micro-batched, 3 attempts with capped backoff),
+   then a short save transaction: ``FOR UPDATE``, guarded upsert, guarded complete — a failed
+   guard rolls back and discards the result.
+3. Keyword stage, always attempted: guarded start (needs embedding COMPLETED), vector (carried or
+   read), one preset snapshot, candidates, judge outside any transaction (zero candidates → no
+   judge), save transaction: ``FOR UPDATE``, delete + insert keyword rows, analysis row, guarded
+   complete.
+4. The stages commit separately; no network call ever happens inside a transaction.
+
+Errors (SPEC §5.5, §6): transient → the stage stays PROCESSING, ``last_error`` + event row, WARN;
+permanent → that stage FAILED (guarded), ``last_error`` + event row, ERROR. 0-row guards,
+discarded saves, missing rows, cancellation, zero candidates and zero picks are not errors.
+Logs carry ids only, never the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import psycopg
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from pinlog import metrics
+from pinlog.ai import state
+from pinlog.ai.calibration import Calibration, calibration_for
+from pinlog.ai.candidates import select_candidates
+from pinlog.ai.errors import (
+    ModelError,
+    PermanentModelError,
+    TransientModelError,
+    is_transient_sqlstate,
+    redact,
+    with_retries,
+)
+from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pick, PresetSnapshot
+from pinlog.ai.presets import load_snapshot
+from pinlog.contracts import ProcessRequest
+from pinlog.settings import Settings
+from pinlog.states import Stage, Status
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: ``model_profile`` of the analysis row when there were zero candidates (no judge answered).
+NO_CANDIDATES_PROFILE = "none:no-candidates"
+
+
+class _Discard(Exception):
+    """A guard of a save transaction matched 0 rows: roll back, discard the result (INFO)."""
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What one job did, per stage: ``completed``, ``reused``, ``skipped``, ``discarded``,
+    ``transient``, ``permanent``, ``internal``; and ``stopped`` when the pre-check ended the job
+    (``missing``, ``finished``, ``contract_violation``, ``transient``)."""
+
+    embedding: str
+    keyword: str
+    stopped: str | None = None
+
+
+def text_sha256(text: str) -> bytes:
+    """sha256 of the exact text embedded, as received, UTF-8 (SPEC §5.6)."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """``(class, redacted reason)`` of a job failure (SPEC §6).
+
+    Classes: ``transient`` (model transient, timeouts, DB SQLSTATE classes 08/40/53/57/58 and
+    55P03, lost connections, pool exhaustion), ``permanent`` (model permanent, other SQLSTATEs),
+    ``internal`` (anything else: a bug; handled like transient so the rescan can retry, logged
+    with its type).
+    """
+    if isinstance(exc, ModelError):
+        return ("transient" if exc.transient else "permanent"), str(exc)
+    if isinstance(exc, TimeoutError):
+        return "transient", "timeout"
+    if isinstance(exc, sa_exc.TimeoutError):
+        return "transient", "database pool timeout"
+    if isinstance(exc, (sa_exc.DBAPIError, psycopg.Error)):
+        orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+        sqlstate = getattr(orig, "sqlstate", None)
+        lost = isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
+        no_state_operational = sqlstate is None and isinstance(
+            orig, (psycopg.OperationalError, psycopg.InterfaceError))
+        if is_transient_sqlstate(sqlstate) or lost or no_state_operational:
+            return "transient", f"database error {sqlstate or type(orig).__name__}"
+        return "permanent", f"database error {sqlstate or type(orig).__name__}"
+    return "internal", f"internal error {type(exc).__name__}"
+
+
+class Pipeline:
+    """Runs the SPEC §5.2 job for one :class:`~pinlog.contracts.ProcessRequest` at a time
+    (many jobs may run concurrently on one instance).
+
+    Args:
+        settings: expiry, attempts, backoff, timeouts, top-K.
+        engine: async engine; each DB step takes a pooled connection briefly (at most one per job
+            at any moment), never across a model call.
+        provider: the (micro-batched) embedding provider; its ``profile`` is the current profile.
+        judge: the keyword judge (does its own attempts; bounded here by the budget rule).
+        sleep: backoff sleep (tests may record it).
+    """
+
+    def __init__(self, settings: Settings, engine: AsyncEngine, provider: EmbeddingProvider,
+                 judge: Judge, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 calibration: Calibration | None = None) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.provider = provider
+        self.judge = judge
+        self.profile = provider.profile
+        self.dimension = provider.dimension
+        self.calibration = calibration or calibration_for(settings)
+        self._sleep = sleep
+        self.expiry = settings.processing_expiry
+
+    # --- budgets (SPEC §6) -------------------------------------------------------------------
+    @property
+    def embedding_budget(self) -> float:
+        """Longest an embedding stage's model calls may take, seconds: timeout × attempts + backoff."""
+        s = self.settings
+        return s.embedding_timeout * s.model_attempts + s.total_backoff()
+
+    @property
+    def judge_budget(self) -> float:
+        """Longest a judge call may take, seconds: llm timeout × attempts + backoff."""
+        s = self.settings
+        return s.llm_timeout * s.model_attempts + s.total_backoff()
+
+    # --- the job -------------------------------------------------------------------------------
+    async def run(self, request: ProcessRequest, *, request_id: str | None = None) -> JobResult:
+        """Process one request (SPEC §5.2). Never raises for a classified failure; the outcome of
+        each stage is returned, logged and counted."""
+        cid = request.context_id
+        ids = {"context_id": cid, "record_id": request.record_id, "request_id": request_id}
+        sha = text_sha256(request.text)
+        try:
+            async with self.engine.connect() as conn:
+                pre = await state.precheck(conn, cid)
+        except Exception as exc:  # noqa: BLE001 - classified, logged; the rescan recovers
+            error_class, reason = classify(exc)
+            log.warning("pre-check failed; job stopped", extra={**ids, "error_class": error_class,
+                                                               "reason": reason})
+            return JobResult("skipped", "skipped", stopped=error_class)
+        if (pre is not None and pre.embedding_status is Status.COMPLETED
+                and pre.text_sha256 is not None and pre.text_sha256 != sha):
+            # SPEC §5.6: checked before "nothing to do" so it is reported even when both
+            # stages are finished. Ids only, never the text.
+            metrics.CONTRACT_VIOLATIONS.inc()
+            log.warning("contract violation: same contextId sent with a different text; "
+                        "nothing changed", extra={**ids, "reason": "text_sha256 differs"})
+            return JobResult("skipped", "skipped", stopped="contract_violation")
+        if pre is None or not pre.has_work:
+            log.info("nothing to do", extra={**ids, "reason": "missing" if pre is None else "finished"})
+            for stage in Stage:
+                metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome="skipped").inc()
+            return JobResult("skipped", "skipped", stopped="missing" if pre is None else "finished")
+
+        embedding_outcome, carried = await self._embedding_stage(request, pre, sha, ids)
+        keyword_outcome = await self._keyword_stage(request, carried, ids)
+        return JobResult(embedding_outcome, keyword_outcome)
+
+    # --- stage 2: embedding -------------------------------------------------------------------
+    async def _embedding_stage(self, request: ProcessRequest, pre: state.PreCheck, sha: bytes,
+                               ids: dict) -> tuple[str, state.StoredEmbedding | None]:
+        stage = Stage.EMBEDDING
+        cid = request.context_id
+        if pre.embedding_status is Status.COMPLETED and pre.embedding_profile == self.profile:
+            self._count(stage, "reused")
+            log.info("embedding reused", extra={**ids, "stage": stage.label, "outcome": "reused"})
+            return "reused", None
+        try:
+            previous = await self._start(cid, stage, ids)
+            if previous is None:
+                return "skipped", None
+            vector = await self._embed(request.text)
+            saved = await self._save_embedding(request, vector, sha)
+        except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
+            return await self._stage_failed(cid, stage, exc, ids), None
+        if not saved:
+            self._count(stage, "discarded")
+            log.info("embedding result discarded: guard failed at save",
+                     extra={**ids, "stage": stage.label, "outcome": "discarded"})
+            return "discarded", None
+        self._count(stage, "completed")
+        log.info("embedding completed", extra={**ids, "stage": stage.label, "outcome": "completed"})
+        return "completed", state.StoredEmbedding(vector, self.profile, sha)
+
+    async def _embed(self, text: str) -> np.ndarray:
+        """One ``(dim,)`` float32 vector; attempts/backoff/timeout per SPEC §6.
+
+        Raises:
+            TransientModelError: all attempts failed transiently (incl. timeouts).
+            PermanentModelError: at once (wrong vector length included).
+        """
+        timeout = self.settings.embedding_timeout
+
+        async def once() -> np.ndarray:
+            try:
+                out = await asyncio.wait_for(self.provider.embed([text], "passage"), timeout)
+            except TimeoutError:
+                raise TransientModelError(f"embedding timeout after {timeout:g} s") from None
+            out = np.asarray(out, dtype=np.float32)
+            if out.shape != (1, self.dimension):
+                raise PermanentModelError(
+                    f"wrong vector length: expected {self.dimension}, got {out.shape[-1]}")
+            if not np.all(np.isfinite(out)):
+                raise PermanentModelError("embedding contains non-finite values")
+            return out[0]
+
+        s = self.settings
+        return await with_retries(once, attempts=s.model_attempts, base=s.backoff_base,
+                                  cap=s.backoff_cap, sleep=self._sleep)
+
+    async def _save_embedding(self, request: ProcessRequest, vector: np.ndarray, sha: bytes) -> bool:
+        """Save transaction (SPEC §5.2 step 2). Returns False when a guard discarded it."""
+        cid = request.context_id
+
+        async def body(conn: AsyncConnection) -> None:
+            await state.lock_state(conn, cid)
+            if not await state.upsert_embedding(conn, context_id=cid, user_id=request.user_id,
+                                                record_id=request.record_id, vector=vector,
+                                                profile=self.profile, text_sha256=sha):
+                raise _Discard
+            if not await state.complete_stage(conn, cid, Stage.EMBEDDING):
+                raise _Discard
+
+        return await self._save(body)
+
+    # --- stage 3: keywords ----------------------------------------------------------------------
+    async def _keyword_stage(self, request: ProcessRequest, carried: state.StoredEmbedding | None,
+                             ids: dict) -> str:
+        stage = Stage.KEYWORD
+        cid = request.context_id
+        try:
+            previous = await self._start(cid, stage, ids)
+            if previous is None:
+                return "skipped"
+            stored = carried
+            async with self.engine.connect() as conn:
+                if stored is None:
+                    stored = await state.read_embedding(conn, cid)
+                snapshot = None
+                if stored is not None and stored.profile == self.profile:
+                    snapshot = await load_snapshot(conn, self.profile)
+            if stored is None:
+                raise PermanentModelError("no stored embedding for the keyword stage")
+            if stored.profile != self.profile or snapshot is None:
+                raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
+                                          f"current {self.profile}")
+            candidates = select_candidates(stored.vector, snapshot,
+                                           top_k=self.settings.candidate_top_k,
+                                           floor=self.calibration.candidate_floor)
+            if candidates:
+                answer = await self._judge(request.text, candidates)
+                picks = _only_candidates(answer.picks, candidates)
+            else:
+                answer = JudgeAnswer(picks=(), model_profile=NO_CANDIDATES_PROFILE)
+                picks = ()
+            saved = await self._save_keywords(cid, snapshot, answer, picks)
+        except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
+            return await self._stage_failed(cid, stage, exc, ids)
+        if not saved:
+            self._count(stage, "discarded")
+            log.info("keyword result discarded: guard failed at save",
+                     extra={**ids, "stage": stage.label, "outcome": "discarded"})
+            return "discarded"
+        self._count(stage, "completed")
+        log.info("keywords completed", extra={**ids, "stage": stage.label, "outcome": "completed",
+                                              "count": len(picks)})
+        return "completed"
+
+    async def _judge(self, text: str, candidates: list[Candidate]) -> JudgeAnswer:
+        """Judge call outside any transaction, bounded by the budget rule (SPEC §6)."""
+        budget = self.judge_budget
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            return await asyncio.wait_for(self.judge.judge(text, candidates), budget)
+        except TimeoutError:
+            raise TransientModelError(f"judge exceeded its budget of {budget:g} s") from None
+        finally:
+            metrics.MODEL_LATENCY.labels(kind="judge").observe(loop.time() - started)
+
+    async def _save_keywords(self, cid: int, snapshot: PresetSnapshot, answer: JudgeAnswer,
+                             picks: tuple[Pick, ...]) -> bool:
+        """Save transaction (SPEC §5.2 step 3). Returns False when a guard discarded it."""
+
+        async def body(conn: AsyncConnection) -> None:
+            await state.lock_state(conn, cid)
+            inserted = await state.replace_keywords(
+                conn, cid, [(p.keyword_id, p.confidence) for p in picks], snapshot.version)
+            if inserted != len(picks):
+                raise _Discard
+            if not await state.upsert_keyword_analysis(
+                    conn, cid, preset_version=snapshot.version,
+                    unmatched_concepts=answer.unmatched_concepts,
+                    model_profile=answer.model_profile or "unknown"):
+                raise _Discard
+            if not await state.complete_stage(conn, cid, Stage.KEYWORD):
+                raise _Discard
+
+        return await self._save(body)
+
+    # --- shared steps --------------------------------------------------------------------------
+    async def _start(self, cid: int, stage: Stage, ids: dict) -> Status | None:
+        """Guarded start in its own short transaction; logs/counts a re-claim (SPEC §3)."""
+        async with self.engine.begin() as conn:
+            previous = await state.start_stage(conn, cid, stage, self.expiry)
+        if previous is None:
+            self._count(stage, "skipped")
+            log.info("stage not started (0 rows)", extra={**ids, "stage": stage.label,
+                                                          "outcome": "skipped"})
+        elif previous is Status.PROCESSING:
+            self._count(stage, "reclaimed")
+            log.warning("re-claimed a PROCESSING stage older than the processing expiry",
+                        extra={**ids, "stage": stage.label, "outcome": "reclaimed",
+                               "previous_status": previous.value})
+        return previous
+
+    async def _save(self, body: Callable[[AsyncConnection], Awaitable[None]]) -> bool:
+        """Run ``body`` in one short transaction; a :class:`_Discard` rolls it back → False."""
+        async with self.engine.connect() as conn:
+            transaction = await conn.begin()
+            try:
+                await body(conn)
+            except _Discard:
+                await transaction.rollback()
+                return False
+            except BaseException:
+                await transaction.rollback()
+                raise
+            await transaction.commit()
+            return True
+
+    async def _stage_failed(self, cid: int, stage: Stage, exc: BaseException, ids: dict) -> str:
+        """Record a classified failure (SPEC §5.5): transient/internal → ``last_error`` + event,
+        stage stays PROCESSING; permanent → guarded FAILED + event."""
+        error_class, reason = classify(exc)
+        message = state.format_error(stage, error_class, redact(reason))
+        extra = {**ids, "stage": stage.label, "outcome": error_class, "error_class": error_class,
+                 "reason": message}
+        try:
+            async with self.engine.begin() as conn:
+                if error_class == "permanent":
+                    changed = await state.fail_stage(conn, cid, stage, message)
+                else:
+                    changed = await state.record_error(conn, cid, stage, message)
+        except Exception as write_exc:  # noqa: BLE001 - the DB may be what failed
+            changed = False
+            log.warning("could not record the stage error",
+                        extra={**ids, "stage": stage.label,
+                               "error_class": classify(write_exc)[0]})
+        self._count(stage, error_class)
+        if error_class == "permanent":
+            log.error("stage failed permanently" + ("" if changed else " (stage no longer "
+                      "PROCESSING; nothing written)"), extra=extra)
+        elif error_class == "transient":
+            log.warning("stage failed transiently; left PROCESSING for the rescan", extra=extra)
+        else:
+            log.error("stage failed with an internal error; left PROCESSING for the rescan",
+                      extra=extra, exc_info=exc)
+        return error_class
+
+    @staticmethod
+    def _count(stage: Stage, outcome: str) -> None:
+        metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome=outcome).inc()
+
+
+def _only_candidates(picks: tuple[Pick, ...], candidates: list[Candidate]) -> tuple[Pick, ...]:
+    """Last line of SPEC §8: keep only picks among the candidates, unique ids, confidences in
+    [0, 1] or None (judges already map; this guards against a judge that did not)."""
+    allowed = {c.preset.id for c in candidates}
+    kept: dict[int, Pick] = {}
+    for pick in picks:
+        if pick.keyword_id not in allowed:
+            metrics.JUDGE_DROPPED_PICKS.labels(reason="not_candidate").inc()
+            continue
+        if pick.confidence is not None and not 0.0 <= pick.confidence <= 1.0:
+            metrics.JUDGE_DROPPED_PICKS.labels(reason="bad_confidence").inc()
+            continue
+        old = kept.get(pick.keyword_id)
+        if old is None or (pick.confidence or 0.0) > (old.confidence or 0.0):
+            kept[pick.keyword_id] = pick
+    return tuple(kept.values())

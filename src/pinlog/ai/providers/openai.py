@@ -1,0 +1,88 @@
+"""Any OpenAI-compatible ``/v1/embeddings`` endpoint (SPEC §9), via httpx.
+
+One HTTP call per ``embed`` (the pipeline retries; the micro-batcher coalesces). Errors are
+classified per SPEC §6: timeouts / connection errors / 429 / 5xx are transient; other 4xx and
+3xx, malformed bodies and vectors of the wrong length are permanent. Provider error bodies are
+redacted before they reach an exception (they may echo keys). The API key is never logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+import numpy as np
+
+from pinlog.ai.errors import PermanentModelError, TransientModelError, classify_http_status, redact
+from pinlog.ai.ports import EmbedKind
+
+
+class OpenAIEmbeddingProvider:
+    """OpenAI-compatible embeddings behind the :class:`~pinlog.ai.ports.EmbeddingProvider` Protocol.
+
+    Args:
+        base_url: endpoint root including ``/v1`` (``POST {base_url}/embeddings``).
+        api_key: sent as ``Authorization: Bearer …`` when given.
+        model: model name sent in the body.
+        dimension: vector length every returned row must have.
+        profile: profile string of these vectors (must name model, dimension and preprocessing;
+            texts are sent as is, no prefixes, for both kinds).
+        timeout: seconds per HTTP call.
+        transport: optional httpx transport (tests).
+    """
+
+    def __init__(self, *, base_url: str, api_key: str | None, model: str, dimension: int,
+                 profile: str, timeout: float = 60.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.profile = profile
+        self.dimension = dimension
+        self.model = model
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=headers,
+                                         timeout=timeout, transport=transport,
+                                         follow_redirects=False)
+
+    async def embed(self, texts: Sequence[str], kind: EmbedKind) -> np.ndarray:
+        """POST the texts; returns ``(len(texts), dimension)`` float32 in input order.
+
+        Raises:
+            TransientModelError: timeout, connection/DNS error, HTTP 429 or 5xx.
+            PermanentModelError: other 4xx/3xx, malformed body, wrong count or vector length.
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        try:
+            response = await self._client.post(
+                "embeddings", json={"model": self.model, "input": texts, "encoding_format": "float"})
+        except httpx.TimeoutException as exc:
+            raise TransientModelError(f"embedding timeout ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise TransientModelError(f"embedding connection error ({type(exc).__name__})") from None
+        if response.status_code != 200:
+            raise classify_http_status(response.status_code, redact(response.text[:300], 300))
+        try:
+            data = response.json()["data"]
+            rows = sorted(data, key=lambda item: int(item.get("index", 0)))
+            vectors = [item["embedding"] for item in rows]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise PermanentModelError("malformed embedding response") from None
+        if len(vectors) != len(texts):
+            raise PermanentModelError(
+                f"embedding response has {len(vectors)} vectors for {len(texts)} inputs")
+        for vector in vectors:
+            if not isinstance(vector, list) or len(vector) != self.dimension:
+                got = len(vector) if isinstance(vector, list) else type(vector).__name__
+                raise PermanentModelError(
+                    f"wrong vector length: expected {self.dimension}, got {got}")
+        try:
+            out = np.asarray(vectors, dtype=np.float32)
+        except (ValueError, TypeError):
+            raise PermanentModelError("malformed embedding values") from None
+        if not np.all(np.isfinite(out)):
+            raise PermanentModelError("embedding contains non-finite values")
+        return out
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()

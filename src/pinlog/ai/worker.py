@@ -1,0 +1,118 @@
+"""The in-process work queue of the ai side (SPEC §5.1, §5.4).
+
+Accepted process requests wait in a bounded queue (``PINLOG_WORK_QUEUE_SIZE``); a bounded number
+of jobs run at once (``PINLOG_WORKER_CONCURRENCY``, capped so the DB pool can always serve every
+running job plus the API). When the queue is full, :meth:`WorkQueue.offer` refuses (→ 503 +
+``Retry-After``): the state row stays PENDING and the rescan recovers it. Nothing here is durable
+by design (SPEC §1: the state rows are the queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pinlog import metrics
+from pinlog.contracts import ProcessRequest
+
+log = logging.getLogger(__name__)
+
+#: Pool connections kept free for the API, readiness checks and search.
+POOL_RESERVE = 2
+
+
+def job_concurrency(worker_concurrency: int, db_pool_size: int) -> int:
+    """Jobs allowed to run at once: the configured concurrency, never more than the pool can
+    serve (each job holds at most one connection at a time) minus :data:`POOL_RESERVE`."""
+    return max(1, min(worker_concurrency, db_pool_size - POOL_RESERVE))
+
+
+@dataclass(frozen=True)
+class Job:
+    request: ProcessRequest
+    request_id: str | None = None
+
+
+class WorkQueue:
+    """Bounded queue + ``concurrency`` worker tasks running ``handler`` for each job.
+
+    Args:
+        handler: ``async (request, request_id) -> object``; its exceptions are logged (ids only)
+            and never stop a worker.
+        capacity: most jobs waiting (not counting running ones).
+        concurrency: worker tasks.
+    """
+
+    def __init__(self, handler: Callable[[ProcessRequest, str | None], Awaitable[object]], *,
+                 capacity: int, concurrency: int) -> None:
+        self._handler = handler
+        self.capacity = capacity
+        self.concurrency = concurrency
+        self._queue: asyncio.Queue[Job] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def running(self) -> bool:
+        return bool(self._tasks)
+
+    def start(self) -> None:
+        """Create the queue and the worker tasks on the running loop."""
+        if self._tasks:
+            return
+        self._queue = asyncio.Queue(maxsize=self.capacity)
+        self._tasks = [asyncio.create_task(self._work(), name=f"ai-worker-{i}")
+                       for i in range(self.concurrency)]
+
+    def offer(self, request: ProcessRequest, request_id: str | None = None) -> bool:
+        """Enqueue without waiting. Returns False when full (or not started)."""
+        if self._queue is None:
+            return False
+        try:
+            self._queue.put_nowait(Job(request, request_id))
+        except asyncio.QueueFull:
+            return False
+        metrics.WORK_QUEUE_DEPTH.set(self._queue.qsize())
+        return True
+
+    def depth(self) -> int:
+        return self._queue.qsize() if self._queue is not None else 0
+
+    async def join(self) -> None:
+        """Wait until every accepted job has finished."""
+        if self._queue is not None:
+            await self._queue.join()
+
+    async def stop(self, *, drain: bool = False) -> None:
+        """Stop the workers. With ``drain`` wait for queued jobs first; otherwise queued jobs are
+        dropped (their rows stay PENDING/PROCESSING; the rescan recovers them)."""
+        if drain:
+            await self.join()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self._queue is not None:
+            dropped = self._queue.qsize()
+            if dropped:
+                log.warning("work queue stopped with jobs waiting; the rescan recovers them",
+                            extra={"count": dropped})
+        self._queue = None
+        metrics.WORK_QUEUE_DEPTH.set(0)
+
+    async def _work(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        while True:
+            job = await queue.get()
+            metrics.WORK_QUEUE_DEPTH.set(queue.qsize())
+            try:
+                await self._handler(job.request, job.request_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a job never kills its worker
+                log.error("job crashed", extra={"context_id": job.request.context_id,
+                                                "error_class": type(exc).__name__})
+            finally:
+                queue.task_done()
