@@ -1,0 +1,39 @@
+"""The claim and the finalizer are planned on the partial rescan index (SPEC §2.2, §7)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import text
+
+from pinlog.core.rescan import expiry_params, statements
+
+
+def _index_names(plan: dict) -> set[str]:
+    names = set()
+    if "Index Name" in plan:
+        names.add(plan["Index Name"])
+    for child in plan.get("Plans", []):
+        names |= _index_names(child)
+    return names
+
+
+@pytest.mark.parametrize("name", ["claim", "finalize_exhausted", "finalize_dead_ends"])
+async def test_statement_uses_the_partial_rescan_index(sync_conn, engine, make_rescan_settings,
+                                                       name):
+    sync_conn.execute(
+        "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, updated_at)"
+        " SELECT g, 'COMPLETED', CASE WHEN g % 2 = 0 THEN 'COMPLETED' ELSE 'CANCELLED' END,"
+        " now() - interval '1 day' FROM generate_series(1, 20000) AS g")
+    sync_conn.execute(
+        "INSERT INTO ai.context_ai_state (context_id, updated_at)"
+        " SELECT g, now() - interval '1 hour' FROM generate_series(20001, 20020) AS g")
+    sync_conn.execute("ANALYZE ai.context_ai_state")
+    params = expiry_params(make_rescan_settings())
+    async with engine.connect() as conn:
+        plan = (await conn.execute(text("EXPLAIN (FORMAT JSON) " + statements().sql(name)),
+                                   params)).scalar_one()
+        await conn.rollback()
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    assert "context_ai_state_rescan_idx" in _index_names(plan[0]["Plan"]), plan

@@ -1,0 +1,81 @@
+"""The rescan SQL file: one expiry predicate shared by claim and finalizer (SPEC §7.2, §7.3)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from importlib import resources
+
+import pytest
+
+from pinlog.core.rescan import SqlStatements, statements, validate_rescan_settings
+from pinlog.settings import Settings
+
+SOURCE = resources.files("pinlog.core").joinpath("rescan.sql").read_text(encoding="utf-8")
+MIGRATION = resources.files("pinlog.db.migrations.versions").joinpath(
+    "0001_initial_schema.py").read_text(encoding="utf-8")
+
+
+def _code(sql: str) -> str:
+    """SQL without comment lines."""
+    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+
+
+def test_the_expiry_predicate_is_written_once_and_shared_by_claim_and_finalizer():
+    code = _code(SOURCE)
+    q = statements()
+    fragment = _code(q._queries.raw("expired"))
+    for param in (":pending_expiry", ":processing_expiry"):
+        assert code.count(param) == fragment.count(param) > 0  # only inside `expired`
+    for name in ("claim", "finalize_exhausted"):
+        assert "{expired}" in q._queries.raw(name)
+        assert "pending_expiry" not in _code(q._queries.raw(name))
+    expired = _code(q.sql("expired")).strip()
+    assert expired in q.sql("claim") and expired in q.sql("finalize_exhausted")
+    # guarded: each appears in the lock query and again in the UPDATE's WHERE
+    assert q.sql("claim").count(expired) == 2
+    assert q.sql("finalize_exhausted").count(expired) == 2
+
+
+def test_claim_orders_by_exactly_the_partial_index_expression_and_skips_locked_rows():
+    index = re.search(r"context_ai_state_rescan_idx\s+ON ai\.context_ai_state \(\((.+?)\)\)\s+WHERE (.+?);",
+                      MIGRATION, re.S)
+    assert index is not None
+    expression, predicate = index.group(1), " ".join(index.group(2).split())
+    q = statements()
+    for name in ("claim", "finalize_exhausted", "finalize_dead_ends"):
+        sql = q.sql(name)
+        assert f"ORDER BY {expression}\n" in sql
+        assert "FOR UPDATE SKIP LOCKED" in sql
+        assert predicate in " ".join(sql.split())  # the index predicate, verbatim
+    assert "updated_at = now()" not in q.sql("claim")  # SPEC §7.3
+
+
+def test_finalizer_is_a_whitelist():
+    sql = " ".join(statements().sql("finalize_exhausted").split())
+    for stage in ("embedding_status", "keyword_status"):
+        assert (f"{stage} = CASE WHEN s.{stage} IN ('PENDING','PROCESSING') "
+                f"THEN 'FAILED' ELSE s.{stage} END") in sql
+
+
+def test_unknown_statement_or_fragment_is_an_error():
+    with pytest.raises(KeyError):
+        statements().sql("no_such_fragment")
+    assert isinstance(statements(), SqlStatements)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("rescan_interval", timedelta(0), "PINLOG_RESCAN_INTERVAL"),
+    ("pending_expiry", timedelta(seconds=-1), "PINLOG_PENDING_EXPIRY"),
+    ("max_retries", -1, "PINLOG_MAX_RETRIES"),
+    ("rescan_batch_size", 0, "PINLOG_RESCAN_BATCH_SIZE"),
+    ("rescan_concurrency", 0, "PINLOG_RESCAN_CONCURRENCY"),
+])
+def test_rescan_settings_are_validated(field, value, message):
+    settings = Settings.model_construct(**{**Settings.model_construct().__dict__, field: value})
+    with pytest.raises(ValueError, match=message):
+        validate_rescan_settings(settings)
+
+
+def test_default_settings_are_valid():
+    validate_rescan_settings(Settings.model_construct())
