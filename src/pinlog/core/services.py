@@ -62,9 +62,21 @@ class NotFound(CoreError):
 
 
 class InvalidInput(CoreError):
-    """Bad input (empty/whitespace text, text over the limit, bad coordinates…); nothing written."""
+    """Bad input (empty/whitespace text, text over the limit, bad coordinates…); nothing written.
+
+    Attributes:
+        field: the offending field (``text``, ``place.lat`` …) when the message is
+            ``"<field> <problem>"``; ``problem`` is the rest of the sentence.
+    """
 
     code = "INVALID_INPUT"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        head, _, rest = message.partition(" ")
+        known = head == "text" or head.startswith("place.") or head == "externalRef"
+        self.field: str | None = head if known else None
+        self.problem: str = rest if known else message
 
 
 class MemberExists(CoreError):

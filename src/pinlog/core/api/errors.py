@@ -70,6 +70,8 @@ def validation_response(exc: RequestValidationError) -> JSONResponse:
     problems = []
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        if err.get("type") == "json_invalid":
+            loc = []  # the location is a character offset, not a field
         problems.append({"field": ".".join(loc) or "body", "problem": _problem(err)})
     first = problems[0] if problems else {"field": "body", "problem": "is invalid"}
     return JSONResponse(status_code=422, content={
@@ -84,6 +86,8 @@ def error_response(exc: CoreError) -> JSONResponse:
         status = 404
     elif isinstance(exc, InvalidInput):
         status = 422
+        if exc.field:
+            body["problems"] = [{"field": exc.field, "problem": exc.problem}]
     elif isinstance(exc, RecordExists):
         status, body["recordId"] = 409, exc.record_id
     elif isinstance(exc, ForcedDeleteRequired):

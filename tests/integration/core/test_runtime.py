@@ -1,0 +1,90 @@
+"""CoreRuntime wiring: HTTP vs in-process client, dispatcher lifecycle (SPEC §1, §4)."""
+
+from __future__ import annotations
+
+import psycopg
+
+from pinlog.contracts import ProcessRequest
+from pinlog.core.dispatch import HttpProcessClient, InProcessClient, UnconfiguredClient
+from pinlog.core.runtime import CoreRuntime
+from tests.integration.core.conftest import place
+from tests.integration.core.support import Receiver, dispatch_count, state_row
+
+
+async def test_in_process_path_sends_committed_contexts(engine, settings, db_url):
+    seen: list[tuple[int, tuple[str, str] | None]] = []
+
+    async def submit(request: ProcessRequest) -> int:
+        with psycopg.connect(db_url, autocommit=True) as conn:  # a separate session
+            seen.append((request.context_id, state_row(conn, request.context_id)))
+        return 202
+
+    runtime = CoreRuntime(settings, engine, in_process_submit=submit)
+    assert isinstance(runtime.client, InProcessClient)
+    await runtime.start()
+    try:
+        member = await runtime.service.create_member()
+        _, context_id = await runtime.service.create_record(member, place(), "메모")
+        await runtime.dispatcher.join()
+    finally:
+        await runtime.stop()
+    assert seen == [(context_id, ("PENDING", "PENDING"))]
+
+
+async def test_in_process_submit_failures_never_reach_the_user(engine, settings, sync_conn):
+    async def submit(request: ProcessRequest) -> int:
+        raise RuntimeError("ai side bug")
+
+    before = dispatch_count("error")
+    runtime = CoreRuntime(settings, engine, in_process_submit=submit)
+    await runtime.start()
+    try:
+        member = await runtime.service.create_member()
+        _, context_id = await runtime.service.create_record(member, place(), "메모")
+        await runtime.dispatcher.join()
+    finally:
+        await runtime.stop()
+    assert dispatch_count("error") == before + 1
+    assert state_row(sync_conn, context_id) == ("PENDING", "PENDING")
+
+
+async def test_in_process_503_is_counted_busy(engine, settings):
+    async def submit(request: ProcessRequest) -> int:
+        return 503
+
+    before = dispatch_count("busy")
+    client = InProcessClient(submit)
+    assert await client.send(ProcessRequest(context_id=1, user_id=1, record_id=1, text="t")) == 503
+    assert dispatch_count("busy") == before + 1
+
+
+async def test_http_client_when_ai_base_url_is_set(engine, settings, db_url):
+    with Receiver(db_url, mode=202) as receiver:
+        runtime = CoreRuntime(settings.model_copy(update={"ai_base_url": receiver.url}), engine,
+                              in_process_submit=None)
+        assert isinstance(runtime.client, HttpProcessClient)
+        await runtime.start()
+        try:
+            member = await runtime.service.create_member()
+            _, context_id = await runtime.service.create_record(member, place(), "메모")
+            await runtime.dispatcher.join()
+        finally:
+            await runtime.stop()
+    assert [(r.body["contextId"], r.state) for r in receiver.received] == [
+        (context_id, ("PENDING", "PENDING"))]
+
+
+async def test_without_any_ai_side_rows_stay_pending(engine, settings, sync_conn):
+    runtime = CoreRuntime(settings, engine)
+    assert isinstance(runtime.client, UnconfiguredClient)
+    before = dispatch_count("unconfigured")
+    await runtime.start()
+    try:
+        member = await runtime.service.create_member()
+        _, context_id = await runtime.service.create_record(member, place(), "메모")
+        await runtime.dispatcher.join()
+        assert await runtime.ready()
+    finally:
+        await runtime.stop()
+    assert dispatch_count("unconfigured") == before + 1
+    assert state_row(sync_conn, context_id) == ("PENDING", "PENDING")

@@ -1,0 +1,114 @@
+"""The bounded dispatch queue and the outcome classes (SPEC §4)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from pinlog.contracts import ProcessRequest
+from pinlog.core.dispatch import Dispatcher, InProcessClient, outcome_for_status
+from tests.integration.core.support import dispatch_count
+
+
+def req(n: int) -> ProcessRequest:
+    return ProcessRequest(context_id=n, user_id=1, record_id=1, text="t")
+
+
+class GatedClient:
+    """Holds every send until ``gate`` is set; signals ``entered`` on each send."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.sent: list[int] = []
+
+    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+        self.entered.set()
+        await self.gate.wait()
+        self.sent.append(request.context_id)
+        return 202
+
+
+async def test_queue_drops_and_counts_when_full(caplog):
+    client = GatedClient()
+    dispatcher = Dispatcher(client, queue_size=2, workers=1)
+    dispatcher.start()
+    before = dispatch_count("dropped")
+    assert dispatcher.enqueue(req(1))
+    await client.entered.wait()  # the worker holds request 1; the queue is empty again
+    assert dispatcher.enqueue(req(2)) and dispatcher.enqueue(req(3))
+    with caplog.at_level(logging.WARNING):
+        assert dispatcher.enqueue(req(4)) is False
+    assert dispatch_count("dropped") == before + 1
+    assert any(r.context_id == 4 for r in caplog.records)
+    client.gate.set()
+    await dispatcher.join()
+    assert client.sent == [1, 2, 3]
+    await dispatcher.stop()
+
+
+async def test_enqueue_never_blocks_even_before_start():
+    client = GatedClient()
+    dispatcher = Dispatcher(client, queue_size=1, workers=1)
+    assert dispatcher.enqueue(req(1)) is True
+    assert dispatcher.enqueue(req(2)) is False
+    client.gate.set()
+    dispatcher.start()
+    await dispatcher.join()
+    assert client.sent == [1]
+    await dispatcher.stop()
+
+
+async def test_a_raising_client_does_not_kill_the_workers():
+    class Boom:
+        calls = 0
+
+        async def send(self, request, *, request_id=None):
+            Boom.calls += 1
+            raise RuntimeError("bug")
+
+    dispatcher = Dispatcher(Boom(), queue_size=5, workers=1)
+    dispatcher.start()
+    for n in range(3):
+        dispatcher.enqueue(req(n + 1))
+    await dispatcher.join()
+    assert Boom.calls == 3
+    await dispatcher.stop()
+
+
+async def test_stop_abandons_what_it_cannot_drain():
+    client = GatedClient()
+    dispatcher = Dispatcher(client, queue_size=5, workers=1)
+    dispatcher.start()
+    dispatcher.enqueue(req(1))
+    dispatcher.enqueue(req(2))
+    await client.entered.wait()
+    await dispatcher.stop(drain_timeout=0.05)  # returns although the client never answers
+    assert client.sent == []
+
+
+async def test_in_process_client_returns_submit_status_and_never_raises():
+    async def ok(request):
+        return 202
+
+    async def boom(request):
+        raise ValueError("x")
+
+    assert await InProcessClient(ok).send(req(1)) == 202
+    assert await InProcessClient(boom).send(req(1)) == 0
+
+
+@pytest.mark.parametrize("status,outcome", [
+    (202, "accepted"), (200, "accepted"), (401, "unauthorized"), (403, "unauthorized"),
+    (422, "client_error"), (404, "client_error"), (503, "busy"), (500, "server_error"),
+    (0, "connection"), (302, "client_error"),
+])
+def test_outcome_classes(status, outcome):
+    assert outcome_for_status(status) == outcome
+
+
+def test_invalid_sizes_are_refused():
+    with pytest.raises(ValueError):
+        Dispatcher(GatedClient(), queue_size=0)
