@@ -1,0 +1,116 @@
+"""``AiRuntime`` start-up checks, readiness and concurrency bounds (SPEC §2.2, §5.1, §5.4)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pinlog.ai.providers import MicroBatcher
+from pinlog.ai.runtime import AiRuntime
+from pinlog.ai.worker import POOL_RESERVE, job_concurrency
+from pinlog.db.engine import create_engine
+from tests.conftest import create_database
+from tests.integration.ai.conftest import ai_settings_for
+from tests.integration.ai.support import insert_state, request, seed_presets, statuses
+
+
+async def test_refuses_to_start_without_the_ai_tables(tmp_path, pg_server_url, provider, judge):
+    url = create_database(pg_server_url, "pinlog_unmigrated")
+    engine = create_engine(url, pool_size=2)
+    try:
+        runtime = AiRuntime(ai_settings_for(tmp_path, url), engine, provider=provider, judge=judge)
+        with pytest.raises(RuntimeError, match="pinlog migrate"):
+            await runtime.start()
+    finally:
+        await engine.dispose()
+
+
+async def test_refuses_to_start_with_zero_presets_for_the_profile(ai_settings, engine, provider,
+                                                                  judge, sync_conn):
+    seed_presets(sync_conn, profile="another-profile")  # presets exist, not for this profile
+    runtime = AiRuntime(ai_settings, engine, provider=provider, judge=judge)
+    with pytest.raises(RuntimeError, match="pinlog presets load"):
+        await runtime.start()
+
+
+async def test_ready_needs_presets_and_running_workers(ai_settings, engine, provider, judge,
+                                                       presets, sync_conn):
+    runtime = AiRuntime(ai_settings, engine, provider=provider, judge=judge)
+    assert not await runtime.ready()
+    await runtime.start()
+    try:
+        assert await runtime.ready()
+        assert isinstance(runtime.provider, MicroBatcher)
+        assert runtime.profile == provider.profile
+        sync_conn.execute("UPDATE ai.keyword_preset SET is_active = false")
+        assert not await runtime.ready()
+    finally:
+        await runtime.stop()
+    assert not await runtime.ready()
+
+
+async def test_builds_judge_from_settings_when_not_given(ai_settings, engine, provider, presets,
+                                                         sync_conn):
+    runtime = AiRuntime(ai_settings, engine, provider=provider)
+    await runtime.start()
+    try:
+        insert_state(sync_conn, 1)
+        assert await runtime.submit(request(1)) == 202
+        await runtime.join()
+        assert statuses(sync_conn, 1) == ("COMPLETED", "COMPLETED")
+    finally:
+        await runtime.stop()
+
+
+def test_job_concurrency_never_exceeds_the_pool():
+    assert job_concurrency(8, 10) == 8
+    assert job_concurrency(64, 10) == 10 - POOL_RESERVE
+    assert job_concurrency(4, 2) == 1
+
+
+class CountingBatcher(MicroBatcher):
+    """A MicroBatcher that sets ``reached`` once ``target`` embed requests are waiting in it."""
+
+    def __init__(self, provider, target: int, **kwargs) -> None:
+        super().__init__(provider, **kwargs)
+        self.waiting = 0
+        self.target = target
+        self.reached = asyncio.Event()
+
+    async def embed(self, texts, kind):
+        self.waiting += 1
+        if self.waiting >= self.target:
+            self.reached.set()
+        return await super().embed(texts, kind)
+
+
+async def test_concurrent_jobs_are_bounded_and_embeddings_batched(tmp_path, db_url, provider,
+                                                                  judge, presets, sync_conn):
+    """Many accepted jobs: at most ``job_concurrency`` run at once, and their embedding calls are
+    coalesced by the micro-batcher into batched provider calls."""
+    settings = ai_settings_for(tmp_path, db_url, worker_concurrency=6, db_pool_size=10)
+    engine = create_engine(db_url, pool_size=settings.db_pool_size)
+    batcher = CountingBatcher(provider, target=6, batch_size=32, wait_ms=1)
+    runtime = AiRuntime(settings, engine, provider=batcher, judge=judge)
+    await runtime.start()
+    try:
+        gate = provider.hold()
+        for cid in range(1, 21):
+            insert_state(sync_conn, cid)
+            assert await runtime.submit(request(cid, f"text {cid}")) == 202
+        await gate.wait_entered()
+        await asyncio.wait_for(batcher.reached.wait(), 10)  # all 6 running jobs are waiting
+        provider.gate = None
+        gate.open()
+        await runtime.join()
+    finally:
+        await runtime.stop()
+        await batcher.aclose()
+        await engine.dispose()
+    assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(1, 21))
+    assert sum(provider.batches) == 20
+    assert max(provider.batches) <= 6  # never more texts in flight than running jobs
+    # every job that waited behind the held call went out in the next single batch
+    assert provider.batches[0] + provider.batches[1] == 6
+    assert len(provider.batches) < 20
