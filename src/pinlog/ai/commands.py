@@ -26,7 +26,7 @@ from pinlog.ai.presets import (
 )
 from pinlog.cli_support import err_console, run_with_engine, settings_or_exit
 
-console = Console()
+console = Console(soft_wrap=True, highlight=False)
 presets_app = typer.Typer(help="Keyword presets (SPEC §8): load and list.", no_args_is_help=True)
 
 
@@ -38,6 +38,11 @@ async def _close(provider: Any) -> None:
             if inspect.isawaitable(result):
                 await result
             return
+
+
+def _error(message: str) -> None:
+    """Print an error to stderr as plain text (no markup: messages may contain brackets)."""
+    err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
 
 
 def _ids(values: list[int]) -> str:
@@ -63,7 +68,7 @@ def load(
     try:
         presets = load_preset_file(file)
     except PresetFileError as exc:
-        err_console.print(f"[red]{exc}[/red]")
+        _error(str(exc))
         raise typer.Exit(2) from None
 
     async def work(engine: AsyncEngine) -> PresetLoadReport:
@@ -79,16 +84,16 @@ def load(
     try:
         report = run_with_engine(settings, work)
     except PresetFileError as exc:
-        err_console.print(f"[red]{exc}[/red]")
+        _error(str(exc))
         raise typer.Exit(2) from None
     except ModelError as exc:
-        err_console.print(f"[red]embedding failed: {exc}[/red]")
+        _error(f"embedding failed: {exc}")
         raise typer.Exit(1) from None
     except ProgrammingError:
-        err_console.print("[red]ai tables are missing: run `pinlog migrate` first[/red]")
+        _error("ai tables are missing: run `pinlog migrate` first")
         raise typer.Exit(1) from None
     except ValueError as exc:  # provider settings
-        err_console.print(f"[red]{exc}[/red]")
+        _error(str(exc))
         raise typer.Exit(2) from None
     source = file or default_preset_path()
     console.print(f"presets from {source.name}: {len(presets)}; {report.summary()}")
@@ -113,8 +118,9 @@ def list_presets() -> None:
     try:
         rows = run_with_engine(settings, work)
     except ProgrammingError:
-        err_console.print("[red]ai tables are missing: run `pinlog migrate` first[/red]")
+        _error("ai tables are missing: run `pinlog migrate` first")
         raise typer.Exit(1) from None
+    wide = Console(width=max(console.width, 120))  # never truncate codes, even in a pipe
     table = Table(title=f"keyword presets (profile {settings.profile})")
     for column in ("id", "code", "name", "category", "visibility", "active", "embedded", "version"):
         table.add_column(column)
@@ -122,7 +128,7 @@ def list_presets() -> None:
         table.add_row(str(row.id), row.code, row.display_name, row.category, row.visibility,
                       "yes" if row.is_active else "no", "yes" if row.embedded else "no",
                       str(row.version))
-    console.print(table)
+    wide.print(table)
     usable = sum(1 for r in rows if r.is_active and r.embedded and r.visibility != "BLOCKED")
     console.print(f"{len(rows)} presets, {usable} usable for profile {settings.profile}")
 
