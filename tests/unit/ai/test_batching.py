@@ -1,0 +1,144 @@
+"""The micro-batcher (SPEC §5.4): coalescing, flush at size, flush after the wait, error
+isolation, wrong shapes, metrics. Ordered with the fake's gate, never with sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from pinlog import metrics
+from pinlog.ai.errors import PermanentModelError, TransientModelError
+from pinlog.ai.ports import EmbeddingProvider
+from pinlog.ai.providers.batching import MicroBatcher
+from tests.fakes import FakeEmbeddingProvider, fake_vector
+
+
+async def test_is_an_embedding_provider():
+    batcher = MicroBatcher(FakeEmbeddingProvider())
+    assert isinstance(batcher, EmbeddingProvider)
+    assert (batcher.profile, batcher.dimension) == ("fake-profile-v1", 8)
+
+
+async def test_concurrent_calls_are_coalesced_and_rows_go_back_to_their_callers():
+    fake = FakeEmbeddingProvider()
+    batcher = MicroBatcher(fake, batch_size=32, wait_ms=1)
+    gate = fake.hold()
+    first = asyncio.create_task(batcher.embed(["t0"], "passage"))
+    await gate.wait_entered()  # the model is busy: the next requests accumulate
+    rest = [asyncio.create_task(batcher.embed([f"t{i}"], "passage")) for i in range(1, 11)]
+    await asyncio.sleep(0)  # let them enqueue (ordering, not timing: they are all ready)
+    fake.gate = None
+    gate.open()
+    results = await asyncio.gather(first, *rest)
+    assert fake.batches == [1, 10]
+    for i, out in enumerate(results):
+        assert out.shape == (1, 8) and np.allclose(out[0], fake_vector(f"t{i}"))
+    await batcher.aclose()
+
+
+async def test_flush_at_batch_size():
+    fake = FakeEmbeddingProvider()
+    batcher = MicroBatcher(fake, batch_size=4, wait_ms=1000)  # the wait never decides here
+    gate = fake.hold()
+    first = asyncio.create_task(batcher.embed(["a", "b", "c", "d"], "passage"))
+    await gate.wait_entered()
+    fake.gate = None
+    rest = [asyncio.create_task(batcher.embed([f"x{i}"], "passage")) for i in range(8)]
+    await asyncio.sleep(0)
+    gate.open()
+    await asyncio.gather(first, *rest)
+    assert fake.batches == [4, 4, 4]
+    await batcher.aclose()
+
+
+async def test_a_lone_request_is_flushed_after_the_wait():
+    fake = FakeEmbeddingProvider()
+    batcher = MicroBatcher(fake, batch_size=32, wait_ms=2)
+    out = await asyncio.wait_for(batcher.embed(["alone"], "query"), 5)
+    assert out.shape == (1, 8) and fake.batches == [1] and fake.kinds == ["query"]
+    await batcher.aclose()
+
+
+async def test_kinds_are_never_mixed_in_one_call():
+    fake = FakeEmbeddingProvider()
+    batcher = MicroBatcher(fake, batch_size=32, wait_ms=1)
+    gate = fake.hold()
+    first = asyncio.create_task(batcher.embed(["p0"], "passage"))
+    await gate.wait_entered()
+    fake.gate = None
+    others = [asyncio.create_task(batcher.embed(["p1"], "passage")),
+              asyncio.create_task(batcher.embed(["q1"], "query"))]
+    await asyncio.sleep(0)
+    gate.open()
+    await asyncio.gather(first, *others)
+    assert fake.kinds == ["passage", "passage", "query"]
+    await batcher.aclose()
+
+
+async def test_transient_error_reaches_every_waiter_of_the_batch():
+    fake = FakeEmbeddingProvider()
+    batcher = MicroBatcher(fake, batch_size=32, wait_ms=1)
+    gate = fake.hold()
+    first = asyncio.create_task(batcher.embed(["a"], "passage"))
+    await gate.wait_entered()
+    fake.gate = None
+    fake.fail_next(TransientModelError, times=2)  # the held call, then the coalesced batch
+    pair = [asyncio.create_task(batcher.embed([t], "passage")) for t in ("b", "c")]
+    await asyncio.sleep(0)
+    gate.open()
+    results = await asyncio.gather(first, *pair, return_exceptions=True)
+    assert fake.batches == [1, 2]
+    assert all(isinstance(r, TransientModelError) for r in results)
+    await batcher.aclose()
+
+
+async def test_permanent_error_of_a_batch_is_isolated_to_the_bad_request():
+    class Picky(FakeEmbeddingProvider):
+        async def embed(self, texts, kind):
+            if "bad" in texts:
+                self.calls += 1
+                self.batches.append(len(texts))
+                raise PermanentModelError("input too long")
+            return await super().embed(texts, kind)
+
+    fake = Picky()
+    batcher = MicroBatcher(fake, batch_size=32, wait_ms=1)
+    gate = fake.hold()
+    first = asyncio.create_task(batcher.embed(["a"], "passage"))
+    await gate.wait_entered()
+    fake.gate = None
+    group = [asyncio.create_task(batcher.embed([t], "passage")) for t in ("b", "bad", "c")]
+    await asyncio.sleep(0)
+    gate.open()
+    await first
+    b, bad, c = await asyncio.gather(*group, return_exceptions=True)
+    assert isinstance(bad, PermanentModelError)
+    assert np.allclose(b[0], fake_vector("b")) and np.allclose(c[0], fake_vector("c"))
+    await batcher.aclose()
+
+
+async def test_wrong_shape_is_permanent():
+    batcher = MicroBatcher(FakeEmbeddingProvider(wrong_dimension=3), wait_ms=1)
+    with pytest.raises(PermanentModelError, match="wrong vector length"):
+        await batcher.embed(["a"], "passage")
+    await batcher.aclose()
+
+
+async def test_metrics_record_batch_sizes_and_latency():
+    count = metrics.BATCH_SIZE._sum.get()
+    latency = metrics.MODEL_LATENCY.labels(kind="embedding")._sum.get()
+    batcher = MicroBatcher(FakeEmbeddingProvider(), wait_ms=1)
+    await batcher.embed(["a", "b", "c"], "passage")
+    assert metrics.BATCH_SIZE._sum.get() == count + 3
+    assert metrics.MODEL_LATENCY.labels(kind="embedding")._sum.get() > latency
+    await batcher.aclose()
+
+
+async def test_closed_batcher_refuses():
+    batcher = MicroBatcher(FakeEmbeddingProvider(), wait_ms=1)
+    await batcher.embed(["a"], "passage")
+    await batcher.aclose()
+    with pytest.raises(RuntimeError):
+        await batcher.embed(["a"], "passage")
