@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -141,21 +142,31 @@ class InProcessClient:
     """:class:`pinlog.contracts.ProcessClient` calling the ai runtime directly (SPEC §1).
 
     Args:
-        submit: ``async submit(request: ProcessRequest) -> int`` — the ai runtime's in-process
-            adapter, answering like the HTTP route (202 accepted, 422, 503 queue full).
+        submit: ``async submit(request: ProcessRequest[, *, request_id]) -> int`` — the ai
+            runtime's in-process adapter, answering like the HTTP route (202 accepted, 422,
+            503 queue full). ``request_id`` is passed when ``submit`` accepts it.
 
     ``send`` returns that status, or 0 when ``submit`` raised (logged at ERROR, counted); it never
     raises (except ``asyncio.CancelledError``).
     """
 
-    def __init__(self, submit: Callable[[ProcessRequest], Awaitable[int]]) -> None:
+    def __init__(self, submit: Callable[..., Awaitable[int]]) -> None:
         self._submit = submit
+        try:
+            params = inspect.signature(submit).parameters.values()
+        except (TypeError, ValueError):
+            params = []  # type: ignore[assignment]
+        self._takes_request_id = any(p.name == "request_id" or p.kind is p.VAR_KEYWORD
+                                     for p in params)
 
     async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
         """Hand ``request`` to the ai runtime; returns its status (0 when it raised)."""
         request_id = request_id or uuid.uuid4().hex
         try:
-            status = int(await self._submit(request))
+            if self._takes_request_id:
+                status = int(await self._submit(request, request_id=request_id))
+            else:
+                status = int(await self._submit(request))
         except Exception:  # noqa: BLE001 - never into the caller
             log.exception("in-process submit failed",
                           extra={"context_id": request.context_id, "request_id": request_id})

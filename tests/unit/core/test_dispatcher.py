@@ -97,6 +97,14 @@ async def test_in_process_client_returns_submit_status_and_never_raises():
         raise ValueError("x")
 
     assert await InProcessClient(ok).send(req(1)) == 202
+    seen = []
+
+    async def with_id(request, *, request_id=None):
+        seen.append(request_id)
+        return 202
+
+    assert await InProcessClient(with_id).send(req(1), request_id="rid-9") == 202
+    assert seen == ["rid-9"]
     assert await InProcessClient(boom).send(req(1)) == 0
 
 
