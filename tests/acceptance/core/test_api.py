@@ -325,3 +325,12 @@ async def test_a_hung_ai_side_does_not_slow_the_users_request(settings, db_url):
             assert not receiver.release.is_set()
             receiver.release.set()
             await api.core.dispatcher.join()
+
+
+async def test_metrics_show_dispatch_outcomes(api):
+    _, auth = await api.member()
+    await api.http.post("/v1/records", json=record_body(), headers=auth)
+    await api.core.dispatcher.join()
+    metrics = await api.http.get("/metrics")
+    assert metrics.status_code == 200
+    assert 'pinlog_dispatch_outcomes_total{outcome="unconfigured"}' in metrics.text

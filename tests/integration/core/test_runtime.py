@@ -88,3 +88,18 @@ async def test_without_any_ai_side_rows_stay_pending(engine, settings, sync_conn
         await runtime.stop()
     assert dispatch_count("unconfigured") == before + 1
     assert state_row(sync_conn, context_id) == ("PENDING", "PENDING")
+
+
+async def test_rescan_loop_is_started_and_stopped_when_enabled(engine, settings):
+    runtime = CoreRuntime(settings.model_copy(update={"rescan_enabled": True}), engine)
+    await runtime.start()
+    try:
+        assert runtime.rescan is not None
+        await runtime.refresh_gauges()
+    finally:
+        await runtime.stop()
+    assert runtime.rescan is None
+    disabled = CoreRuntime(settings, engine)
+    await disabled.start()
+    assert disabled.rescan is None
+    await disabled.stop()
