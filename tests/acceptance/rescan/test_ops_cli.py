@@ -1,0 +1,135 @@
+"""`pinlog rescan [--once]`, `pinlog reprocess`, `pinlog status` as real subprocesses, sending
+over HTTP (PINLOG_AI_BASE_URL) to a local receiver standing in for the ai side."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
+from tests.conftest import TEST_JWT_SECRET, TEST_SECRET
+from tests.helpers import PINLOG, pinlog_env, run_pinlog
+from tests.integration.rescan.factory import make_context, state
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def receiver():
+    """A tiny HTTP ai side: records (path, secret header, body) and answers 202."""
+    seen: list[tuple[str, str | None, dict]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, self.headers.get(SECRET_HEADER), body))
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def env_for(tmp_path, db_url, ai_url: str, **extra: str) -> dict:
+    return pinlog_env(tmp_path / "data", PINLOG_DATABASE_URL=db_url, PINLOG_AI_BASE_URL=ai_url,
+                      PINLOG_INTERNAL_SECRETS=TEST_SECRET, PINLOG_JWT_SECRET=TEST_JWT_SECRET,
+                      COLUMNS="200", **extra)
+
+
+def test_rescan_once_prints_what_it_finalized_claimed_and_dispatched(
+        tmp_path, db_url, sync_conn, receiver):
+    url, seen = receiver
+    stale = make_context(sync_conn, body="조용한 북카페", age_s=10_000)
+    exhausted = make_context(sync_conn, age_s=10_000, retry=3)
+    fresh = make_context(sync_conn)
+
+    result = run_pinlog(["rescan", "--once"], env_for(tmp_path, db_url, url), timeout=60)
+
+    assert result.returncode == 0, result.stderr
+    lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines()
+             if line.count("│") >= 3}
+    assert str(exhausted) in lines["finalized FAILED (retries exhausted)"]
+    assert str(stale) in lines["claimed (retry spent)"]
+    assert str(stale) in lines["dispatched (accepted)"]
+    assert [(p, s, b["contextId"], b["text"]) for p, s, b in seen] == [
+        (PROCESS_PATH, TEST_SECRET, stale, "조용한 북카페")]
+    assert state(sync_conn, stale)["retry_count"] == 1
+    assert state(sync_conn, fresh)["retry_count"] == 0
+    assert "조용한" not in result.stderr  # logs never carry the text
+
+
+def test_rescan_loop_runs_until_sigterm(tmp_path, db_url, sync_conn, receiver):
+    url, seen = receiver
+    stale = make_context(sync_conn, age_s=10_000)
+    proc = subprocess.Popen(PINLOG + ["rescan"], env=env_for(tmp_path, db_url, url,
+                                                             PINLOG_RESCAN_INTERVAL="3600"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not seen:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.1)
+        assert seen[0][2]["contextId"] == stale
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err[-2000:]
+
+
+def test_status_shows_the_picture(tmp_path, db_url, sync_conn, receiver):
+    url, _ = receiver
+    make_context(sync_conn, emb="COMPLETED", kw="COMPLETED")
+    make_context(sync_conn, retry=3, age_s=30)
+    make_context(sync_conn, emb="FAILED", kw="FAILED",
+                 last_error="embedding permanent: wrong vector length")
+
+    result = run_pinlog(["status"], env_for(tmp_path, db_url, url), timeout=60)
+
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for expected in ("state rows", "retry_count", "exhausted but unfinished", "recent failures",
+                     "embedding permanent: wrong vector length", "oldest unfinished"):
+        assert expected in out
+    exhausted_line = next(line for line in out.splitlines() if "exhausted but" in line)
+    assert exhausted_line.rstrip(" │").endswith("1")
+
+
+def test_reprocess_profile_dry_run_then_run(tmp_path, db_url, sync_conn, receiver):
+    url, seen = receiver
+    cid = make_context(sync_conn, emb="COMPLETED", kw="COMPLETED")
+    sync_conn.execute(
+        "INSERT INTO ai.context_embedding (context_id, user_id, record_id, embedding, "
+        "embedding_profile, text_sha256) SELECT id, member_id, record_id, '[1,0]', "
+        "'some-old-profile-v0', sha256('x'::bytea) FROM core.context WHERE id = %s", (cid,))
+    env = env_for(tmp_path, db_url, url)
+
+    usage = run_pinlog(["reprocess"], env, timeout=60)
+    assert usage.returncode == 2
+
+    dry = run_pinlog(["reprocess", "--profile", "--dry-run"], env, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "1 context(s) would be reprocessed" in dry.stdout
+    assert state(sync_conn, cid)["embedding_status"] == "COMPLETED" and not seen
+
+    run = run_pinlog(["reprocess", "--profile", "--batch-size", "10"], env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "1 context(s) moved to PENDING" in run.stdout
+    row = state(sync_conn, cid)
+    assert (row["embedding_status"], row["keyword_status"]) == ("PENDING", "PENDING")
+    assert [b["contextId"] for _, _, b in seen] == [cid]
