@@ -19,7 +19,8 @@ def test_serve_answers_health_and_ready_and_stops_the_database_it_started(tmp_pa
     port = free_port()
     env = pinlog_env(data, PINLOG_PORT=str(port))
     assert run_pinlog(["migrate"], env).returncode == 0
-    # TODO(issue 3): `pinlog presets load` here once the ai side requires presets to be ready
+    loaded = run_pinlog(["presets", "load"], env)  # the ai side refuses to start without presets
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert not EmbeddedDatabase(data).is_running()  # `migrate` stopped what it started
 
     proc = subprocess.Popen(PINLOG + ["serve"], env=env, stdout=subprocess.PIPE,

