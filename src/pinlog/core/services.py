@@ -337,8 +337,8 @@ class CoreService:
                                                 {"member_id": member_id})).scalars().all())
             await self._invalidate(conn, contexts, reason="member withdrawn")
             await conn.execute(q("mark_member_embeddings_deleted"), {"member_id": member_id})
-        log.info("member withdrawn", extra={"member_id": member_id, "count": len(contexts),
-                                            "reason": f"{len(records)} records"})
+        log.info("member withdrawn: %d records, %d contexts invalidated", len(records),
+                 len(contexts), extra={"member_id": member_id, "count": len(contexts)})
 
     # --- records ---------------------------------------------------------------------------
     async def find_active_record(self, member_id: int, external_place_id: str) -> int | None:
