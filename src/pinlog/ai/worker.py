@@ -84,26 +84,34 @@ class WorkQueue:
         if self._queue is not None:
             await self._queue.join()
 
-    async def stop(self, *, drain: bool = False) -> None:
-        """Stop the workers. With ``drain`` wait for queued jobs first; otherwise queued jobs are
-        dropped (their rows stay PENDING/PROCESSING; the rescan recovers them)."""
-        if drain:
-            await self.join()
+    async def stop(self, *, grace: float = 5.0) -> None:
+        """Stop: refuse new jobs, drop the queued ones (their rows stay PENDING; the rescan
+        recovers them), give running jobs up to ``grace`` seconds to finish, then cancel them
+        (a cancelled stage stays PROCESSING and is re-claimed after the processing expiry)."""
+        queue, self._queue = self._queue, None  # offer() refuses from now on
+        dropped = 0
+        if queue is not None:
+            while not queue.empty():
+                queue.get_nowait()
+                queue.task_done()
+                dropped += 1
+        if dropped:
+            log.warning("work queue stopped with jobs waiting; the rescan recovers them",
+                        extra={"count": dropped})
+        if self._tasks and queue is not None and grace > 0:
+            waiter = asyncio.create_task(queue.join())
+            done, _ = await asyncio.wait({waiter}, timeout=grace)
+            if not done:
+                waiter.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        if self._queue is not None:
-            dropped = self._queue.qsize()
-            if dropped:
-                log.warning("work queue stopped with jobs waiting; the rescan recovers them",
-                            extra={"count": dropped})
-        self._queue = None
         metrics.WORK_QUEUE_DEPTH.set(0)
 
     async def _work(self) -> None:
-        assert self._queue is not None
         queue = self._queue
+        assert queue is not None
         while True:
             job = await queue.get()
             metrics.WORK_QUEUE_DEPTH.set(queue.qsize())

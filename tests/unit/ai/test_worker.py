@@ -1,0 +1,76 @@
+"""The bounded work queue (SPEC §5.1, §5.4)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pinlog.ai.worker import WorkQueue
+from pinlog.contracts import ProcessRequest
+
+
+def req(cid: int) -> ProcessRequest:
+    return ProcessRequest(context_id=cid, user_id=1, record_id=1, text="t")
+
+
+async def test_bounded_queue_refuses_when_full_and_runs_jobs_concurrently_up_to_the_limit():
+    release = asyncio.Event()
+    running: set[int] = set()
+    peak = 0
+    two_running = asyncio.Event()
+
+    async def handler(request, _rid):
+        nonlocal peak
+        running.add(request.context_id)
+        peak = max(peak, len(running))
+        if len(running) == 2:
+            two_running.set()
+        await release.wait()
+        running.discard(request.context_id)
+
+    queue = WorkQueue(handler, capacity=2, concurrency=2)
+    assert not queue.offer(req(9))  # not started
+    queue.start()
+    assert queue.offer(req(1)) and queue.offer(req(2))
+    await asyncio.wait_for(two_running.wait(), 5)  # both workers busy, queue empty
+    assert queue.offer(req(3)) and queue.offer(req(4))
+    assert not queue.offer(req(5))  # capacity 2 reached
+    assert queue.depth() == 2
+    release.set()
+    await queue.join()
+    assert peak == 2
+    await queue.stop()
+
+
+async def test_a_crashing_job_never_stops_its_worker():
+    seen = []
+
+    async def handler(request, _rid):
+        seen.append(request.context_id)
+        if request.context_id == 1:
+            raise ValueError("bug")
+
+    queue = WorkQueue(handler, capacity=5, concurrency=1)
+    queue.start()
+    queue.offer(req(1))
+    queue.offer(req(2))
+    await queue.join()
+    assert seen == [1, 2]
+    await queue.stop()
+
+
+async def test_stop_drops_queued_jobs_and_refuses_new_ones():
+    started = asyncio.Event()
+    seen = []
+
+    async def handler(request, _rid):
+        seen.append(request.context_id)
+        started.set()
+        await asyncio.Event().wait()  # never finishes by itself
+
+    queue = WorkQueue(handler, capacity=5, concurrency=1)
+    queue.start()
+    queue.offer(req(1))
+    queue.offer(req(2))
+    await asyncio.wait_for(started.wait(), 5)
+    await queue.stop(grace=0.05)
+    assert seen == [1] and not queue.offer(req(3)) and not queue.running
