@@ -128,6 +128,7 @@ class Pipeline:
         self.calibration = calibration or calibration_for(settings)
         self._sleep = sleep
         self.expiry = settings.processing_expiry
+        self._snapshot_cache: tuple[str, PresetSnapshot] | None = None
 
     # --- budgets (SPEC §6) -------------------------------------------------------------------
     @property
@@ -257,7 +258,7 @@ class Pipeline:
                     stored = await state.read_embedding(conn, cid)
                 snapshot = None
                 if stored is not None and stored.profile == self.profile:
-                    snapshot = await load_snapshot(conn, self.profile)
+                    snapshot = await self._snapshot(conn)
             if stored is None:
                 raise PermanentModelError("no stored embedding for the keyword stage")
             if stored.profile != self.profile or snapshot is None:
@@ -284,6 +285,17 @@ class Pipeline:
         log.info("keywords completed", extra={**ids, "stage": stage.label, "outcome": "completed",
                                               "count": len(picks)})
         return "completed"
+
+    async def _snapshot(self, conn: AsyncConnection) -> PresetSnapshot:
+        """The one preset snapshot of this keyword stage: the cached one while the presets'
+        fingerprint is unchanged, else freshly loaded (and cached)."""
+        fingerprint = await state.preset_fingerprint(conn, self.profile)
+        cached = self._snapshot_cache
+        if cached is not None and cached[0] == fingerprint:
+            return cached[1]
+        snapshot = await load_snapshot(conn, self.profile)
+        self._snapshot_cache = (fingerprint, snapshot)
+        return snapshot
 
     async def _judge(self, text: str, candidates: list[Candidate]) -> JudgeAnswer:
         """Judge call outside any transaction, bounded by the budget rule (SPEC §6)."""

@@ -200,3 +200,9 @@ async def read_embedding(conn: AsyncConnection, context_id: int) -> StoredEmbedd
 async def ai_tables_present(conn: AsyncConnection) -> bool:
     """True when every ``ai.*`` table exists (SPEC §2.2: refuse to start otherwise)."""
     return (await conn.execute(Q("ai_tables_present"))).scalar_one() == 7
+
+
+async def preset_fingerprint(conn: AsyncConnection, profile: str) -> str:
+    """md5 over every preset row and its vector timestamp for ``profile`` (cheap: no vectors
+    read); changes whenever anything a snapshot depends on changes."""
+    return (await conn.execute(Q("preset_fingerprint"), {"profile": profile})).scalar_one()

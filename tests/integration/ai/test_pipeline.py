@@ -480,3 +480,22 @@ async def test_judge_is_bounded_by_its_budget(tmp_path, db_url, engine, provider
     assert result.keyword == "transient"
     assert pipeline.judge_budget < settings.processing_expiry.total_seconds()
     assert "budget" in read_state(sync_conn, 1).last_error
+
+
+async def test_scenario_15_preset_blocked_later_is_seen_by_the_next_stage(pipeline, sync_conn,
+                                                                          judge):
+    """The snapshot cache never hides a preset change: once QUIET is BLOCKED (or retired), the
+    next keyword stage no longer offers it."""
+    insert_state(sync_conn, 1)
+    insert_state(sync_conn, 2)
+    insert_state(sync_conn, 3)
+    await pipeline.run(request(1, QUIET_TEXT))
+    assert judge.seen[-1][1] == (301, 302)
+    sync_conn.execute("UPDATE ai.keyword_preset SET visibility = 'BLOCKED' WHERE id = 301")
+    await pipeline.run(request(2, QUIET_TEXT))
+    assert judge.seen[-1][1] == (302,)
+    assert [k for k, *_ in keyword_rows(sync_conn, 2)] == [302]
+    sync_conn.execute("UPDATE ai.keyword_preset SET is_active = false WHERE id = 302")
+    await pipeline.run(request(3, QUIET_TEXT))
+    assert len(judge.seen) == 2  # no candidates left → no judge call
+    assert keyword_rows(sync_conn, 3) == []
