@@ -95,8 +95,10 @@ def create_app(
 
     if "ai" in components:
         from pinlog.ai.api import router as ai_router
+        from pinlog.ai.search_api import router as ai_search_router
 
         app.include_router(ai_router)
+        app.include_router(ai_search_router)
     if "core" in components:
         from pinlog.core.api import router as core_router
 

@@ -24,8 +24,7 @@ class Calibration:
         judge_margin: similarity judge — a pick must be within this of the best candidate.
         max_picks: most keywords a judge may return (SPEC §8: 0–3 typical).
         search_floor: search — drop hits below this similarity (SPEC §10).
-        search_short_query_floor: search — floor for very short queries (few characters carry
-            little meaning and score high against everything).
+        search_short_query_floor: search — floor for one-word queries (they score lower).
         search_ratio: search — keep hits with similarity ≥ ``search_ratio × top hit``.
     """
 
@@ -63,14 +62,18 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
     #   everything plausible; e5 cosines of unrelated notes still sit around 0.90–0.94, so
     #   only the judge (not the floor) can say "nothing fits" — 1–2 of the 5 "[]" notes stay
     #   empty with the similarity judge.
-    # Search values are a first guess (the lead calibrates search).
+    # Search cuts: `python bench/calibrate_search.py --grid` on place_notes.jsonl with the 12
+    # queries of search_queries.jsonl + 6 one-word queries: with (0.82, 0.80, 0.95) the expected
+    # record survives the cuts for 18/18 queries (even "피맥", ranked 7th) and the cuts remove
+    # 107 of 180 results; ratio 0.98 starts cutting expected records. One-word queries score
+    # lower (top hit 0.83–0.86 vs 0.86–0.94), hence their lower floor. The top hit is never cut.
     "local-e5-small-q4-384-cosine-v1": Calibration(
         candidate_floor=0.90,
         judge_floor=0.93,
         judge_margin=0.005,
         max_picks=2,
-        search_floor=0.80,
-        search_short_query_floor=0.84,
+        search_floor=0.82,
+        search_short_query_floor=0.80,
         search_ratio=0.95,
     ),
     # OpenAI text-embedding-3-small: wider, lower cosine scale. Not calibrated here.

@@ -17,7 +17,7 @@ from pinlog.ai.pipeline import JobResult, Pipeline
 from pinlog.ai.ports import EmbeddingProvider, Judge
 from pinlog.ai.providers import MicroBatcher, build_batched_provider
 from pinlog.ai.worker import WorkQueue, job_concurrency
-from pinlog.contracts import ProcessRequest
+from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -154,6 +154,18 @@ class AiRuntime:
         if self.queue is not None:
             await self.queue.join()
 
-    async def search(self, request: object) -> object:
-        """Personal vector search (SPEC §10) — filled in by issue 6."""
-        raise NotImplementedError
+    async def search(self, request: SearchRequest) -> SearchResponse:
+        """Personal vector search (SPEC §10): embed the query once, exact cosine, cuts.
+
+        Raises:
+            pinlog.ai.search.ProfileMismatch: another profile was requested (no model call).
+            pinlog.ai.errors.ModelError: the query could not be embedded.
+            RuntimeError: the runtime is not started.
+        """
+        from pinlog.ai.calibration import calibration_for
+        from pinlog.ai.search import SearchCuts, search
+
+        if self.provider is None:
+            raise RuntimeError("the ai runtime is not started")
+        cuts = SearchCuts.from_calibration(calibration_for(self.settings))
+        return await search(self.engine, self.provider, request, cuts)

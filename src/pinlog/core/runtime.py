@@ -38,7 +38,8 @@ class CoreRuntime:
         client: the :class:`pinlog.contracts.ProcessClient` in use.
         dispatcher: the :class:`pinlog.core.dispatch.Dispatcher` (bounded queue).
         service: the :class:`pinlog.core.services.CoreService`.
-        search_client: the ai runtime's in-process ``search`` (None when ai is remote).
+        search_client: the ai side's search: in-process ``AiRuntime.search``, or HTTP to
+            ``PINLOG_AI_BASE_URL`` (None when there is no ai side).
         rescan: the rescan loop once started (``settings.rescan_enabled``), else None.
     """
 
@@ -50,7 +51,12 @@ class CoreRuntime:
         self.dispatcher = Dispatcher(self.client, queue_size=settings.dispatch_queue_size,
                                      workers=settings.dispatch_workers)
         self.service = CoreService(engine, self.dispatcher, settings)
-        self.search_client = in_process_search
+        if settings.ai_base_url:
+            from pinlog.core.search import HttpSearchClient
+
+            self.search_client: Any = HttpSearchClient(settings)
+        else:
+            self.search_client = in_process_search
         self.rescan: Any | None = None
 
     async def start(self) -> None:
@@ -71,9 +77,10 @@ class CoreRuntime:
             finally:
                 self.rescan = None
         await self.dispatcher.stop()
-        close = getattr(self.client, "aclose", None)
-        if close is not None:
-            await close()
+        for client in (self.client, self.search_client):
+            close = getattr(client, "aclose", None)
+            if close is not None:
+                await close()
 
     async def ready(self) -> bool:
         """core has nothing beyond the database (checked by ``/ready`` itself)."""

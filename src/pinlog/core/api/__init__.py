@@ -2,11 +2,12 @@
 
 from fastapi import APIRouter
 
-from pinlog.core.api.routes import contexts, me, records
+from pinlog.core.api.routes import contexts, me, records, search
 
 router = APIRouter()
 router.include_router(records.router)
 router.include_router(contexts.router)
 router.include_router(me.router)
+router.include_router(search.router)
 
 __all__ = ["router"]

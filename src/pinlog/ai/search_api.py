@@ -1,0 +1,50 @@
+"""``POST /internal/v1/search`` (SPEC §10): the ai side's personal vector search.
+
+Secret-protected like the process route (checked first, constant time). A request naming
+another embedding profile than the server's gets 422 with both values and no model call.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from pinlog import metrics
+from pinlog.ai.api import secret_ok
+from pinlog.ai.errors import ModelError
+from pinlog.ai.search import ProfileMismatch
+from pinlog.contracts import SEARCH_PATH, SECRET_HEADER, SearchRequest, SearchResponse
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["internal"])
+
+
+@router.post(SEARCH_PATH, response_model=SearchResponse, response_model_by_alias=True,
+             responses={401: {"description": "missing or wrong secret"},
+                        422: {"description": "invalid body or embedding profile mismatch"},
+                        503: {"description": "the query could not be embedded"}})
+async def search(request: Request) -> JSONResponse:
+    """Rank the member's records by cosine similarity to the query (one row per record)."""
+    runtime = request.app.state.ai
+    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.settings.secret_values()):
+        metrics.SEARCH_REQUESTS.labels("unauthorized").inc()
+        return JSONResponse({"error": "unauthorized"}, status_code=401)
+    try:
+        body = SearchRequest.model_validate_json(await request.body())
+    except ValidationError:
+        metrics.SEARCH_REQUESTS.labels("invalid").inc()
+        return JSONResponse({"error": "invalid request"}, status_code=422)
+    try:
+        response = await runtime.search(body)
+    except ProfileMismatch as exc:
+        return JSONResponse({"error": "embedding profile mismatch", "requested": exc.requested,
+                             "server": exc.server}, status_code=422)
+    except ModelError as exc:
+        metrics.SEARCH_REQUESTS.labels("model_error").inc()
+        log.warning("search query could not be embedded",
+                    extra={"error_class": "transient" if exc.transient else "permanent"})
+        return JSONResponse({"error": "search unavailable"}, status_code=503)
+    return JSONResponse(response.model_dump(by_alias=True))

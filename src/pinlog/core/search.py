@@ -1,0 +1,144 @@
+"""Personal search, core side (SPEC §10): ask the ai side, then re-verify every hit.
+
+The ai side ranks the member's embeddings; core then keeps only hits whose context is still
+active and whose record is active, both owned by the member, and decorates them with the
+place, the matched context's text and the owner-view keywords of that context (SPEC §8).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.contracts import (REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, SearchRequest,
+                              SearchResponse)
+from pinlog.core.services import PlaceView
+from pinlog.db.sql import Queries
+from pinlog.settings import Settings
+
+log = logging.getLogger(__name__)
+queries = Queries("pinlog.core", "search.sql")
+core_queries = Queries("pinlog.core", "core.sql")
+
+SearchFn = Callable[[SearchRequest], Awaitable[SearchResponse]]
+
+
+class SearchUnavailable(RuntimeError):
+    """The ai side could not answer the search (→ 503); the message is a fixed string."""
+
+
+class SearchRejected(RuntimeError):
+    """The ai side refused the search (e.g. profile mismatch, → 422 with ``detail``)."""
+
+    def __init__(self, detail: dict[str, object]) -> None:
+        super().__init__("search rejected")
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One verified hit: the record, its matched context and that context's similarity."""
+
+    record_id: int
+    context_id: int
+    similarity: float
+    place: PlaceView
+    text: str
+    keywords: list[str]
+
+
+class HttpSearchClient:
+    """Calls ``POST {PINLOG_AI_BASE_URL}/internal/v1/search`` with the internal secret.
+
+    Timeouts: connect ``settings.dispatch_connect_timeout``, read ``settings.embedding_timeout``
+    (the query is embedded on the way), seconds.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings.ai_base_url
+        self._client = httpx.AsyncClient(
+            base_url=settings.ai_base_url.rstrip("/"),
+            timeout=httpx.Timeout(settings.embedding_timeout,
+                                  connect=settings.dispatch_connect_timeout))
+        self._secret = settings.secret_values()[0]
+
+    async def __call__(self, request: SearchRequest) -> SearchResponse:
+        """Raises SearchRejected on 422, SearchUnavailable on anything else but 200."""
+        try:
+            response = await self._client.post(
+                SEARCH_PATH, json=request.model_dump(by_alias=True),
+                headers={SECRET_HEADER: self._secret, REQUEST_ID_HEADER: uuid.uuid4().hex})
+        except httpx.HTTPError as exc:
+            log.warning("search call failed", extra={"error_class": type(exc).__name__})
+            raise SearchUnavailable("search unavailable") from None
+        if response.status_code == 422:
+            raise SearchRejected(response.json())
+        if response.status_code != 200:
+            level = logging.ERROR if response.status_code in (401, 403) else logging.WARNING
+            log.log(level, "search call answered", extra={"http_status": response.status_code})
+            raise SearchUnavailable("search unavailable")
+        return SearchResponse.model_validate(response.json())
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+async def verify_hits(engine: AsyncEngine, member_id: int,
+                      response: SearchResponse) -> list[SearchResult]:
+    """Keep the hits core still vouches for, in the ai side's order (SPEC §10).
+
+    Returns:
+        verified results with place, matched context text and owner-view keywords.
+    """
+    if not response.results:
+        return []
+    context_ids = [hit.context_id for hit in response.results]
+    async with engine.connect() as conn:
+        rows = {int(r["context_id"]): r for r in (await conn.execute(
+            queries("verify_hits"), {"context_ids": context_ids, "member_id": member_id}
+        )).mappings().all()}
+        keywords: dict[int, list[str]] = {}
+        if rows:
+            for kw in (await conn.execute(core_queries("owner_keywords"),
+                                          {"context_ids": list(rows)})).mappings().all():
+                keywords.setdefault(int(kw["context_id"]), []).append(kw["display_name"])
+    results = []
+    for hit in response.results:
+        row = rows.get(hit.context_id)
+        if row is None or int(row["record_id"]) != hit.record_id:
+            log.info("search hit dropped by core verification",
+                     extra={"context_id": hit.context_id, "member_id": member_id})
+            continue
+        results.append(SearchResult(
+            record_id=hit.record_id, context_id=hit.context_id, similarity=hit.similarity,
+            place=PlaceView(external_place_id=row["external_place_id"], name=row["name"],
+                            address=row["address"], road_address=row["road_address"],
+                            lat=float(row["lat"]), lng=float(row["lng"])),
+            text=row["body"], keywords=keywords.get(hit.context_id, [])))
+    return results
+
+
+async def member_search(engine: AsyncEngine, settings: Settings, search: SearchFn | None,
+                        member_id: int, query: str, limit: int = 20) -> list[SearchResult]:
+    """Search the member's records by meaning (SPEC §10).
+
+    Args:
+        search: the ai side's search (in-process ``AiRuntime.search`` or :class:`HttpSearchClient`).
+        query: 1..2000 characters; embedded whole, once.
+        limit: 1..100 records.
+
+    Raises:
+        SearchUnavailable: no ai side configured or it failed.
+        SearchRejected: the ai side refused (profile mismatch).
+    """
+    if search is None:
+        raise SearchUnavailable("search unavailable")
+    request = SearchRequest(user_id=member_id, query=query, limit=limit,
+                            embedding_profile=settings.profile)
+    response = await search(request)
+    return await verify_hits(engine, member_id, response)
