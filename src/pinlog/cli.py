@@ -7,6 +7,7 @@ Command output goes to stdout; logs go to stderr as JSON lines.
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import typer
 
@@ -104,6 +105,31 @@ def db_status() -> None:
     else:
         typer.echo("not running")
         raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    data: Path | None = typer.Option(
+        None, "--data", exists=True, file_okay=False,
+        help="Directory with place_notes.jsonl, presets_ko.yaml, search_queries.jsonl "
+             "(default: the sample shipped in the package)."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Embedded database directory (default: a fresh temporary one)."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the temporary data directory."),
+    timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds to wait for the AI."),
+    as_json: bool = typer.Option(False, "--json", help="End with one JSON summary line."),
+) -> None:
+    """Run the whole job on real notes: migrate, load presets, import, process, search."""
+    from pinlog.demo import demo_command
+    from pinlog.logs import configure_logging
+
+    configure_logging("WARNING")
+    try:
+        code = demo_command(data, data_dir, keep, timeout, as_json)
+    except FileNotFoundError as exc:
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
 
 
 def _register_components() -> None:

@@ -1,0 +1,255 @@
+"""`pinlog import`: load JSONL place notes through the same core service functions the public
+API uses, so state rows and dispatch take the real path (issue 7).
+
+File format (one JSON object a line, the format of ``shared/data/place_notes.jsonl``)::
+
+    {"member": "member1", "record": "rain",
+     "place": {"name": "…", "external_place_id": "ext-1", "address": "…", "lat": 37.5, "lng": 126.9},
+     "context": "the note text"}
+
+``member`` is the member's ``external_ref`` (created when missing); ``record`` is the line's
+key for reports (optional). A member + place (``external_place_id``) that already had an active
+record before the import is skipped, so re-importing a file never duplicates records; a second
+line for a place whose record this same import created adds a context to it. Malformed lines
+are reported with their line numbers and skipped; nothing of a malformed line is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.core.services import CoreError, CoreService, NotFound, PlaceInput, RecordExists
+from pinlog.db.sql import Queries
+
+queries = Queries("pinlog.core", "importer.sql")
+
+
+class ImportPlace(BaseModel):
+    """``place`` of an import line."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(min_length=1, max_length=300)
+    external_place_id: str = Field(min_length=1, max_length=300)
+    address: str | None = Field(None, max_length=500)
+    lat: float = Field(ge=-90, le=90)
+    lng: float = Field(ge=-180, le=180)
+
+
+class ImportLine(BaseModel):
+    """One valid import line."""
+
+    model_config = ConfigDict(extra="ignore")
+    member: str = Field(min_length=1, max_length=200)
+    record: str | None = Field(None, max_length=200)
+    place: ImportPlace
+    context: str = Field(min_length=1)
+
+    @field_validator("context")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("context is blank")
+        return value
+
+
+@dataclass
+class ParsedFile:
+    """Valid lines (with their 1-based line numbers) and per-line errors."""
+
+    lines: list[tuple[int, ImportLine]] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)
+
+
+def parse_import_file(path: Path, *, max_text_chars: int) -> ParsedFile:
+    """Parse and validate a JSONL file; never raises for a bad line.
+
+    Error messages name the field and the problem, never the note text (personal data).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    parsed = ParsedFile()
+    with path.open(encoding="utf-8") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = ImportLine.model_validate(json.loads(raw))
+            except json.JSONDecodeError as exc:
+                parsed.errors.append((number, f"not valid JSON ({exc.msg})"))
+                continue
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "line"
+                parsed.errors.append((number, f"{where}: {first['msg']}"))
+                continue
+            if len(line.context) > max_text_chars:
+                parsed.errors.append((number, f"context: longer than {max_text_chars} characters"))
+                continue
+            parsed.lines.append((number, line))
+    return parsed
+
+
+@dataclass
+class ImportReport:
+    """What an import did."""
+
+    members_created: int = 0
+    records_created: int = 0
+    records_existing: int = 0
+    context_ids: list[int] = field(default_factory=list)
+    record_keys: dict[tuple[str, str], int] = field(default_factory=dict)  # (member, record key) → id
+    member_ids: dict[str, int] = field(default_factory=dict)
+    errors: list[tuple[int, str]] = field(default_factory=list)
+
+
+ProgressFn = Callable[[int], None]
+
+
+async def import_lines(service: CoreService, parsed: ParsedFile,
+                       progress: ProgressFn | None = None,
+                       throttle: Callable[[], Awaitable[None]] | None = None) -> ImportReport:
+    """Create members, records and contexts for ``parsed.lines`` through the core services
+    (one transaction each, dispatched after commit, SPEC §4).
+
+    Args:
+        progress: called with 1 after each line.
+        throttle: awaited after each line (back-pressure, e.g. wait for the dispatch queue
+            to drain so a bulk import does not overflow it).
+
+    Returns:
+        the report; ``errors`` holds the parse errors plus lines the services refused.
+    """
+    report = ImportReport(errors=list(parsed.errors))
+    created_here: dict[tuple[int, str], int] = {}
+    for number, line in parsed.lines:
+        try:
+            member_id = report.member_ids.get(line.member)
+            if member_id is None:
+                member_id = await _member(service, line.member, report)
+                report.member_ids[line.member] = member_id
+            key = (member_id, line.place.external_place_id)
+            record_key = (line.member, line.record or line.place.external_place_id)
+            if key in created_here:
+                record_id = created_here[key]
+                report.context_ids.append(await service.add_context(member_id, record_id, line.context))
+            else:
+                existing = await service.find_active_record(member_id, line.place.external_place_id)
+                if existing is not None:
+                    record_id = existing
+                    report.records_existing += 1
+                else:
+                    try:
+                        record_id, context_id = await service.create_record(
+                            member_id, _place(line.place), line.context)
+                        created_here[key] = record_id
+                        report.records_created += 1
+                        report.context_ids.append(context_id)
+                    except RecordExists as exc:  # created concurrently by someone else
+                        record_id = exc.record_id
+                        report.records_existing += 1
+            report.record_keys[record_key] = record_id
+        except CoreError as exc:
+            report.errors.append((number, exc.message))
+        finally:
+            if progress is not None:
+                progress(1)
+        if throttle is not None:
+            await throttle()
+    report.errors.sort()
+    return report
+
+
+async def _member(service: CoreService, ref: str, report: ImportReport) -> int:
+    try:
+        return await service.resolve_member(ref)
+    except NotFound:
+        member_id = await service.create_member(ref)
+        report.members_created += 1
+        return member_id
+
+
+def _place(place: ImportPlace) -> PlaceInput:
+    return PlaceInput(external_place_id=place.external_place_id, name=place.name,
+                      lat=place.lat, lng=place.lng, address=place.address)
+
+
+async def wait_for_stages(engine: AsyncEngine, context_ids: list[int], *, timeout: float,
+                          progress: Callable[[int], None] | None = None,
+                          nudge: Callable[[list[int]], Awaitable[object]] | None = None,
+                          nudge_after: float = 5.0, poll: float = 0.2) -> bool:
+    """Wait until no given context has a PENDING/PROCESSING stage (or ``timeout`` seconds).
+
+    Polls the state table (the only shared truth between processes). ``progress`` receives the
+    number of finished contexts after each poll. When nothing finished for ``nudge_after``
+    seconds, ``nudge`` is called with the contexts that still have a PENDING stage (a dropped
+    dispatch, a 503 from a full ai queue): re-sending is safe because the ai side's guarded
+    start lets only one job own a stage (SPEC §5.3). It spends no retry budget.
+
+    Returns:
+        True when everything finished, False on timeout.
+    """
+    deadline = time.monotonic() + timeout
+    last_change, last_unfinished = time.monotonic(), -1
+    while True:
+        async with engine.connect() as conn:
+            unfinished = int((await conn.execute(queries("unfinished_count"),
+                                                 {"context_ids": context_ids})).scalar_one())
+            if nudge is not None and unfinished and unfinished == last_unfinished \
+                    and time.monotonic() - last_change >= nudge_after:
+                pending = list((await conn.execute(queries("pending_ids"),
+                                                   {"context_ids": context_ids})).scalars())
+            else:
+                pending = []
+        if unfinished != last_unfinished:
+            last_change, last_unfinished = time.monotonic(), unfinished
+        if progress is not None:
+            progress(len(context_ids) - unfinished)
+        if unfinished == 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        if pending and nudge is not None:
+            await nudge(pending)
+            last_change = time.monotonic()
+        await asyncio.sleep(poll)
+
+
+@dataclass
+class StageSummary:
+    """Final picture of a set of contexts: counts per stage × status, keywords, failures."""
+
+    contexts: int
+    embedding: dict[str, int]
+    keyword: dict[str, int]
+    keywords_assigned: int
+    failures: list[tuple[int, str, str, str | None]]
+
+    @property
+    def all_completed(self) -> bool:
+        return (self.embedding.get("COMPLETED", 0) == self.contexts
+                and self.keyword.get("COMPLETED", 0) == self.contexts)
+
+
+async def summarize(engine: AsyncEngine, context_ids: list[int]) -> StageSummary:
+    """Counts per stage and status, keywords assigned, and the failures with ``last_error``."""
+    async with engine.connect() as conn:
+        params = {"context_ids": context_ids}
+        counts = (await conn.execute(queries("status_counts"), params)).all()
+        keywords = (await conn.execute(queries("keyword_count"), params)).scalar_one()
+        failures = (await conn.execute(queries("failures"), params)).all()
+    summary = StageSummary(contexts=len(context_ids), embedding={}, keyword={},
+                           keywords_assigned=int(keywords),
+                           failures=[(r.context_id, r.embedding_status, r.keyword_status,
+                                      r.last_error) for r in failures])
+    for stage, status, n in counts:
+        getattr(summary, stage)[status] = int(n)
+    return summary

@@ -1,0 +1,115 @@
+"""The import job shared by ``pinlog import`` and ``pinlog demo``: create through the core
+services with a progress bar, wait for the AI stages, summarise (issue 7)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.composition import running_components
+from pinlog.core.importer import (ImportReport, ParsedFile, StageSummary, import_lines,
+                                  summarize, wait_for_stages)
+from pinlog.settings import Settings
+
+#: Dispatch back-pressure: above this many queued requests the import waits for the queue.
+DISPATCH_HIGH_WATER = 50
+
+
+@dataclass
+class ImportOutcome:
+    """Report of the creation step, final stage summary, and whether we waited."""
+
+    report: ImportReport
+    summary: StageSummary
+    waited: bool
+    finished: bool
+    seconds: float
+
+    def as_json(self) -> dict[str, object]:
+        """The issue 7 JSON line: contexts, per-stage status counts, seconds."""
+        return {"contexts": self.summary.contexts, "embedding": self.summary.embedding,
+                "keyword": self.summary.keyword, "seconds": round(self.seconds, 2)}
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=False)
+
+
+async def run_import(engine: AsyncEngine, settings: Settings, parsed: ParsedFile, *,
+                     wait: bool, timeout: float, console: Console) -> ImportOutcome:
+    """Import ``parsed`` (ai side in-process unless ``PINLOG_AI_BASE_URL``), optionally wait.
+
+    Raises:
+        RuntimeError: the in-process ai side refused to start (no presets, not migrated).
+    """
+    async with running_components(settings, engine, ai=settings.ai_base_url is None) as parts:
+        return await import_with(parts.core, engine, settings, parsed, wait=wait,
+                                 timeout=timeout, console=console)
+
+
+async def import_with(core: Any, engine: AsyncEngine, settings: Settings, parsed: ParsedFile, *,
+                      wait: bool, timeout: float, console: Console) -> ImportOutcome:
+    """Import ``parsed`` through a running core runtime (``core.service``, ``core.dispatcher``,
+    ``core.client``); with ``wait``, wait for the AI stages (nudging stalled PENDING ones)."""
+    started = time.monotonic()
+
+    async def throttle() -> None:
+        if core.dispatcher.depth >= DISPATCH_HIGH_WATER:
+            await core.dispatcher.join()
+
+    with _progress(console) as progress:
+        task = progress.add_task("creating records", total=len(parsed.lines))
+        report = await import_lines(core.service, parsed,
+                                    lambda n: progress.advance(task, n), throttle)
+    finished = True
+    ids = report.context_ids
+    if wait and ids:
+        from pinlog.core.rescan import resend
+
+        async def nudge(pending: list[int]) -> None:
+            await resend(engine, core.client, pending,
+                         concurrency=settings.rescan_concurrency, actor="import")
+
+        await core.dispatcher.join()
+        with _progress(console) as progress:
+            task = progress.add_task("AI stages", total=len(ids))
+            finished = await wait_for_stages(
+                engine, ids, timeout=timeout, nudge=nudge,
+                progress=lambda done: progress.update(task, completed=done))
+    summary = await summarize(engine, ids)
+    return ImportOutcome(report=report, summary=summary, waited=wait, finished=finished,
+                         seconds=time.monotonic() - started)
+
+
+def print_import_outcome(console: Console, outcome: ImportOutcome) -> None:
+    """Human summary: what was created, stage states, keywords, failures, bad lines."""
+    report, summary = outcome.report, outcome.summary
+    console.print(f"members created {report.members_created}, records created "
+                  f"{report.records_created}, already present {report.records_existing}, "
+                  f"contexts {len(report.context_ids)} in {outcome.seconds:.1f} s")
+    if report.context_ids:
+        table = Table(title="contexts by final state")
+        table.add_column("stage")
+        statuses = ("PENDING", "PROCESSING", "COMPLETED", "FAILED", "CANCELLED")
+        for status in statuses:
+            table.add_column(status, justify="right")
+        for stage in ("embedding", "keyword"):
+            counts = getattr(summary, stage)
+            table.add_row(stage, *[str(counts.get(s, 0)) for s in statuses])
+        console.print(table)
+        console.print(f"keywords assigned: {summary.keywords_assigned}")
+    if outcome.waited and not outcome.finished:
+        console.print("[yellow]timed out waiting; the rescan will finish the rest[/yellow]")
+    for context_id, emb, kw, error in summary.failures:
+        console.print(f"context {context_id}: embedding {emb}, keyword {kw}"
+                      f"{': ' + error if error else ''}", style="red", markup=False,
+                      highlight=False)
+    for number, message in report.errors:
+        console.print(f"line {number}: {message}", style="red", markup=False, highlight=False)

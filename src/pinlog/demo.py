@@ -1,0 +1,201 @@
+"""``pinlog demo``: the whole job on real notes in one command (issue 7).
+
+On a fresh embedded data dir: migrate, load presets, import place notes through the core
+services (state rows + dispatch, the real path), wait for both AI stages, print every member's
+records with their keywords, then run natural-language searches and show the top 3 hits.
+
+Without ``--data`` it uses the sample shipped in the package (notes written by the project);
+with ``--data DIR`` it reads ``place_notes.jsonl``, ``presets_ko.yaml`` and
+``search_queries.jsonl`` from DIR and marks each query's expected record.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.composition import running_components
+from pinlog.core.importer import parse_import_file
+from pinlog.core.importing import ImportOutcome, import_with, print_import_outcome
+from pinlog.core.search import member_search
+from pinlog.db import migrate
+from pinlog.db.engine import create_engine, embedded_for, resolve_database_url
+from pinlog.settings import Settings, load_settings
+
+
+@dataclass
+class DemoInputs:
+    """Files the demo reads."""
+
+    notes: Path
+    queries: Path
+    presets: Path | None  # None → the packaged default preset file
+
+    @classmethod
+    def packaged(cls) -> DemoInputs:
+        base = resources.files("pinlog.demo_data")
+        return cls(notes=Path(str(base.joinpath("sample_notes.jsonl"))),
+                   queries=Path(str(base.joinpath("sample_queries.jsonl"))), presets=None)
+
+    @classmethod
+    def from_dir(cls, data: Path) -> DemoInputs:
+        """``place_notes.jsonl``, ``search_queries.jsonl``, ``presets_ko.yaml`` of ``data``.
+
+        Raises:
+            FileNotFoundError: naming the missing file.
+        """
+        inputs = cls(notes=data / "place_notes.jsonl", queries=data / "search_queries.jsonl",
+                     presets=data / "presets_ko.yaml")
+        for path in (inputs.notes, inputs.queries, inputs.presets):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path} not found")
+        return inputs
+
+
+@dataclass
+class DemoResult:
+    """What the demo measured."""
+
+    outcome: ImportOutcome
+    queries: int = 0
+    rank1: int = 0
+    seconds: float = 0.0
+    query_rows: list[tuple[str, str, int | None, list[tuple[str, float, bool]]]] = field(
+        default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every context COMPLETED on both stages (the demo's exit status)."""
+        return self.outcome.summary.contexts > 0 and self.outcome.summary.all_completed
+
+    def as_json(self) -> dict[str, object]:
+        line = self.outcome.as_json()
+        line.update({"queries": self.queries, "rank1": self.rank1,
+                     "seconds": round(self.seconds, 2)})
+        return line
+
+
+async def _load_presets(engine: AsyncEngine, settings: Settings, path: Path | None,
+                        console: Console) -> None:
+    from pinlog.ai.presets import load_preset_file, upsert_presets
+    from pinlog.ai.providers import build_provider
+
+    presets = load_preset_file(path)
+    provider = build_provider(settings)
+    try:
+        report = await upsert_presets(engine, presets, provider)
+    finally:
+        close = getattr(provider, "aclose", None)
+        if close is not None:
+            await close()
+    console.print(f"presets loaded ({path.name if path else 'packaged default'}): "
+                  f"{report.summary()}")
+
+
+async def run_demo(settings: Settings, url: str, inputs: DemoInputs, *, timeout: float,
+                   console: Console) -> DemoResult:
+    """Run the demo against the (fresh) database at ``url``; see the module docstring."""
+    started = time.monotonic()
+    engine = create_engine(url, pool_size=settings.db_pool_size)
+    try:
+        await _load_presets(engine, settings, inputs.presets, console)
+        parsed = parse_import_file(inputs.notes, max_text_chars=settings.max_text_chars)
+        async with running_components(settings, engine) as parts:
+            outcome = await import_with(parts.core, engine, settings, parsed, wait=True,
+                                        timeout=timeout, console=console)
+            print_import_outcome(console, outcome)
+            result = DemoResult(outcome=outcome)
+            await _print_records(parts.core.service, outcome, console)
+            await _run_queries(engine, settings, parts.core, inputs.queries, outcome, result,
+                               console)
+    finally:
+        await engine.dispose()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+async def _print_records(service: object, outcome: ImportOutcome, console: Console) -> None:
+    for member, member_id in outcome.report.member_ids.items():
+        views = await service.list_records(member_id, limit=500)  # type: ignore[attr-defined]
+        table = Table(title=f"{member} — {len(views)} record(s)", show_lines=False)
+        table.add_column("place")
+        table.add_column("keywords")
+        table.add_column("note")
+        table.add_column("AI")
+        for view in sorted(views, key=lambda v: v.record_id):
+            for i, ctx in enumerate(view.contexts):
+                note = ctx.text if len(ctx.text) <= 48 else ctx.text[:47] + "…"
+                table.add_row(view.place.name if i == 0 else "", ", ".join(ctx.keywords) or "—",
+                              note, ctx.ai_status)
+        console.print(table)
+
+
+async def _run_queries(engine: AsyncEngine, settings: Settings, core: object, path: Path,
+                       outcome: ImportOutcome, result: DemoResult, console: Console) -> None:
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    names = {record_id: key for key, record_id in outcome.report.record_keys.items()}
+    for line in lines:
+        member_id = outcome.report.member_ids.get(line["member"])
+        if member_id is None:
+            continue
+        expected = outcome.report.record_keys.get((line["member"], line.get("expected_record", "")))
+        hits = await member_search(engine, settings, core.search_client,  # type: ignore[attr-defined]
+                                   member_id, line["query"], limit=3)
+        result.queries += 1
+        rank = next((i for i, h in enumerate(hits, 1) if h.record_id == expected), None)
+        result.rank1 += rank == 1
+        result.query_rows.append((line["member"], line["query"], rank, [
+            (names.get(h.record_id, ("", str(h.record_id)))[1] + " · " + h.place.name,
+             h.similarity, h.record_id == expected) for h in hits]))
+    table = Table(title="natural-language search (top 3; ✔ = the expected record)")
+    table.add_column("member")
+    table.add_column("query")
+    table.add_column("#1")
+    table.add_column("#2")
+    table.add_column("#3")
+    for member, query, _rank, hits in result.query_rows:
+        cells = [f"{'✔ ' if hit else ''}{label} ({sim:.3f})" for label, sim, hit in hits]
+        table.add_row(member, query, *(cells + ["—"] * (3 - len(cells))))
+    console.print(table)
+    console.print(f"expected record ranked first for {result.rank1} of {result.queries} queries")
+
+
+def demo_command(data: Path | None, data_dir: Path | None, keep: bool, timeout: float,
+                 as_json: bool) -> int:
+    """Run the demo on a fresh embedded data dir; returns the process exit code."""
+    console = Console(stderr=as_json, highlight=False)
+    inputs = DemoInputs.from_dir(data) if data else DemoInputs.packaged()
+    fresh = data_dir is None
+    directory = Path(tempfile.mkdtemp(prefix="pinlog-demo-")) if fresh else data_dir
+    settings = load_settings(data_dir=directory, database_url=None, ai_base_url=None,
+                             rescan_enabled=False)
+    console.print(f"PinLog AI demo — embedded PostgreSQL in {directory}, "
+                  f"embedding profile {settings.profile}, judge {settings.judge}")
+    server = embedded_for(settings)
+    try:
+        url = resolve_database_url(settings)
+        migrate.upgrade(url)
+        import asyncio
+
+        result = asyncio.run(run_demo(settings, url, inputs, timeout=timeout, console=console))
+    finally:
+        server.stop_if_last()
+        if fresh and not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    summary = result.outcome.summary
+    console.print(f"{summary.contexts} contexts: embedding {summary.embedding}, keyword "
+                  f"{summary.keyword}; {summary.keywords_assigned} keywords; "
+                  f"{result.rank1}/{result.queries} queries rank the expected record first; "
+                  f"{result.seconds:.1f} s")
+    if as_json:
+        print(json.dumps(result.as_json()))
+    return 0 if result.ok else 1
