@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -114,11 +115,13 @@ class Pipeline:
         provider: the (micro-batched) embedding provider; its ``profile`` is the current profile.
         judge: the keyword judge (does its own attempts; bounded here by the budget rule).
         sleep: backoff sleep (tests may record it).
+        db_slots: DB steps running at once (default: the engine's pool size minus 2, so the
+            API and search always find a connection).
     """
 
     def __init__(self, settings: Settings, engine: AsyncEngine, provider: EmbeddingProvider,
                  judge: Judge, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 calibration: Calibration | None = None) -> None:
+                 calibration: Calibration | None = None, db_slots: int | None = None) -> None:
         self.settings = settings
         self.engine = engine
         self.provider = provider
@@ -129,6 +132,12 @@ class Pipeline:
         self._sleep = sleep
         self.expiry = settings.processing_expiry
         self._snapshot_cache: tuple[str, PresetSnapshot] | None = None
+        #: Single-statement steps (pre-check, guarded starts, error records, reads) run in
+        #: autocommit: one statement is atomic on its own, and BEGIN/COMMIT round trips are
+        #: saved (the database CPU competes with the model on small machines, SPEC §5.4).
+        self._auto = engine.execution_options(isolation_level="AUTOCOMMIT")
+        pool = getattr(engine.sync_engine.pool, "size", lambda: 10)()
+        self._db_slots = asyncio.Semaphore(db_slots or max(1, pool - 2))
 
     # --- budgets (SPEC §6) -------------------------------------------------------------------
     @property
@@ -150,14 +159,45 @@ class Pipeline:
         cid = request.context_id
         ids = {"context_id": cid, "record_id": request.record_id, "request_id": request_id}
         sha = text_sha256(request.text)
+        stage = Stage.EMBEDDING
+        step = "pre-check"
         try:
-            async with self.engine.connect() as conn:
+            # Step 1 and the embedding stage's guarded start share one short checkout.
+            async with self._connection(autocommit=True) as conn:
                 pre = await state.precheck(conn, cid)
+                stopped = self._stop_reason(pre, sha, ids)
+                if stopped is not None:
+                    return JobResult("skipped", "skipped", stopped=stopped)
+                assert pre is not None
+                reuse = (pre.embedding_status is Status.COMPLETED
+                         and pre.embedding_profile == self.profile)
+                previous = None
+                if not reuse:
+                    step = "start"
+                    previous = await self._start(cid, stage, ids, conn)
         except Exception as exc:  # noqa: BLE001 - classified, logged; the rescan recovers
-            error_class, reason = classify(exc)
-            log.warning("pre-check failed; job stopped", extra={**ids, "error_class": error_class,
-                                                               "reason": reason})
-            return JobResult("skipped", "skipped", stopped=error_class)
+            if step == "pre-check":
+                error_class, reason = classify(exc)
+                log.warning("pre-check failed; job stopped",
+                            extra={**ids, "error_class": error_class, "reason": reason})
+                return JobResult("skipped", "skipped", stopped=error_class)
+            embedding_outcome = await self._stage_failed(cid, stage, exc, ids)
+            return JobResult(embedding_outcome, await self._keyword_stage(request, None, ids))
+
+        if reuse:
+            self._count(stage, "reused")
+            log.info("embedding reused", extra={**ids, "stage": stage.label, "outcome": "reused"})
+            embedding_outcome, carried = "reused", None
+        elif previous is None:
+            embedding_outcome, carried = "skipped", None
+        else:
+            embedding_outcome, carried = await self._embedding_stage(request, sha, ids)
+        keyword_outcome = await self._keyword_stage(request, carried, ids)
+        return JobResult(embedding_outcome, keyword_outcome)
+
+    def _stop_reason(self, pre: state.PreCheck | None, sha: bytes, ids: dict) -> str | None:
+        """Why the pre-check ends the job (``missing``, ``contract_violation``, ``finished``),
+        or None to go on (SPEC §5.2 step 1, §5.6)."""
         if (pre is not None and pre.embedding_status is Status.COMPLETED
                 and pre.text_sha256 is not None and pre.text_sha256 != sha):
             # SPEC §5.6: checked before "nothing to do" so it is reported even when both
@@ -165,30 +205,21 @@ class Pipeline:
             metrics.CONTRACT_VIOLATIONS.inc()
             log.warning("contract violation: same contextId sent with a different text; "
                         "nothing changed", extra={**ids, "reason": "text_sha256 differs"})
-            return JobResult("skipped", "skipped", stopped="contract_violation")
+            return "contract_violation"
         if pre is None or not pre.has_work:
-            log.info("nothing to do", extra={**ids, "reason": "missing" if pre is None else "finished"})
+            reason = "missing" if pre is None else "finished"
+            log.info("nothing to do", extra={**ids, "reason": reason})
             for stage in Stage:
                 metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome="skipped").inc()
-            return JobResult("skipped", "skipped", stopped="missing" if pre is None else "finished")
+            return reason
+        return None
 
-        embedding_outcome, carried = await self._embedding_stage(request, pre, sha, ids)
-        keyword_outcome = await self._keyword_stage(request, carried, ids)
-        return JobResult(embedding_outcome, keyword_outcome)
-
-    # --- stage 2: embedding -------------------------------------------------------------------
-    async def _embedding_stage(self, request: ProcessRequest, pre: state.PreCheck, sha: bytes,
+    # --- stage 2: embedding (after a successful guarded start) ----------------------------------
+    async def _embedding_stage(self, request: ProcessRequest, sha: bytes,
                                ids: dict) -> tuple[str, state.StoredEmbedding | None]:
         stage = Stage.EMBEDDING
         cid = request.context_id
-        if pre.embedding_status is Status.COMPLETED and pre.embedding_profile == self.profile:
-            self._count(stage, "reused")
-            log.info("embedding reused", extra={**ids, "stage": stage.label, "outcome": "reused"})
-            return "reused", None
         try:
-            previous = await self._start(cid, stage, ids)
-            if previous is None:
-                return "skipped", None
             vector = await self._embed(request.text)
             saved = await self._save_embedding(request, vector, sha)
         except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
@@ -249,11 +280,11 @@ class Pipeline:
         stage = Stage.KEYWORD
         cid = request.context_id
         try:
-            previous = await self._start(cid, stage, ids)
-            if previous is None:
-                return "skipped"
-            stored = carried
-            async with self.engine.connect() as conn:
+            async with self._connection(autocommit=True) as conn:
+                previous = await self._start(cid, stage, ids, conn)
+                if previous is None:
+                    return "skipped"
+                stored = carried
                 if stored is None:
                     stored = await state.read_embedding(conn, cid)
                 snapshot = None
@@ -330,9 +361,14 @@ class Pipeline:
         return await self._save(body)
 
     # --- shared steps --------------------------------------------------------------------------
-    async def _start(self, cid: int, stage: Stage, ids: dict) -> Status | None:
-        """Guarded start in its own short transaction; logs/counts a re-claim (SPEC §3)."""
-        async with self.engine.begin() as conn:
+    async def _start(self, cid: int, stage: Stage, ids: dict,
+                     conn: AsyncConnection | None = None) -> Status | None:
+        """Guarded start, one autocommit statement (on ``conn`` when given); logs/counts a
+        re-claim (SPEC §3)."""
+        if conn is None:
+            async with self._connection(autocommit=True) as own:
+                previous = await state.start_stage(own, cid, stage, self.expiry)
+        else:
             previous = await state.start_stage(conn, cid, stage, self.expiry)
         if previous is None:
             self._count(stage, "skipped")
@@ -345,9 +381,17 @@ class Pipeline:
                                "previous_status": previous.value})
         return previous
 
+    @asynccontextmanager
+    async def _connection(self, *, autocommit: bool) -> AsyncIterator[AsyncConnection]:
+        """A pooled connection for one short DB step, at most ``db_slots`` at once (SPEC §5.4:
+        jobs waiting on a model hold none, so more jobs than connections may run)."""
+        async with self._db_slots:
+            async with (self._auto if autocommit else self.engine).connect() as conn:
+                yield conn
+
     async def _save(self, body: Callable[[AsyncConnection], Awaitable[None]]) -> bool:
         """Run ``body`` in one short transaction; a :class:`_Discard` rolls it back → False."""
-        async with self.engine.connect() as conn:
+        async with self._connection(autocommit=False) as conn:
             transaction = await conn.begin()
             try:
                 await body(conn)
@@ -368,7 +412,7 @@ class Pipeline:
         extra = {**ids, "stage": stage.label, "outcome": error_class, "error_class": error_class,
                  "reason": message}
         try:
-            async with self.engine.begin() as conn:
+            async with self._connection(autocommit=True) as conn:
                 if error_class == "permanent":
                     changed = await state.fail_stage(conn, cid, stage, message)
                 else:

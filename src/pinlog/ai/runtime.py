@@ -16,7 +16,7 @@ from pinlog.ai import state
 from pinlog.ai.pipeline import JobResult, Pipeline
 from pinlog.ai.ports import EmbeddingProvider, Judge
 from pinlog.ai.providers import MicroBatcher, build_batched_provider
-from pinlog.ai.worker import WorkQueue, job_concurrency
+from pinlog.ai.worker import WorkQueue, db_slots
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.settings import Settings
 
@@ -96,10 +96,11 @@ class AiRuntime:
                 await batched.aclose()
             raise
         self.provider, self.judge = batched, judge
-        self.pipeline = Pipeline(self.settings, self.engine, batched, judge)
+        pool = getattr(self.engine.sync_engine.pool, "size", lambda: self.settings.db_pool_size)()
+        self.pipeline = Pipeline(self.settings, self.engine, batched, judge,
+                                 db_slots=db_slots(min(pool, self.settings.db_pool_size)))
         self.queue = WorkQueue(self._run_job, capacity=self.settings.work_queue_size,
-                               concurrency=job_concurrency(self.settings.worker_concurrency,
-                                                           self.settings.db_pool_size))
+                               concurrency=self.settings.worker_concurrency)
         self.queue.start()
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})

@@ -1,8 +1,10 @@
 """The in-process work queue of the ai side (SPEC §5.1, §5.4).
 
 Accepted process requests wait in a bounded queue (``PINLOG_WORK_QUEUE_SIZE``); a bounded number
-of jobs run at once (``PINLOG_WORKER_CONCURRENCY``, capped so the DB pool can always serve every
-running job plus the API). When the queue is full, :meth:`WorkQueue.offer` refuses (→ 503 +
+of jobs run at once (``PINLOG_WORKER_CONCURRENCY``). Jobs spend most of their time waiting for a
+model and hold no connection then; their short DB steps are bounded separately by
+:func:`db_slots` so they never need more connections than the pool has (minus a reserve for the
+API). When the queue is full, :meth:`WorkQueue.offer` refuses (→ 503 +
 ``Retry-After``): the state row stays PENDING and the rescan recovers it. Nothing here is durable
 by design (SPEC §1: the state rows are the queue).
 """
@@ -23,10 +25,14 @@ log = logging.getLogger(__name__)
 POOL_RESERVE = 2
 
 
-def job_concurrency(worker_concurrency: int, db_pool_size: int) -> int:
-    """Jobs allowed to run at once: the configured concurrency, never more than the pool can
-    serve (each job holds at most one connection at a time) minus :data:`POOL_RESERVE`."""
-    return max(1, min(worker_concurrency, db_pool_size - POOL_RESERVE))
+def db_slots(db_pool_size: int) -> int:
+    """DB steps the jobs may run at once: the pool minus :data:`POOL_RESERVE` (at least 1).
+
+    A job holds a connection only for one short step at a time and none while it waits for a
+    model, so the number of running jobs may exceed this; their DB steps never exceed what the
+    pool can serve.
+    """
+    return max(1, db_pool_size - POOL_RESERVE)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pytest
 
 from pinlog.ai.providers import MicroBatcher
 from pinlog.ai.runtime import AiRuntime
-from pinlog.ai.worker import POOL_RESERVE, job_concurrency
+from pinlog.ai.worker import POOL_RESERVE, db_slots
 from pinlog.db.engine import create_engine
 from tests.conftest import create_database
 from tests.integration.ai.conftest import ai_settings_for
@@ -63,10 +63,9 @@ async def test_builds_judge_from_settings_when_not_given(ai_settings, engine, pr
         await runtime.stop()
 
 
-def test_job_concurrency_never_exceeds_the_pool():
-    assert job_concurrency(8, 10) == 8
-    assert job_concurrency(64, 10) == 10 - POOL_RESERVE
-    assert job_concurrency(4, 2) == 1
+def test_db_steps_never_exceed_the_pool():
+    assert db_slots(10) == 10 - POOL_RESERVE
+    assert db_slots(2) == 1
 
 
 class CountingBatcher(MicroBatcher):
@@ -114,3 +113,43 @@ async def test_concurrent_jobs_are_bounded_and_embeddings_batched(tmp_path, db_u
     # every job that waited behind the held call went out in the next single batch
     assert provider.batches[0] + provider.batches[1] == 6
     assert len(provider.batches) < 20
+
+
+async def test_more_jobs_than_connections_while_db_steps_stay_within_the_pool(
+        tmp_path, db_url, provider, judge, presets, sync_conn):
+    """Jobs waiting on the model hold no connection: 8 jobs wait in the batcher at once on a
+    pool of 3, while the connections checked out by the jobs never exceed ``db_slots``."""
+    from sqlalchemy import event
+
+    settings = ai_settings_for(tmp_path, db_url, worker_concurrency=8, db_pool_size=3)
+    engine = create_engine(db_url, pool_size=settings.db_pool_size)
+    out = {"now": 0, "peak": 0}
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _checkout(*_):  # noqa: ANN002
+        out["now"] += 1
+        out["peak"] = max(out["peak"], out["now"])
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _checkin(*_):  # noqa: ANN002
+        out["now"] -= 1
+
+    batcher = CountingBatcher(provider, target=8, batch_size=32, wait_ms=1)
+    runtime = AiRuntime(settings, engine, provider=batcher, judge=judge)
+    await runtime.start()
+    try:
+        out["peak"] = 0  # start-up checks are not job steps
+        gate = provider.hold()
+        for cid in range(1, 9):
+            insert_state(sync_conn, cid)
+            assert await runtime.submit(request(cid, f"text {cid}")) == 202
+        await asyncio.wait_for(batcher.reached.wait(), 10)  # all 8 jobs inside a model call
+        provider.gate = None
+        gate.open()
+        await runtime.join()
+    finally:
+        await runtime.stop()
+        await batcher.aclose()
+        await engine.dispose()
+    assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(1, 9))
+    assert out["peak"] <= db_slots(settings.db_pool_size)
