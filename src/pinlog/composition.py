@@ -9,7 +9,7 @@ uses HTTP to ``PINLOG_AI_BASE_URL``.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +27,34 @@ class Components:
 
     ai: Any | None
     core: Any | None
+
+
+def in_process_search(ai_runtime: Any) -> Callable[[Any], Awaitable[Any]]:
+    """core's search client when both components run in this process (SPEC §10).
+
+    Calls ``AiRuntime.search`` and maps its errors as the HTTP route
+    (``POST /internal/v1/search``) and :class:`pinlog.core.search.HttpSearchClient` do, so core
+    sees the same outcomes either way: a profile mismatch → ``SearchRejected`` (the route's 422,
+    with both profiles), a model error → ``SearchUnavailable`` (the route's 503).
+    """
+    from pinlog import metrics
+    from pinlog.ai.errors import ModelError
+    from pinlog.ai.search import ProfileMismatch
+    from pinlog.core.search import SearchRejected, SearchUnavailable
+
+    async def search(request: Any) -> Any:
+        try:
+            return await ai_runtime.search(request)
+        except ProfileMismatch as exc:
+            raise SearchRejected({"error": "embedding profile mismatch",
+                                  "requested": exc.requested, "server": exc.server}) from None
+        except ModelError as exc:
+            metrics.SEARCH_REQUESTS.labels("model_error").inc()
+            log.warning("search query could not be embedded",
+                        extra={"error_class": "transient" if exc.transient else "permanent"})
+            raise SearchUnavailable("search unavailable") from None
+
+    return search
 
 
 @asynccontextmanager
@@ -64,7 +92,7 @@ async def running_components(
             core_runtime = CoreRuntime(
                 settings, engine,
                 in_process_submit=ai_runtime.submit if use_local else None,
-                in_process_search=ai_runtime.search if use_local else None,
+                in_process_search=in_process_search(ai_runtime) if use_local else None,
                 **(core_kwargs or {}),
             )
             await core_runtime.start()
