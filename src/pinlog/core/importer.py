@@ -17,6 +17,7 @@ are reported with their line numbers and skipped; nothing of a malformed line is
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -26,7 +27,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.core.services import CoreError, CoreService, NotFound, PlaceInput, RecordExists
+from pinlog.core.services import (MAX_PLACE_ID_CHARS, CoreError, CoreService, InvalidInput,
+                                  MemberExists, PlaceInput, RecordExists, validate_place,
+                                  validate_text)
 from pinlog.db.sql import Queries
 
 queries = Queries("pinlog.core", "importer.sql")
@@ -68,17 +71,32 @@ class ParsedFile:
     errors: list[tuple[int, str]] = field(default_factory=list)
 
 
-def parse_import_file(path: Path, *, max_text_chars: int) -> ParsedFile:
-    """Parse and validate a JSONL file; never raises for a bad line.
+#: The services' field names → the import file's (error messages name the file's fields).
+_FILE_FIELDS = {"text": "context", "place.externalPlaceId": "place.external_place_id"}
 
+
+def parse_import_file(path: Path, *, max_text_chars: int) -> ParsedFile:
+    """Parse and validate a JSONL file (UTF-8, an optional BOM); never raises for a bad line.
+
+    A line is valid only if the core services would accept it (``validate_place``,
+    ``validate_text``, the ``external_ref`` rules), so a valid line is never refused half-way
+    through its writes and nothing of a malformed line (not even its member) is written.
     Error messages name the field and the problem, never the note text (personal data).
+    Blank lines are skipped; line numbers are 1-based physical lines.
 
     Raises:
         OSError: the file cannot be read.
     """
     parsed = ParsedFile()
-    with path.open(encoding="utf-8") as fh:
-        for number, raw in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for number, raw_bytes in enumerate(fh, start=1):
+            if number == 1 and raw_bytes.startswith(codecs.BOM_UTF8):
+                raw_bytes = raw_bytes[len(codecs.BOM_UTF8):]  # a file saved "UTF-8 with BOM"
+            try:
+                raw = raw_bytes.decode("utf-8")
+            except UnicodeDecodeError as exc:  # one bad line, not a crash of the whole import
+                parsed.errors.append((number, f"not valid UTF-8 (byte {exc.start + 1})"))
+                continue
             if not raw.strip():
                 continue
             try:
@@ -94,6 +112,14 @@ def parse_import_file(path: Path, *, max_text_chars: int) -> ParsedFile:
             if len(line.context) > max_text_chars:
                 parsed.errors.append((number, f"context: longer than {max_text_chars} characters"))
                 continue
+            try:  # the services' own rules, so no line is refused half-way through its writes
+                _check_member_ref(line.member)
+                validate_place(_place(line.place))
+                validate_text(line.context, max_text_chars)
+            except InvalidInput as exc:
+                name = _FILE_FIELDS.get(exc.field or "", exc.field)
+                parsed.errors.append((number, f"{name}: {exc.problem}" if name else exc.message))
+                continue
             parsed.lines.append((number, line))
     return parsed
 
@@ -104,7 +130,7 @@ class ImportReport:
 
     members_created: int = 0
     records_created: int = 0
-    records_existing: int = 0
+    records_existing: int = 0  # distinct records that were already active before this import
     context_ids: list[int] = field(default_factory=list)
     record_keys: dict[tuple[str, str], int] = field(default_factory=dict)  # (member, record key) → id
     member_ids: dict[str, int] = field(default_factory=dict)
@@ -130,6 +156,7 @@ async def import_lines(service: CoreService, parsed: ParsedFile,
     """
     report = ImportReport(errors=list(parsed.errors))
     created_here: dict[tuple[int, str], int] = {}
+    existing_seen: set[int] = set()
     for number, line in parsed.lines:
         try:
             member_id = report.member_ids.get(line.member)
@@ -145,7 +172,9 @@ async def import_lines(service: CoreService, parsed: ParsedFile,
                 existing = await service.find_active_record(member_id, line.place.external_place_id)
                 if existing is not None:
                     record_id = existing
-                    report.records_existing += 1
+                    if record_id not in existing_seen:
+                        existing_seen.add(record_id)
+                        report.records_existing += 1
                 else:
                     try:
                         record_id, context_id = await service.create_record(
@@ -155,7 +184,9 @@ async def import_lines(service: CoreService, parsed: ParsedFile,
                         report.context_ids.append(context_id)
                     except RecordExists as exc:  # created concurrently by someone else
                         record_id = exc.record_id
-                        report.records_existing += 1
+                        if record_id not in existing_seen:
+                            existing_seen.add(record_id)
+                            report.records_existing += 1
             report.record_keys[record_key] = record_id
         except CoreError as exc:
             report.errors.append((number, exc.message))
@@ -169,12 +200,38 @@ async def import_lines(service: CoreService, parsed: ParsedFile,
 
 
 async def _member(service: CoreService, ref: str, report: ImportReport) -> int:
-    try:
-        return await service.resolve_member(ref)
-    except NotFound:
-        member_id = await service.create_member(ref)
+    """The active member whose ``external_ref`` is ``ref``, created when missing.
+
+    Never resolves ``ref`` as a member id: a file's member key "42" is an external ref, not
+    member 42 (``CoreService.resolve_member`` would prefer the id).
+    """
+    for _ in range(2):
+        async with service.engine.connect() as conn:
+            found = (await conn.execute(queries("member_by_external_ref"),
+                                        {"external_ref": ref})).scalar()
+        if found is not None:
+            return int(found)
+        try:
+            member_id = await service.create_member(ref)
+        except MemberExists:  # created concurrently by someone else: read it again
+            continue
         report.members_created += 1
         return member_id
+    raise MemberExists("an active member already uses this external reference")
+
+
+def _check_member_ref(ref: str) -> None:
+    """``member`` follows the rules of ``core.member.external_ref`` (SPEC §2.1).
+
+    Raises:
+        InvalidInput: blank, over :data:`MAX_PLACE_ID_CHARS` characters, or containing NUL.
+    """
+    if not ref.strip():
+        raise InvalidInput("member: must not be empty")
+    if len(ref) > MAX_PLACE_ID_CHARS:
+        raise InvalidInput(f"member: longer than {MAX_PLACE_ID_CHARS} characters")
+    if "\x00" in ref:
+        raise InvalidInput("member: must not contain NUL characters")
 
 
 def _place(place: ImportPlace) -> PlaceInput:

@@ -1,5 +1,10 @@
 -- `pinlog import` / `pinlog demo` read-outs (core side: the state of the contexts it created).
 
+-- name: member_by_external_ref
+-- The active member an import line's `member` key names: by external_ref only, never by id
+-- (SPEC §2.1: external_ref is the key an importer uses; unique among active members).
+SELECT id FROM core.member WHERE external_ref = :external_ref AND deleted_at IS NULL
+
 -- name: unfinished_count
 -- How many of the given contexts can still progress: a stage PENDING or PROCESSING, except a
 -- keyword stage behind a FAILED/CANCELLED embedding (a dead end the finalizer ends, SPEC §7.2).
