@@ -3,20 +3,28 @@
 The SQL lives in ``state.sql`` (named, each commented with the rule it enforces); this module only
 binds parameters and reads results. Every status write carries its precondition in SQL; a
 function returning ``None``/``False`` means "0 rows affected", which is a normal outcome
-(SPEC §3), never an error. Callers own the transaction: start/fail/record run on their own short
-connection (``engine.begin()``), the save functions run inside one transaction that first calls
-:func:`lock_state`.
+(SPEC §3), never an error. Callers own the transaction: start/fail/record run as single autocommit
+statements, the save functions run inside one transaction that first calls :func:`lock_state`.
+
+Execution: connections, pooling and transactions are SQLAlchemy's; the statements themselves are
+sent on the connection's psycopg driver connection (same transaction, same session), because the
+job is on the hot path next to a CPU-bound model and SQLAlchemy's per-statement overhead was a
+measurable share of the pipeline's CPU (SPEC §5.4, ``bench/bench_pipeline.py``). The SQL text is
+exactly the named statement of ``state.sql``, with ``:name`` bound parameters turned into
+psycopg's ``%(name)s`` form.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
-from pgvector.sqlalchemy import VECTOR
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinlog.db.sql import Queries
@@ -26,6 +34,35 @@ Q = Queries("pinlog.ai", "state.sql")
 
 #: ``last_error`` is at most this long (SPEC §2.2, CHECK in the schema).
 LAST_ERROR_MAX = 500
+
+
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+_COMMENT = re.compile(r"^\s*--.*$", re.MULTILINE)
+
+
+@lru_cache(maxsize=None)
+def native_sql(name: str, stage: Stage | None = None) -> str:
+    """The statement ``name`` of ``state.sql`` for psycopg: comments dropped, ``{stage}``
+    substituted by the Stage value only, ``:param`` → ``%(param)s``."""
+    sql = Q(name, stage).text
+    return _PARAM.sub(r"%(\1)s", _COMMENT.sub("", sql)).strip()
+
+
+async def _execute(conn: AsyncConnection, name: str, params: Mapping[str, Any] | None = None,
+                   stage: Stage | None = None) -> Any:
+    """Run a named statement on ``conn``'s driver connection (its current transaction or
+    autocommit mode) and return the psycopg cursor."""
+    raw = await conn.get_raw_connection()
+    cursor = raw.driver_connection.cursor()
+    await cursor.execute(native_sql(name, stage), dict(params or {}))
+    return cursor
+
+
+def _parse_vector(value: Any) -> np.ndarray:
+    """pgvector's text form ``[1,2,3]`` (or an already-adapted sequence) → float32 array."""
+    if isinstance(value, str):
+        return np.array(value.strip("[]").split(","), dtype=np.float32)
+    return np.asarray(value, dtype=np.float32)
 
 
 def _vector_text(vector: np.ndarray) -> str:
@@ -70,12 +107,12 @@ async def precheck(conn: AsyncConnection, context_id: int) -> PreCheck | None:
     Returns:
         None when the state row is missing.
     """
-    row = (await conn.execute(Q("precheck"), {"context_id": context_id})).one_or_none()
+    row = await (await _execute(conn, "precheck", {"context_id": context_id})).fetchone()
     if row is None:
         return None
-    return PreCheck(Status(row.embedding_status), Status(row.keyword_status),
-                    row.embedding_profile,
-                    bytes(row.text_sha256) if row.text_sha256 is not None else None)
+    embedding_status, keyword_status, profile, sha = row
+    return PreCheck(Status(embedding_status), Status(keyword_status), profile,
+                    bytes(sha) if sha is not None else None)
 
 
 async def start_stage(conn: AsyncConnection, context_id: int, stage: Stage,
@@ -89,8 +126,9 @@ async def start_stage(conn: AsyncConnection, context_id: int, stage: Stage,
         None when 0 rows were affected (stage owned, finished, failed, cancelled or missing).
     """
     name = "start_embedding" if stage is Stage.EMBEDDING else "start_keyword"
-    row = (await conn.execute(Q(name), {"context_id": context_id, "expiry": expiry})).one_or_none()
-    return Status(row.previous_status) if row is not None else None
+    cursor = await _execute(conn, name, {"context_id": context_id, "expiry": expiry})
+    row = await cursor.fetchone()
+    return Status(row[0]) if row is not None else None
 
 
 async def fail_stage(conn: AsyncConnection, context_id: int, stage: Stage, error: str) -> bool:
@@ -98,25 +136,25 @@ async def fail_stage(conn: AsyncConnection, context_id: int, stage: Stage, error
 
     Never overwrites CANCELLED/COMPLETED. Returns True when the row changed (event written).
     """
-    row = (await conn.execute(Q("fail_stage", stage), {
+    cursor = await _execute(conn, "fail_stage", {
         "context_id": context_id, "error": error[:LAST_ERROR_MAX], "stage_label": stage.label,
-    })).one_or_none()
-    return row is not None
+    }, stage)
+    return await cursor.fetchone() is not None
 
 
 async def record_error(conn: AsyncConnection, context_id: int, stage: Stage, error: str) -> bool:
     """Write ``last_error``/``last_error_at`` (never ``updated_at``) while ``stage`` is PROCESSING,
     plus an event row with null from/to status (SPEC §5.5 transient). Returns True when written."""
-    row = (await conn.execute(Q("record_error", stage), {
+    cursor = await _execute(conn, "record_error", {
         "context_id": context_id, "error": error[:LAST_ERROR_MAX], "stage_label": stage.label,
-    })).one_or_none()
-    return row is not None
+    }, stage)
+    return await cursor.fetchone() is not None
 
 
 async def insert_event(conn: AsyncConnection, context_id: int, stage: Stage, *,
                        from_status: Status | None, to_status: Status | None, reason: str) -> None:
     """Append one ``ai.context_ai_event`` row with actor ``ai`` (SPEC §2.2)."""
-    await conn.execute(Q("insert_event"), {
+    await _execute(conn, "insert_event", {
         "context_id": context_id, "stage_label": stage.label,
         "from_status": from_status.value if from_status else None,
         "to_status": to_status.value if to_status else None, "reason": reason[:LAST_ERROR_MAX],
@@ -130,8 +168,8 @@ async def lock_state(conn: AsyncConnection, context_id: int) -> tuple[Status, St
         ``(embedding_status, keyword_status)`` as locked, or None when the row is missing. The
         value is informational: the guarded statements that follow carry the preconditions.
     """
-    row = (await conn.execute(Q("lock_state"), {"context_id": context_id})).one_or_none()
-    return (Status(row.embedding_status), Status(row.keyword_status)) if row else None
+    row = await (await _execute(conn, "lock_state", {"context_id": context_id})).fetchone()
+    return (Status(row[0]), Status(row[1])) if row else None
 
 
 async def upsert_embedding(conn: AsyncConnection, *, context_id: int, user_id: int,
@@ -139,11 +177,11 @@ async def upsert_embedding(conn: AsyncConnection, *, context_id: int, user_id: i
                            text_sha256: bytes) -> bool:
     """Store the ``(dim,)`` vector while embedding is PROCESSING; never touches or revives
     ``is_deleted`` (SPEC §5.2 step 2). Returns False when 0 rows were written (discard the save)."""
-    result = await conn.execute(Q("upsert_embedding"), {
+    cursor = await _execute(conn, "upsert_embedding", {
         "context_id": context_id, "user_id": user_id, "record_id": record_id,
         "embedding": _vector_text(vector), "profile": profile, "text_sha256": text_sha256,
     })
-    return result.rowcount == 1
+    return cursor.rowcount == 1
 
 
 async def complete_stage(conn: AsyncConnection, context_id: int, stage: Stage,
@@ -153,8 +191,8 @@ async def complete_stage(conn: AsyncConnection, context_id: int, stage: Stage,
     Returns False when 0 rows changed (the caller rolls the save back).
     """
     name = "complete_embedding" if stage is Stage.EMBEDDING else "complete_keyword"
-    row = (await conn.execute(Q(name), {"context_id": context_id, "reason": reason})).one_or_none()
-    return row is not None
+    cursor = await _execute(conn, name, {"context_id": context_id, "reason": reason})
+    return await cursor.fetchone() is not None
 
 
 async def replace_keywords(conn: AsyncConnection, context_id: int,
@@ -165,44 +203,43 @@ async def replace_keywords(conn: AsyncConnection, context_id: int,
     Returns:
         Number of keyword rows inserted.
     """
-    await conn.execute(Q("delete_keywords"), {"context_id": context_id})
+    await _execute(conn, "delete_keywords", {"context_id": context_id})
     if not picks:
         return 0
-    result = await conn.execute(Q("insert_keywords"), {
+    cursor = await _execute(conn, "insert_keywords", {
         "context_id": context_id, "preset_version": preset_version,
         "keyword_ids": [int(k) for k, _ in picks],
         "confidences": [None if c is None else round(float(c), 3) for _, c in picks],
     })
-    return result.rowcount
+    return cursor.rowcount
 
 
 async def upsert_keyword_analysis(conn: AsyncConnection, context_id: int, *, preset_version: int,
                                   unmatched_concepts: Sequence[str], model_profile: str) -> bool:
     """Upsert the analysis row (guarded like the keyword rows). Returns True when written."""
-    result = await conn.execute(Q("upsert_keyword_analysis"), {
+    cursor = await _execute(conn, "upsert_keyword_analysis", {
         "context_id": context_id, "preset_version": preset_version,
         "unmatched_concepts": json.dumps(list(unmatched_concepts), ensure_ascii=False),
         "model_profile": model_profile,
     })
-    return result.rowcount == 1
+    return cursor.rowcount == 1
 
 
 async def read_embedding(conn: AsyncConnection, context_id: int) -> StoredEmbedding | None:
     """The stored, not deleted vector of ``context_id`` (``(dim,)`` float32) or None."""
-    stmt = Q("read_embedding").columns(embedding=VECTOR)
-    row = (await conn.execute(stmt, {"context_id": context_id})).one_or_none()
+    row = await (await _execute(conn, "read_embedding", {"context_id": context_id})).fetchone()
     if row is None:
         return None
-    return StoredEmbedding(np.asarray(row.embedding, dtype=np.float32), row.embedding_profile,
-                           bytes(row.text_sha256))
+    embedding, profile, sha = row
+    return StoredEmbedding(_parse_vector(embedding), profile, bytes(sha))
 
 
 async def ai_tables_present(conn: AsyncConnection) -> bool:
     """True when every ``ai.*`` table exists (SPEC §2.2: refuse to start otherwise)."""
-    return (await conn.execute(Q("ai_tables_present"))).scalar_one() == 7
+    return (await (await _execute(conn, "ai_tables_present")).fetchone())[0] == 7
 
 
 async def preset_fingerprint(conn: AsyncConnection, profile: str) -> str:
     """md5 over every preset row and its vector timestamp for ``profile`` (cheap: no vectors
     read); changes whenever anything a snapshot depends on changes."""
-    return (await conn.execute(Q("preset_fingerprint"), {"profile": profile})).scalar_one()
+    return (await (await _execute(conn, "preset_fingerprint", {"profile": profile})).fetchone())[0]
