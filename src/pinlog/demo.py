@@ -111,7 +111,7 @@ async def run_demo(settings: Settings, url: str, inputs: DemoInputs, *, timeout:
         parsed = parse_import_file(inputs.notes, max_text_chars=settings.max_text_chars)
         async with running_components(settings, engine) as parts:
             outcome = await import_with(parts.core, engine, settings, parsed, wait=True,
-                                        timeout=timeout, console=console)
+                                        timeout=timeout, console=console, include_existing=True)
             print_import_outcome(console, outcome)
             result = DemoResult(outcome=outcome)
             await _print_records(parts.core.service, outcome, console)

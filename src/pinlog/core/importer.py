@@ -310,3 +310,10 @@ async def summarize(engine: AsyncEngine, context_ids: list[int]) -> StageSummary
     for stage, status, n in counts:
         getattr(summary, stage)[status] = int(n)
     return summary
+
+
+async def active_context_ids(engine: AsyncEngine, record_ids: list[int]) -> list[int]:
+    """Ids of the active contexts of ``record_ids`` (ascending)."""
+    async with engine.connect() as conn:
+        return [int(i) for i in (await conn.execute(
+            queries("active_context_ids"), {"record_ids": record_ids})).scalars()]

@@ -45,3 +45,9 @@ FROM ai.context_ai_state
 WHERE context_id = ANY(CAST(:context_ids AS bigint[]))
   AND (embedding_status <> 'COMPLETED' OR keyword_status <> 'COMPLETED')
 ORDER BY context_id
+
+-- name: active_context_ids
+-- Active contexts of the given records (a demo re-run on an existing data dir reports them too).
+SELECT c.id FROM core.context AS c
+WHERE c.record_id = ANY(CAST(:record_ids AS bigint[])) AND c.deleted_at IS NULL
+ORDER BY c.id

@@ -13,8 +13,8 @@ from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.composition import running_components
-from pinlog.core.importer import (ImportReport, ParsedFile, StageSummary, import_lines,
-                                  summarize, wait_for_stages)
+from pinlog.core.importer import (ImportReport, ParsedFile, StageSummary, active_context_ids,
+                                  import_lines, summarize, wait_for_stages)
 from pinlog.settings import Settings
 
 #: Dispatch back-pressure: above this many queued requests the import waits for the queue.
@@ -55,9 +55,15 @@ async def run_import(engine: AsyncEngine, settings: Settings, parsed: ParsedFile
 
 
 async def import_with(core: Any, engine: AsyncEngine, settings: Settings, parsed: ParsedFile, *,
-                      wait: bool, timeout: float, console: Console) -> ImportOutcome:
+                      wait: bool, timeout: float, console: Console,
+                      include_existing: bool = False) -> ImportOutcome:
     """Import ``parsed`` through a running core runtime (``core.service``, ``core.dispatcher``,
-    ``core.client``); with ``wait``, wait for the AI stages (nudging stalled PENDING ones)."""
+    ``core.client``); with ``wait``, wait for the AI stages (nudging stalled PENDING ones).
+
+    Args:
+        include_existing: wait for and summarise the active contexts of records that were
+            already present too (``pinlog demo`` re-run on a kept data dir), not only new ones.
+    """
     started = time.monotonic()
 
     async def throttle() -> None:
@@ -70,6 +76,8 @@ async def import_with(core: Any, engine: AsyncEngine, settings: Settings, parsed
                                     lambda n: progress.advance(task, n), throttle)
     finished = True
     ids = report.context_ids
+    if include_existing and report.records_existing:
+        ids = await active_context_ids(engine, sorted(set(report.record_keys.values())))
     if wait and ids:
         from pinlog.core.rescan import resend
 
