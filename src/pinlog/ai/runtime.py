@@ -92,8 +92,8 @@ class AiRuntime:
 
                 judge = build_judge(self.settings, batched)
         except BaseException:
-            if given is None:
-                await batched.aclose()
+            if batched is not given:
+                await batched.aclose(close_provider=given is None)
             raise
         self.provider, self.judge = batched, judge
         pool = getattr(self.engine.sync_engine.pool, "size", lambda: self.settings.db_pool_size)()
@@ -110,7 +110,8 @@ class AiRuntime:
         if self.queue is not None:
             await self.queue.stop()
         if self.provider is not None and self._given_provider is not self.provider:
-            await self.provider.aclose()
+            # our own batcher; the provider inside is closed only if we built it too
+            await self.provider.aclose(close_provider=self._given_provider is None)
         close = getattr(self.judge, "aclose", None)
         if close is not None and self._given_judge is None:
             await close()

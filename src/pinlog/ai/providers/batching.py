@@ -83,8 +83,9 @@ class MicroBatcher:
         await self._queue.put(_Request(texts, kind, future))
         return await future
 
-    async def aclose(self) -> None:
-        """Stop the batching loop; waiting requests fail with RuntimeError; closes the provider."""
+    async def aclose(self, *, close_provider: bool = True) -> None:
+        """Stop the batching loop; waiting requests fail with RuntimeError; closes the wrapped
+        provider too unless ``close_provider`` is False (it belongs to someone else)."""
         self._closed = True
         if self._loop_task is not None:
             self._loop_task.cancel()
@@ -102,6 +103,8 @@ class MicroBatcher:
         for request in pending:
             if not request.future.done():
                 request.future.set_exception(RuntimeError("MicroBatcher closed"))
+        if not close_provider:
+            return
         close = getattr(self.provider, "aclose", None)
         if close is not None:
             await close()
