@@ -101,7 +101,10 @@ class Settings(BaseSettings):
 
     # --- ai work queue (SPEC §5.4) ---------------------------------------------------------
     work_queue_size: int = Field(200, ge=1, description="Accepted jobs waiting to run.")
-    worker_concurrency: int = Field(8, ge=1, le=256, description="Jobs running at once.")
+    worker_concurrency: int = Field(
+        32, ge=1, le=256, description="Jobs running at once. A job waiting for a model holds no "
+        "DB connection; its short DB steps are bounded by the pool separately, so this may exceed "
+        "PINLOG_DB_POOL_SIZE (enough waiting jobs keep the micro-batches full, SPEC §5.4).")
 
     # --- embedding (SPEC §9) ---------------------------------------------------------------
     embedding_provider: Literal["local-e5", "sentence-transformers", "openai"] = "local-e5"
