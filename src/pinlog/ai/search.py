@@ -75,7 +75,7 @@ def apply_cuts(hits: list[SearchHit], query: str, cuts: SearchCuts) -> list[Sear
 
 def to_pgvector(vector: np.ndarray) -> str:
     """``(dim,) float32`` → pgvector text literal ``[x,y,…]``."""
-    return "[" + ",".join(f"{x:.8g}" for x in vector.tolist()) + "]"
+    return "[" + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]"
 
 
 async def search(

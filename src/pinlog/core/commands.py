@@ -59,6 +59,10 @@ def token(
     typer.echo(issue_token(settings, member_id))
 
 
+#: Same cap as ``POST /v1/search`` (characters).
+SEARCH_QUERY_MAX_CHARS = 500
+
+
 def search(
     query: str = typer.Argument(..., help="What you remember about the place, in your words."),
     member: str = typer.Option(..., "--member", help="Member id or external ref."),
@@ -79,6 +83,9 @@ def search(
     from pinlog.core.services import CoreError, CoreService
 
     settings = settings_or_exit().model_copy(update={"rescan_enabled": False})
+    if not query.strip() or len(query) > SEARCH_QUERY_MAX_CHARS:
+        err_console.print(f"the query must be 1..{SEARCH_QUERY_MAX_CHARS} characters, not blank")
+        raise typer.Exit(2)
 
     async def work(engine):  # type: ignore[no-untyped-def]
         member_id = await CoreService(engine, None, settings).resolve_member(member)
