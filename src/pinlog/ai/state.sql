@@ -262,12 +262,13 @@ SELECT count(*) AS present
 
 -- name: preset_fingerprint
 -- Rule: SPEC §5.2 step 3 / §8 — the keyword stage takes ONE preset snapshot; the pipeline keeps
--- the last snapshot it built and reuses it only while this fingerprint of every preset row (all
--- columns: visibility, is_active, version, texts) and its vector timestamp for the profile is
--- unchanged, so a `pinlog presets load`, a retirement or a BLOCKED preset is seen by the very
--- next stage without re-reading every vector each time.
-SELECT md5(coalesce(string_agg(p::text || '|' || e.updated_at::text, ',' ORDER BY p.id), ''))
-           AS fingerprint
+-- the last snapshot it built and reuses it only while this fingerprint is unchanged. It is made
+-- of the row versions (xmin) of every preset row and of its vector for the profile: any UPDATE
+-- (visibility, is_active, version, texts), insert or delete changes it, so a `pinlog presets
+-- load`, a retirement or a BLOCKED preset is seen by the very next stage — without re-reading
+-- the vectors for every context.
+SELECT md5(coalesce(string_agg(p.id::text || ':' || p.xmin::text || ':' || e.xmin::text, ','
+                               ORDER BY p.id), '')) AS fingerprint
   FROM ai.keyword_preset p
   JOIN ai.keyword_preset_embedding e
     ON e.preset_id = p.id AND e.embedding_profile = :profile;

@@ -248,3 +248,24 @@ async def test_precheck_reads_statuses_profile_and_hash(engine, sync_conn):
 async def test_every_statement_is_named_and_commented_with_its_rule():
     for name in state.Q.names():
         assert "Rule: SPEC §" in state.Q.raw(name), name
+
+
+async def test_preset_fingerprint_changes_with_any_preset_change(engine, sync_conn):
+    seed_presets(sync_conn)
+
+    async def fingerprint() -> str:
+        async with engine.connect() as conn:
+            return await state.preset_fingerprint(conn, "fake-profile-v1")
+
+    first = await fingerprint()
+    assert await fingerprint() == first  # stable while nothing changes
+    seen = {first}
+    for sql in ("UPDATE ai.keyword_preset SET visibility = 'BLOCKED' WHERE id = 101",
+                "UPDATE ai.keyword_preset SET description = 'new' WHERE id = 201",
+                "UPDATE ai.keyword_preset SET is_active = false WHERE id = 301",
+                "UPDATE ai.keyword_preset_embedding SET updated_at = now() WHERE preset_id = 302",
+                "DELETE FROM ai.keyword_preset_embedding WHERE preset_id = 401"):
+        sync_conn.execute(sql)
+        now = await fingerprint()
+        assert now not in seen, sql
+        seen.add(now)
