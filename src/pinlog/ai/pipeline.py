@@ -264,12 +264,10 @@ class Pipeline:
         cid = request.context_id
 
         async def body(conn: AsyncConnection) -> None:
-            await state.lock_state(conn, cid)
-            if not await state.upsert_embedding(conn, context_id=cid, user_id=request.user_id,
-                                                record_id=request.record_id, vector=vector,
-                                                profile=self.profile, text_sha256=sha):
-                raise _Discard
-            if not await state.complete_stage(conn, cid, Stage.EMBEDDING):
+            # FOR UPDATE lock, guarded upsert (never is_deleted), guarded complete
+            if not await state.save_embedding(conn, context_id=cid, user_id=request.user_id,
+                                              record_id=request.record_id, vector=vector,
+                                              profile=self.profile, text_sha256=sha):
                 raise _Discard
 
         return await self._save(body)
@@ -281,15 +279,15 @@ class Pipeline:
         cid = request.context_id
         try:
             async with self._connection(autocommit=True) as conn:
-                previous = await self._start(cid, stage, ids, conn)
+                previous, stored, fingerprint = await state.start_keyword_and_read(
+                    conn, cid, self.expiry, self.profile)
+                self._note_start(stage, previous, ids)
                 if previous is None:
                     return "skipped"
-                stored = carried
-                if stored is None:
-                    stored = await state.read_embedding(conn, cid)
+                stored = carried or stored
                 snapshot = None
                 if stored is not None and stored.profile == self.profile:
-                    snapshot = await self._snapshot(conn)
+                    snapshot = await self._snapshot(conn, fingerprint)
             if stored is None:
                 raise PermanentModelError("no stored embedding for the keyword stage")
             if stored.profile != self.profile or snapshot is None:
@@ -317,10 +315,9 @@ class Pipeline:
                                               "count": len(picks)})
         return "completed"
 
-    async def _snapshot(self, conn: AsyncConnection) -> PresetSnapshot:
+    async def _snapshot(self, conn: AsyncConnection, fingerprint: str) -> PresetSnapshot:
         """The one preset snapshot of this keyword stage: the cached one while the presets'
-        fingerprint is unchanged, else freshly loaded (and cached)."""
-        fingerprint = await state.preset_fingerprint(conn, self.profile)
+        ``fingerprint`` (read by this stage) is unchanged, else freshly loaded (and cached)."""
         cached = self._snapshot_cache
         if cached is not None and cached[0] == fingerprint:
             return cached[1]
@@ -345,17 +342,12 @@ class Pipeline:
         """Save transaction (SPEC §5.2 step 3). Returns False when a guard discarded it."""
 
         async def body(conn: AsyncConnection) -> None:
-            await state.lock_state(conn, cid)
-            inserted = await state.replace_keywords(
-                conn, cid, [(p.keyword_id, p.confidence) for p in picks], snapshot.version)
-            if inserted != len(picks):
-                raise _Discard
-            if not await state.upsert_keyword_analysis(
-                    conn, cid, preset_version=snapshot.version,
+            # FOR UPDATE lock, delete + insert keyword rows, analysis row, guarded complete
+            if not await state.save_keywords(
+                    conn, cid, picks=[(p.keyword_id, p.confidence) for p in picks],
+                    preset_version=snapshot.version,
                     unmatched_concepts=answer.unmatched_concepts,
                     model_profile=answer.model_profile or "unknown"):
-                raise _Discard
-            if not await state.complete_stage(conn, cid, Stage.KEYWORD):
                 raise _Discard
 
         return await self._save(body)
@@ -370,6 +362,11 @@ class Pipeline:
                 previous = await state.start_stage(own, cid, stage, self.expiry)
         else:
             previous = await state.start_stage(conn, cid, stage, self.expiry)
+        self._note_start(stage, previous, ids)
+        return previous
+
+    def _note_start(self, stage: Stage, previous: Status | None, ids: dict) -> None:
+        """Log/count the outcome of a guarded start: 0 rows (INFO), re-claim (WARNING)."""
         if previous is None:
             self._count(stage, "skipped")
             log.info("stage not started (0 rows)", extra={**ids, "stage": stage.label,
@@ -379,7 +376,6 @@ class Pipeline:
             log.warning("re-claimed a PROCESSING stage older than the processing expiry",
                         extra={**ids, "stage": stage.label, "outcome": "reclaimed",
                                "previous_status": previous.value})
-        return previous
 
     @asynccontextmanager
     async def _connection(self, *, autocommit: bool) -> AsyncIterator[AsyncConnection]:

@@ -243,3 +243,76 @@ async def preset_fingerprint(conn: AsyncConnection, profile: str) -> str:
     """md5 over every preset row and its vector timestamp for ``profile`` (cheap: no vectors
     read); changes whenever anything a snapshot depends on changes."""
     return (await (await _execute(conn, "preset_fingerprint", {"profile": profile})).fetchone())[0]
+
+
+# --- round-trip-saving compositions used by the pipeline (SPEC §5.2, §5.4) --------------------
+# Each sends the named guarded statements above, in order, in ONE round trip (psycopg pipeline
+# mode). The server still runs them one after the other inside the caller's transaction, every
+# statement keeps its own guard, and the caller commits only when every guard matched.
+
+
+async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int, record_id: int,
+                         vector: np.ndarray, profile: str, text_sha256: bytes) -> bool:
+    """Embedding save (SPEC §5.2 step 2), inside the caller's transaction: :func:`lock_state`,
+    :func:`upsert_embedding`, :func:`complete_stage`. Returns True when both guards matched
+    (commit), False when either affected 0 rows (roll back and discard)."""
+    driver = (await conn.get_raw_connection()).driver_connection
+    async with driver.pipeline():
+        await _execute(conn, "lock_state", {"context_id": context_id})
+        upsert = await _execute(conn, "upsert_embedding", {
+            "context_id": context_id, "user_id": user_id, "record_id": record_id,
+            "embedding": _vector_text(vector), "profile": profile, "text_sha256": text_sha256,
+        })
+        complete = await _execute(conn, "complete_embedding",
+                                  {"context_id": context_id, "reason": "completed"})
+    return upsert.rowcount == 1 and await complete.fetchone() is not None
+
+
+async def save_keywords(conn: AsyncConnection, context_id: int, *,
+                        picks: Sequence[tuple[int, float | None]], preset_version: int,
+                        unmatched_concepts: Sequence[str], model_profile: str) -> bool:
+    """Keyword save (SPEC §5.2 step 3), inside the caller's transaction: :func:`lock_state`,
+    delete + insert the keyword rows, upsert the analysis row, guarded complete. Returns True when
+    every guard matched (commit), False otherwise (roll back and discard)."""
+    driver = (await conn.get_raw_connection()).driver_connection
+    async with driver.pipeline():
+        await _execute(conn, "lock_state", {"context_id": context_id})
+        await _execute(conn, "delete_keywords", {"context_id": context_id})
+        insert = None
+        if picks:
+            insert = await _execute(conn, "insert_keywords", {
+                "context_id": context_id, "preset_version": preset_version,
+                "keyword_ids": [int(k) for k, _ in picks],
+                "confidences": [None if c is None else round(float(c), 3) for _, c in picks],
+            })
+        analysis = await _execute(conn, "upsert_keyword_analysis", {
+            "context_id": context_id, "preset_version": preset_version,
+            "unmatched_concepts": json.dumps(list(unmatched_concepts), ensure_ascii=False),
+            "model_profile": model_profile,
+        })
+        complete = await _execute(conn, "complete_keyword",
+                                  {"context_id": context_id, "reason": "completed"})
+    inserted = insert.rowcount if insert is not None else 0
+    return (inserted == len(picks) and analysis.rowcount == 1
+            and await complete.fetchone() is not None)
+
+
+async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry: timedelta,
+                                 profile: str) -> tuple[Status | None, StoredEmbedding | None, str]:
+    """Guarded keyword start (SPEC §3) followed by the reads its stage needs — the stored vector
+    and the presets' fingerprint — in one round trip. The reads change nothing; when the start
+    affected 0 rows their results are simply not used.
+
+    Returns:
+        ``(previous status or None, stored embedding or None, preset fingerprint)``.
+    """
+    driver = (await conn.get_raw_connection()).driver_connection
+    async with driver.pipeline():
+        start = await _execute(conn, "start_keyword", {"context_id": context_id, "expiry": expiry})
+        stored = await _execute(conn, "read_embedding", {"context_id": context_id})
+        fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
+    row = await start.fetchone()
+    vector_row = await stored.fetchone()
+    embedding = (StoredEmbedding(_parse_vector(vector_row[0]), vector_row[1], bytes(vector_row[2]))
+                 if vector_row is not None else None)
+    return (Status(row[0]) if row else None), embedding, (await fingerprint.fetchone())[0]

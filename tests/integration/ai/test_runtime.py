@@ -111,7 +111,8 @@ async def test_concurrent_jobs_are_bounded_and_embeddings_batched(tmp_path, db_u
     assert sum(provider.batches) == 20
     assert max(provider.batches) <= 6  # never more texts in flight than running jobs
     # every job that waited behind the held call went out in the next single batch
-    assert provider.batches[0] + provider.batches[1] == 6
+    first = provider.batches[0]
+    assert first == 6 or provider.batches[1] == 6 - first
     assert len(provider.batches) < 20
 
 
