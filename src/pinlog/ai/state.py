@@ -67,7 +67,8 @@ def _parse_vector(value: Any) -> np.ndarray:
 
 def _vector_text(vector: np.ndarray) -> str:
     """pgvector text form of a ``(dim,)`` vector (cast in SQL with ``CAST(:embedding AS vector)``)."""
-    return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
+    # numpy's shortest float32 repr: exact round trip, about half the characters of float64's
+    return "[" + ",".join(np.asarray(vector, dtype=np.float32).reshape(-1).astype(str)) + "]"
 
 
 def format_error(stage: Stage, error_class: str, reason: str) -> str:

@@ -48,3 +48,14 @@ def test_secret_ok_accepts_any_configured_secret_only():
     assert not secret_ok(None, ["a"]) and not secret_ok("", ["a"]) and not secret_ok("a", [])
     assert not secret_ok("ab", ["a"])
     assert secret_ok("비밀", ["비밀"])
+
+
+def test_vector_text_round_trips_float32_exactly():
+    import numpy as np
+
+    from pinlog.ai.state import _parse_vector, _vector_text
+
+    vector = (np.random.default_rng(1).random(384) - 0.5).astype(np.float32)
+    text = _vector_text(vector)
+    assert text.startswith("[") and text.endswith("]")
+    assert np.array_equal(_parse_vector(text), vector)
