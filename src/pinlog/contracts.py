@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 PROCESS_PATH = "/internal/v1/context/process"
@@ -18,31 +18,58 @@ SECRET_HEADER = "X-Internal-Secret"
 REQUEST_ID_HEADER = "X-Request-Id"
 
 
+#: Ids are PostgreSQL ``bigint``: an id outside 1..2^63-1 is a 422, never a failed save.
+BIGINT_MAX = 2**63 - 1
+
+
 class _Camel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
-class ProcessRequest(_Camel):
+class _StrictCamel(_Camel):
+    """Requests: no type coercion (``"1"``, ``true`` or ``1.0`` for an id is a 422)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+def _storable_text(value: str) -> str:
+    """Text must be encodable as UTF-8 (no lone surrogates) and free of NUL: PostgreSQL and
+    the text hash (SPEC §5.6) could not take it, and a request that can never succeed must be
+    refused up front (422) instead of failing a real context later."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text") from None
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+class ProcessRequest(_StrictCamel):
     """Body of ``POST /internal/v1/context/process`` (SPEC §5.1).
 
     ``text`` length (1..``PINLOG_MAX_TEXT_CHARS`` characters) is checked by the ai side, whose
     limit is configurable; ``placeMeta`` is accepted and unused (it would change the profile).
     """
 
-    context_id: int = Field(gt=0)
-    user_id: int = Field(gt=0)
-    record_id: int = Field(gt=0)
+    context_id: int = Field(gt=0, le=BIGINT_MAX)
+    user_id: int = Field(gt=0, le=BIGINT_MAX)
+    record_id: int = Field(gt=0, le=BIGINT_MAX)
     text: str = Field(min_length=1)
     place_meta: dict[str, Any] | None = None
 
+    _text = field_validator("text")(_storable_text)
 
-class SearchRequest(_Camel):
+
+class SearchRequest(_StrictCamel):
     """Body of ``POST /internal/v1/search`` (SPEC §10)."""
 
-    user_id: int = Field(gt=0)
+    user_id: int = Field(gt=0, le=BIGINT_MAX)
     query: str = Field(min_length=1, max_length=2000)
     limit: int = Field(20, ge=1, le=100)
     embedding_profile: str = Field(min_length=1)
+
+    _query = field_validator("query")(_storable_text)
 
 
 class SearchHit(_Camel):

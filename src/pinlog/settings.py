@@ -271,7 +271,25 @@ def load_settings(**overrides: object) -> Settings:
         raise SettingsError(
             "with an external database (PINLOG_DATABASE_URL) these must be set: " + ", ".join(missing)
         )
+    _register_secrets(settings)
     return settings
+
+
+def _register_secrets(settings: Settings) -> None:
+    """Make every configured secret value redactable wherever it might be echoed (SPEC §6)."""
+    from urllib.parse import urlsplit
+
+    from pinlog.redaction import register_secret
+
+    for value in (settings.jwt_secret, settings.embedding_api_key, settings.llm_api_key,
+                  *settings.internal_secrets):
+        if value is not None:
+            register_secret(value.get_secret_value())
+    if settings.database_url is not None:
+        try:
+            register_secret(urlsplit(settings.database_url.get_secret_value()).password)
+        except ValueError:
+            pass
 
 
 @lru_cache(maxsize=1)

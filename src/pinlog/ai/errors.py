@@ -9,31 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+
+from pinlog.redaction import provider_error_detail, redact  # noqa: F401 - re-exported
 
 T = TypeVar("T")
 
 #: SQLSTATE classes/codes that are transient (SPEC §6).
 TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "57", "58")
 TRANSIENT_SQLSTATES = ("55P03",)
-
-_REDACTIONS = (
-    (re.compile(r"sk-[A-Za-z0-9_\-]{6,}"), "sk-***"),
-    (re.compile(r"(?i)bearer\s+[A-Za-z0-9._\-~+/=]+"), "Bearer ***"),
-    (re.compile(r"(?i)(api[_-]?key|apikey|access[_-]?token|token|secret|password)"
-                r"(\"?\s*[:=]\s*\"?)[^\s\"&,;}]+"), r"\1\2***"),
-    (re.compile(r"(?i)(postgres(?:ql)?(?:\+\w+)?://)[^\s]*"), r"\1***"),
-    (re.compile(r"(?i)(https?://)[^/\s:@]+:[^/\s@]+@"), r"\1***@"),
-)
-
-
-def redact(message: str, limit: int = 400) -> str:
-    """Remove keys, bearer tokens, ``api_key=…``, passwords in URLs; cut to ``limit`` chars."""
-    for pattern, repl in _REDACTIONS:
-        message = pattern.sub(repl, message)
-    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 class ModelError(Exception):

@@ -230,7 +230,18 @@ def validate_text(text: Any, max_chars: int) -> str:
         raise InvalidInput(f"text is longer than {max_chars} characters")
     if "\x00" in text:
         raise InvalidInput("text must not contain NUL characters")
+    if not _utf8_encodable(text):
+        raise InvalidInput("text must be valid Unicode text")
     return text
+
+
+def _utf8_encodable(value: str) -> bool:
+    """False for lone surrogates (``\\ud800``), which PostgreSQL cannot store (→ 422, not 500)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def validate_place(place: PlaceInput) -> PlaceInput:

@@ -28,9 +28,6 @@ async def _created(full, auth):
 
 # --- lone UTF-16 surrogates: valid JSON (\ud800), not encodable to UTF-8 for PostgreSQL ------------
 
-@pytest.mark.xfail(strict=True, reason="BUG: a lone surrogate (\\ud800) in `text` passes "
-                   "validate_text and makes psycopg fail to encode the INSERT → 500 (SPEC §6: 500 "
-                   "is for bugs; bad input → 4xx)")
 async def test_lone_surrogate_text_on_create_is_4xx(full, sync_conn):
     _, auth = await full.member()
     before = table_counts(sync_conn)
@@ -40,7 +37,6 @@ async def test_lone_surrogate_text_on_create_is_4xx(full, sync_conn):
     assert 400 <= r.status_code < 500
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: lone surrogate in `text` on add-context → 500")
 async def test_lone_surrogate_text_on_add_context_is_4xx(full, sync_conn):
     _, auth = await full.member()
     record_id, _ = await _created(full, auth)
@@ -51,8 +47,6 @@ async def test_lone_surrogate_text_on_add_context_is_4xx(full, sync_conn):
     assert 400 <= r.status_code < 500
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: lone surrogate in `text` on edit → 500 (the old context "
-                   "survives because the transaction rolls back, but the answer is a 500)")
 async def test_lone_surrogate_text_on_edit_is_4xx(full, sync_conn):
     _, auth = await full.member()
     _, context_id = await _created(full, auth)
@@ -189,10 +183,6 @@ async def test_jwt_attacks_are_401(full):
     assert (await full.http.get("/v1/me", headers=auth)).status_code == 401  # withdrawn
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: verify_token checks `sub.isdigit()` then int(sub): "
-                   "'¹' (superscript) is a digit for isdigit() but int() raises, and a 5000-digit sub "
-                   "exceeds Python's int-parsing limit → ValueError → 500 instead of 401 "
-                   "(core/api/auth.py verify_token; use sub.isascii() and a length cap)")
 @pytest.mark.parametrize("sub", ["¹", "1" * 5000])
 async def test_signed_token_with_odd_numeric_sub_is_401(full, sub):
     r = await full.http.get("/v1/me", headers={"Authorization": f"Bearer {_token(sub)}"})
@@ -232,11 +222,6 @@ def test_secret_comparison_is_constant_time_style():
     assert "compare_digest" in source and "==" not in source and "break" not in source
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ProcessRequest ids have no bigint upper bound: "
-                   "userId = 2**63 is accepted with 202, the model is called, then the save fails "
-                   "with SQLSTATE 22003 which is classified permanent → the legitimate context's "
-                   "embedding ends FAILED. Invalid body must be 422 and change nothing (SPEC §5.1); "
-                   "fix: Field(gt=0, le=2**63-1) in pinlog/contracts.py")
 async def test_process_with_out_of_range_user_id_is_422_and_harmless(full, sync_conn):
     insert_state(sync_conn, 1)
     r = await full.http.post(PROCESS_PATH, content=_process(userId=2**63),
@@ -246,8 +231,6 @@ async def test_process_with_out_of_range_user_id_is_422_and_harmless(full, sync_
     assert r.status_code == 422
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the internal contract is lax: contextId true / \"1\" "
-                   "/ 1.0 are coerced to 1 and processed (SPEC §5.1: contextId int; invalid → 422)")
 @pytest.mark.parametrize("value", [True, "1", 1.0])
 async def test_process_type_confusion_is_422(full, sync_conn, value):
     insert_state(sync_conn, 1)

@@ -40,10 +40,6 @@ async def _run(settings, db_url, sync_conn, provider, judge):
         "WHERE context_id = %s", (cid,)).fetchone()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: unmatchedConcepts is stored as jsonb unsanitised; "
-                   "\\u0000 is rejected by PostgreSQL (22P05) → classified permanent → the keyword "
-                   "stage ends FAILED although the picks were valid (sanitise/strip NUL in "
-                   "judges/llm.parse_answer or state.save_keywords)")
 async def test_nul_in_unmatched_concepts_does_not_fail_keywords(adv_settings, db_url, sync_conn,
                                                                  provider):
     _, (emb, kw, err) = await _run(adv_settings, db_url, sync_conn, provider,
@@ -51,9 +47,6 @@ async def test_nul_in_unmatched_concepts_does_not_fail_keywords(adv_settings, db
     assert (emb, kw) == ("COMPLETED", "COMPLETED"), err
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a lone surrogate in unmatchedConcepts cannot be "
-                   "encoded for PostgreSQL (UnicodeEncodeError, classified 'internal') → keyword stays "
-                   "PROCESSING, is retried by the rescan with the same answer and finally FAILED")
 async def test_lone_surrogate_in_unmatched_concepts_does_not_fail_keywords(adv_settings, db_url,
                                                                            sync_conn, provider):
     _, (emb, kw, err) = await _run(adv_settings, db_url, sync_conn, provider,

@@ -53,9 +53,6 @@ def seeded(sync_conn):
     seed_presets(sync_conn)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: redact() only knows generic key shapes; the configured "
-                   "API key itself is not scrubbed, so a provider echoing it leaks it into "
-                   "last_error, the event history and the logs (SPEC §6)")
 async def test_configured_api_key_echoed_by_provider_is_redacted(adv_settings, db_url, sync_conn,
                                                                  seeded, judge, caplog):
     caplog.set_level(logging.DEBUG)
@@ -73,9 +70,6 @@ async def test_configured_api_key_echoed_by_provider_is_redacted(adv_settings, d
     assert ODD_KEY not in _all_log_text(caplog)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a provider error body that echoes the input is copied "
-                   "(redacted only for keys) into last_error / event reason / log 'reason': the "
-                   "member's context text (personal data) is persisted and logged (SPEC §6, §12)")
 async def test_provider_error_echoing_text_does_not_leak_it(adv_settings, db_url, sync_conn,
                                                             seeded, judge, caplog):
     caplog.set_level(logging.DEBUG)

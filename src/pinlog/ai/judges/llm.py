@@ -15,8 +15,9 @@ chain length.) Between attempts: capped exponential backoff with full jitter
 
 Classification: timeouts, connection errors, 429, 5xx and answers that fail the schema are
 transient while attempts remain; other 4xx/3xx (401!) are permanent at once; a schema-invalid
-answer on the last attempt is permanent. Error messages carry redacted, truncated bodies
-only; the context text and the API key are never logged.
+answer on the last attempt is permanent. Error messages keep only the status and the
+structured error type/code of a provider's body (its free text may echo the note or a key);
+the context text and the API key are never logged.
 
 Voting (``PINLOG_LLM_VOTES`` = odd N > 1): N judgements run concurrently; a keyword is kept
 when a strict majority of the N votes picked it, with the mean confidence of those votes.
@@ -42,7 +43,7 @@ from pinlog.ai.errors import (
     TransientModelError,
     backoff_delay,
     classify_http_status,
-    redact,
+    provider_error_detail,
 )
 from pinlog.ai.ports import Candidate, JudgeAnswer, Pick
 
@@ -145,8 +146,28 @@ def parse_answer(body: object) -> tuple[list[tuple[object, object]], tuple[str, 
     unmatched = answer.get("unmatchedConcepts", [])
     if not isinstance(unmatched, list):
         raise AnswerSchemaError("'unmatchedConcepts' is not a list")
-    concepts = tuple(dict.fromkeys(c.strip() for c in unmatched if isinstance(c, str) and c.strip()))
-    return raw, concepts
+    return raw, clean_concepts(unmatched)
+
+
+#: Analysis-only data: at most this many concepts of at most this many characters are kept.
+MAX_CONCEPTS, MAX_CONCEPT_CHARS = 20, 100
+
+
+def clean_concepts(values: list[object]) -> tuple[str, ...]:
+    """Unmatched concepts as storable text: strings only, stripped, deduplicated, without NUL or
+    lone surrogates (PostgreSQL rejects them), capped in number and length. A bad concept must
+    never fail an otherwise valid keyword result."""
+    concepts: list[str] = []
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        cleaned = value.replace("\x00", "").encode("utf-8", "ignore").decode("utf-8").strip()
+        cleaned = cleaned[:MAX_CONCEPT_CHARS]
+        if cleaned and cleaned not in concepts:
+            concepts.append(cleaned)
+        if len(concepts) == MAX_CONCEPTS:
+            break
+    return tuple(concepts)
 
 
 @dataclass(frozen=True)
@@ -253,8 +274,8 @@ class LlmJudge:
             raise TransientModelError(
                 f"judge {model}: connection error ({type(exc).__name__})") from None
         if response.status_code != 200:
-            detail = redact(response.text[:200].replace("\n", " "), limit=200)
-            error = classify_http_status(response.status_code, detail)
+            error = classify_http_status(response.status_code,
+                                         provider_error_detail(response.text))
             raise type(error)(f"judge {model}: {error}")
         try:
             return response.json()

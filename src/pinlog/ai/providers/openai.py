@@ -2,8 +2,9 @@
 
 One HTTP call per ``embed`` (the pipeline retries; the micro-batcher coalesces). Errors are
 classified per SPEC §6: timeouts / connection errors / 429 / 5xx are transient; other 4xx and
-3xx, malformed bodies and vectors of the wrong length are permanent. Provider error bodies are
-redacted before they reach an exception (they may echo keys). The API key is never logged.
+3xx, malformed bodies and vectors of the wrong length are permanent. Of a provider's error body
+only the structured error type/code is kept (its free text may echo the input or a key). The
+API key is never logged.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Sequence
 import httpx
 import numpy as np
 
-from pinlog.ai.errors import PermanentModelError, TransientModelError, classify_http_status, redact
+from pinlog.ai.errors import (PermanentModelError, TransientModelError, classify_http_status,
+                              provider_error_detail)
 from pinlog.ai.ports import EmbedKind
 
 
@@ -60,7 +62,7 @@ class OpenAIEmbeddingProvider:
         except httpx.TransportError as exc:
             raise TransientModelError(f"embedding connection error ({type(exc).__name__})") from None
         if response.status_code != 200:
-            raise classify_http_status(response.status_code, redact(response.text[:300], 300))
+            raise classify_http_status(response.status_code, provider_error_detail(response.text))
         try:
             data = response.json()["data"]
             rows = sorted(data, key=lambda item: int(item.get("index", 0)))

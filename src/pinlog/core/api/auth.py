@@ -48,6 +48,8 @@ def verify_token(settings: Settings, token: str) -> int:
     except jwt.PyJWTError:
         raise InvalidToken("invalid token") from None
     sub = claims.get("sub")
-    if not isinstance(sub, str) or not sub.isdigit() or not 0 < int(sub) < 2**63:
+    # ASCII digits only ("¹".isdigit() is True) and at most 19 of them (bigint), before int().
+    if (not isinstance(sub, str) or not sub.isascii() or not sub.isdigit() or len(sub) > 19
+            or not 0 < int(sub) < 2**63):
         raise InvalidToken("invalid token")
     return int(sub)
