@@ -44,12 +44,13 @@ def serve(
 
     from pinlog.app import create_app
 
-    settings = settings_or_exit()
+    settings = settings_or_exit(service=True)
     wanted = tuple(c.strip() for c in components.split(",") if c.strip())
     if not wanted or any(c not in ("core", "ai") for c in wanted):
         err_console.print("[red]--components must be core, ai or core,ai[/red]")
         raise typer.Exit(2)
     url = database_url_or_exit(settings)
+    _preflight(settings, url, wanted)
     app_ = create_app(settings, components=wanted, database_url=url)  # type: ignore[arg-type]
 
     # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; turn that into a normal
@@ -62,6 +63,32 @@ def serve(
     signal.signal(signal.SIGINT, _exit)
     uvicorn.run(app_, host=settings.host, port=settings.port, log_config=None,
                 log_level=settings.log_level.lower())
+
+
+def _preflight(settings: object, url: str, components: tuple[str, ...]) -> None:
+    """Fail before uvicorn starts (one clear line instead of a lifespan traceback) when the
+    schema is not at head or a component would refuse to start (e.g. no presets)."""
+    import asyncio
+
+    from pinlog.composition import running_components
+    from pinlog.db.engine import create_engine
+    from pinlog.db.migrate import HEAD, current_revision
+
+    if current_revision(url) != HEAD:
+        from pinlog.errors import StartupError
+
+        raise StartupError("the database schema is missing or outdated: run `pinlog migrate` first")
+
+    async def check() -> None:
+        engine = create_engine(url, pool_size=2)
+        quiet = settings.model_copy(update={"rescan_enabled": False})  # type: ignore[attr-defined]
+        try:
+            async with running_components(quiet, engine, ai="ai" in components, core=False):
+                pass
+        finally:
+            await engine.dispose()
+
+    asyncio.run(check())
 
 
 @db_app.command("url")
@@ -145,6 +172,34 @@ def _register_components() -> None:
 _register_components()
 
 
+def friendly_error(exc: BaseException) -> str | None:
+    """A one-line message for the mistakes operators make (not migrated, database unreachable,
+    component refused to start), or None for a real bug (then the traceback is shown).
+    Never includes the database URL or any secret."""
+    from sqlalchemy import exc as sa_exc
+
+    from pinlog.errors import StartupError
+
+    if isinstance(exc, StartupError):
+        return str(exc)
+    if isinstance(exc, sa_exc.ProgrammingError) and \
+            getattr(getattr(exc, "orig", None), "sqlstate", None) in ("42P01", "3F000"):
+        return "the database schema is missing: run `pinlog migrate` first"
+    if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+        return ("cannot connect to the database: check PINLOG_DATABASE_URL (or the embedded "
+                "server of PINLOG_DATA_DIR)")
+    if isinstance(exc, sa_exc.ArgumentError):
+        return "PINLOG_DATABASE_URL is not a valid database URL"
+    return None
+
+
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: operator mistakes get one clear line and exit 2."""
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - everything else is re-raised
+        message = friendly_error(exc)
+        if message is None:
+            raise
+        err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None

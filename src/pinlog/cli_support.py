@@ -19,14 +19,20 @@ T = TypeVar("T")
 err_console = Console(stderr=True)
 
 
-def settings_or_exit() -> Settings:
-    """Load settings; on error print the (secret-free) message and exit 2."""
+def settings_or_exit(*, service: bool = False) -> Settings:
+    """Load settings; on error print the (secret-free) message and exit 2.
+
+    Logging: a long-running service logs at ``PINLOG_LOG_LEVEL`` (default INFO); one-shot
+    commands log warnings and errors only, unless ``PINLOG_LOG_LEVEL`` is set explicitly, so
+    their stderr is not mixed with routine INFO lines.
+    """
     try:
         settings = load_settings()
     except SettingsError as exc:
-        err_console.print(f"[red]{exc}[/red]")
+        err_console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    configure_logging(settings.log_level)
+    explicit = "log_level" in settings.model_fields_set
+    configure_logging(settings.log_level if service or explicit else "WARNING")
     return settings
 
 

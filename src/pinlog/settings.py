@@ -146,7 +146,32 @@ class Settings(BaseSettings):
     search_ratio: float | None = Field(None, description="Per profile when unset.")
 
     max_text_chars: int = Field(2000, ge=1, le=100_000)
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        "INFO", description="JSON log lines on stderr (`pinlog serve`; other commands log "
+        "warnings and errors only unless this is set).")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        """Only PostgreSQL URLs (``postgresql://``, ``postgres://``, ``postgresql+psycopg://``)."""
+        if value is not None:
+            scheme = value.get_secret_value().split("://", 1)[0].lower()
+            if "://" not in value.get_secret_value() or not scheme.startswith("postgres"):
+                raise ValueError("must be a PostgreSQL URL (postgresql://user:password@host/db)")
+        return value
+
+    @field_validator("jwt_secret")
+    @classmethod
+    def _long_jwt_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        """HS256 keys shorter than 32 characters are guessable (RFC 7518 §3.2)."""
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("must be at least 32 characters")
+        return value
 
     @field_validator("internal_secrets", mode="before")
     @classmethod
@@ -252,7 +277,8 @@ def load_settings(**overrides: object) -> Settings:
         lines = []
         for err in exc.errors():
             name = "PINLOG_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else ""
-            lines.append(f"{name}: {err['msg']}" if name else err["msg"])
+            message = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{name}: {message}" if name else message)
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
     missing = []
     if not settings.internal_secrets or not settings.jwt_secret:

@@ -18,6 +18,7 @@ from pinlog.ai.ports import EmbeddingProvider, Judge
 from pinlog.ai.providers import MicroBatcher, build_batched_provider
 from pinlog.ai.worker import WorkQueue, db_slots
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
+from pinlog.errors import StartupError
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class AiRuntime:
         """Check the database, build provider/judge, start the workers.
 
         Raises:
-            RuntimeError: the ai tables are missing (``pinlog migrate``), or zero usable presets
+            StartupError: the ai tables are missing (``pinlog migrate``), or zero usable presets
                 exist for the profile (``pinlog presets load``), or the provider disagrees with
                 ``PINLOG_EMBEDDING_DIMENSION``.
         """
@@ -67,7 +68,7 @@ class AiRuntime:
 
         async with self.engine.connect() as conn:
             if not await state.ai_tables_present(conn):
-                raise RuntimeError("the ai tables are missing: run `pinlog migrate` first")
+                raise StartupError("the ai tables are missing: run `pinlog migrate` first")
         given = self._given_provider
         if isinstance(given, MicroBatcher):
             batched = given
@@ -77,13 +78,14 @@ class AiRuntime:
             log.warning("injected embedding provider's profile differs from the configured one; "
                         "the provider's profile is used", extra={"profile": batched.profile})
         elif given is None and batched.dimension != self.settings.dimension:
-            raise RuntimeError("embedding provider dimension differs from PINLOG_EMBEDDING_DIMENSION")
+            raise StartupError(
+                "embedding provider dimension differs from PINLOG_EMBEDDING_DIMENSION")
         self.profile = batched.profile
         try:
             async with self.engine.connect() as conn:
                 snapshot = await load_snapshot(conn, self.profile)
             if len(snapshot) == 0:
-                raise RuntimeError(
+                raise StartupError(
                     f"no usable keyword presets for embedding profile {self.profile}: "
                     "run `pinlog presets load` first")
             judge = self._given_judge

@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         """
         from pinlog.core.rescan import RescanLoop, validate_rescan_settings
 
-        settings = settings_or_exit()
+        settings = settings_or_exit(service=not once)
         try:
             validate_rescan_settings(settings)
         except ValueError as exc:

@@ -304,20 +304,32 @@ class CoreService:
         return int(member_id)
 
     async def resolve_member(self, id_or_ref: str) -> int:
-        """The active member whose id (all digits) or ``external_ref`` is ``id_or_ref``; an id
-        match wins over an external_ref match.
+        """The active member named by ``id_or_ref``: ``id:N`` (member id), ``ref:X`` (external
+        ref), or a bare value that matches exactly one of the two.
+
+        A bare number can be both a member id and another member's external ref (upstream
+        systems often use numeric keys); then nothing is guessed.
 
         Raises:
             NotFound: no such active member.
+            InvalidInput: a bare value matches two different members (use ``id:``/``ref:``).
         """
+        kind, _, value = id_or_ref.partition(":")
+        if kind not in ("id", "ref") or not value:
+            kind, value = "", id_or_ref
         async with self.engine.connect() as conn:
-            if id_or_ref.isdigit() and 0 < int(id_or_ref) <= MAX_ID:
-                found = (await conn.execute(q("active_member_by_id"),
-                                            {"member_id": int(id_or_ref)})).scalar()
-                if found is not None:
-                    return int(found)
-            found = (await conn.execute(q("active_member_by_ref"),
-                                        {"external_ref": id_or_ref})).scalar()
+            by_id = by_ref = None
+            if kind in ("", "id") and value.isascii() and value.isdigit() and len(value) <= 19 \
+                    and 0 < int(value) <= MAX_ID:
+                by_id = (await conn.execute(q("active_member_by_id"),
+                                            {"member_id": int(value)})).scalar()
+            if kind in ("", "ref"):
+                by_ref = (await conn.execute(q("active_member_by_ref"),
+                                             {"external_ref": value})).scalar()
+        if by_id is not None and by_ref is not None and by_id != by_ref:
+            raise InvalidInput(f"{value!r} is both a member id and another member's external "
+                               f"ref: say id:{value} or ref:{value}")
+        found = by_id if by_id is not None else by_ref
         if found is None:
             raise NotFound("member not found")
         return int(found)

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -42,8 +44,18 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def redacted_url(url: str) -> str:
-    """The URL without its password, safe to print (never log the full URL: SPEC §6)."""
-    return make_url(url).set(password=None).render_as_string(hide_password=False)
+    """The URL without its password, safe to print (never log the full URL: SPEC §6).
+
+    Works on the raw string (``user:password@`` → ``user@``) so it never depends on a URL
+    library's idea of "hidden"; an unparsable URL is replaced as a whole.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, _, hostinfo = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    netloc = f"{user}@{hostinfo}" if user else hostinfo
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
