@@ -146,7 +146,11 @@ def demo(
     timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds to wait for the AI."),
     as_json: bool = typer.Option(False, "--json", help="End with one JSON summary line."),
 ) -> None:
-    """Run the whole job on real notes: migrate, load presets, import, process, search."""
+    """Run the whole job on a fresh embedded database: migrate, load presets, import place
+    notes, process both AI stages, show records with keywords, run searches.
+
+    Uses the sample notes shipped in the package, or the real data set with --data.
+    Exit code 1 if any context does not end COMPLETED on both stages."""
     from pinlog.demo import demo_command
     from pinlog.logs import configure_logging
 

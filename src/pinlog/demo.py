@@ -133,7 +133,7 @@ async def _print_records(service: object, outcome: ImportOutcome, console: Conso
         table.add_column("AI")
         for view in sorted(views, key=lambda v: v.record_id):
             for i, ctx in enumerate(view.contexts):
-                note = ctx.text if len(ctx.text) <= 48 else ctx.text[:47] + "…"
+                note = ctx.text if len(ctx.text) <= 60 else ctx.text[:59].rstrip() + "…"
                 table.add_row(view.place.name if i == 0 else "", ", ".join(ctx.keywords) or "—",
                               note, ctx.ai_status)
         console.print(table)
@@ -154,16 +154,17 @@ async def _run_queries(engine: AsyncEngine, settings: Settings, core: object, pa
         rank = next((i for i, h in enumerate(hits, 1) if h.record_id == expected), None)
         result.rank1 += rank == 1
         result.query_rows.append((line["member"], line["query"], rank, [
-            (names.get(h.record_id, ("", str(h.record_id)))[1] + " · " + h.place.name,
-             h.similarity, h.record_id == expected) for h in hits]))
-    table = Table(title="natural-language search (top 3; ✔ = the expected record)")
+            (names.get(h.record_id, ("", str(h.record_id)))[1], h.similarity,
+             h.record_id == expected) for h in hits]))
+    table = Table(title="natural-language search: top 3 records (✔ = the record the query "
+                        "was written for; cosine similarity)")
     table.add_column("member")
     table.add_column("query")
-    table.add_column("#1")
-    table.add_column("#2")
-    table.add_column("#3")
+    table.add_column("#1", no_wrap=True)
+    table.add_column("#2", no_wrap=True)
+    table.add_column("#3", no_wrap=True)
     for member, query, _rank, hits in result.query_rows:
-        cells = [f"{'✔ ' if hit else ''}{label} ({sim:.3f})" for label, sim, hit in hits]
+        cells = [f"{'✔ ' if hit else ''}{label} {sim:.3f}" for label, sim, hit in hits]
         table.add_row(member, query, *(cells + ["—"] * (3 - len(cells))))
     console.print(table)
     console.print(f"expected record ranked first for {result.rank1} of {result.queries} queries")
@@ -172,7 +173,10 @@ async def _run_queries(engine: AsyncEngine, settings: Settings, core: object, pa
 def demo_command(data: Path | None, data_dir: Path | None, keep: bool, timeout: float,
                  as_json: bool) -> int:
     """Run the demo on a fresh embedded data dir; returns the process exit code."""
+    started = time.monotonic()
     console = Console(stderr=as_json, highlight=False)
+    if not console.is_terminal:  # piped or captured: don't squeeze the tables into 80 columns
+        console.width = 120
     inputs = DemoInputs.from_dir(data) if data else DemoInputs.packaged()
     fresh = data_dir is None
     directory = Path(tempfile.mkdtemp(prefix="pinlog-demo-")) if fresh else data_dir
@@ -191,11 +195,12 @@ def demo_command(data: Path | None, data_dir: Path | None, keep: bool, timeout: 
         server.stop_if_last()
         if fresh and not keep:
             shutil.rmtree(directory, ignore_errors=True)
+    result.seconds = time.monotonic() - started  # whole demo: database start to last search
     summary = result.outcome.summary
     console.print(f"{summary.contexts} contexts: embedding {summary.embedding}, keyword "
                   f"{summary.keyword}; {summary.keywords_assigned} keywords; "
                   f"{result.rank1}/{result.queries} queries rank the expected record first; "
-                  f"{result.seconds:.1f} s")
+                  f"{result.seconds:.1f} s", soft_wrap=True)
     if as_json:
         print(json.dumps(result.as_json()))
     return 0 if result.ok else 1

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -39,6 +40,11 @@ class EmbeddedDatabaseError(RuntimeError):
     """The embedded server could not be started or stopped (message names the log file)."""
 
 
+def _runtime_dir(data_dir: Path) -> Path:
+    key = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"pinlog-{os.getuid()}-{key}"
+
+
 def _prepare_runtime_dir(data_dir: Path, *, server_running: bool) -> None:
     """Point ``XDG_RUNTIME_DIR`` at a short directory private to this data dir.
 
@@ -48,8 +54,7 @@ def _prepare_runtime_dir(data_dir: Path, *, server_running: bool) -> None:
     server runs; while a server runs it is left alone, because the package may have opened it
     to the server's system user (root case) and narrowing it would break that server's socket.
     """
-    key = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
-    run = Path(tempfile.gettempdir()) / f"pinlog-{os.getuid()}-{key}"
+    run = _runtime_dir(data_dir)
     run.mkdir(parents=True, exist_ok=True)
     if not server_running:
         os.chmod(run, 0o700)
@@ -205,4 +210,7 @@ class EmbeddedDatabase:
             (self.pgdata / ".handle_pids.json").write_text("[]")
         except OSError:
             pass
+        # The runtime dir only holds the package's lock file (and the socket of a long data-dir
+        # path); with the server stopped it is recreated on the next start.
+        shutil.rmtree(_runtime_dir(self.data_dir), ignore_errors=True)
         return True
