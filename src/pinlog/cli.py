@@ -66,24 +66,22 @@ def serve(
 
 
 def _preflight(settings: object, url: str, components: tuple[str, ...]) -> None:
-    """Fail before uvicorn starts (one clear line instead of a lifespan traceback) when the
-    schema is not at head or a component would refuse to start (e.g. no presets)."""
+    """Fail before uvicorn starts — one clear line instead of a lifespan traceback — when a
+    component would refuse to start (the ai side without its tables or presets). A core-only
+    server may start on a database that is not migrated yet: ``/ready`` answers 503 until it is.
+    """
+    if "ai" not in components:
+        return
     import asyncio
 
     from pinlog.composition import running_components
     from pinlog.db.engine import create_engine
-    from pinlog.db.migrate import HEAD, current_revision
-
-    if current_revision(url) != HEAD:
-        from pinlog.errors import StartupError
-
-        raise StartupError("the database schema is missing or outdated: run `pinlog migrate` first")
 
     async def check() -> None:
         engine = create_engine(url, pool_size=2)
         quiet = settings.model_copy(update={"rescan_enabled": False})  # type: ignore[attr-defined]
         try:
-            async with running_components(quiet, engine, ai="ai" in components, core=False):
+            async with running_components(quiet, engine, ai=True, core=False):
                 pass
         finally:
             await engine.dispose()
