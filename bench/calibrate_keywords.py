@@ -7,6 +7,13 @@ micro precision / recall / F1 of the picks, exact-set matches, and how many ``[]
 stayed empty. Also candidate recall (expected presets among the top-K ≥ floor), which is what
 matters for the ``llm`` judge.
 
+Two judge methods: ``similarity-v1`` thresholds on the raw cosine (grid over judge_floor in
+cosine units), and the current ``similarity-v2`` thresholds on the per-note calibrated score
+(``pinlog.ai.candidates.calibrated_scores``; grid over score floor / margin in z units, with the
+default candidate floor and top-10). Ends with a before/after table (old default vs the
+default of ``pinlog.ai.calibration``) and the picks of the current default for the packaged
+sample notes (``--notes``: any jsonl with a ``context`` field, e.g. place_notes.jsonl).
+
 Usage::
 
     /work/venv/bin/python bench/calibrate_keywords.py \
@@ -23,18 +30,27 @@ import asyncio
 import itertools
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from pinlog.ai.calibration import PROFILE_DEFAULTS
 from pinlog.ai.candidates import select_candidates
 from pinlog.ai.judges.similarity import SimilarityJudge
 from pinlog.ai.ports import PresetSnapshot
-from pinlog.ai.presets import default_preset_path, embed_presets, load_preset_file
+from pinlog.ai.presets import (
+    PRESET_EMBEDDING_STRATEGY,
+    default_preset_path,
+    embed_presets,
+    load_preset_file,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 PROFILE = "local-e5-small-q4-384-cosine-v1"
+#: the previous default (similarity-v1: raw cosine floor, margin, max_picks), for before/after
+BEFORE = (0.93, 0.005, 2)
 
 
 class E5Provider:
@@ -70,6 +86,9 @@ async def main() -> None:
     parser.add_argument("--presets", type=Path, nargs="+",
                         default=[default_preset_path(), SHARED / "presets_ko.yaml"])
     parser.add_argument("--top", type=int, default=8, help="grid rows shown per variant")
+    parser.add_argument("--notes", type=Path, nargs="*",
+                        default=[ROOT / "src" / "pinlog" / "demo_data" / "sample_notes.jsonl"],
+                        help="jsonl files with a 'context' field whose picks are printed")
     args = parser.parse_args()
 
     samples = [json.loads(line) for line in args.samples.read_text().splitlines() if line.strip()]
@@ -81,6 +100,12 @@ async def main() -> None:
           f"{sum(len(e) for e in expected)} expected picks; embedded in "
           f"{time.perf_counter() - t0:.1f} s")
 
+    cal = PROFILE_DEFAULTS[PROFILE]
+    after_key = (cal.judge_floor, cal.judge_margin, cal.max_picks)
+    score_floors = np.round(np.arange(1.2, 2.61, 0.1), 2)
+    score_margins = sorted({0.5, 0.8, 1.0, 1.5, 9.0, cal.judge_margin})
+    calibrated: dict[str, tuple[dict, PresetSnapshot]] = {}
+    before: dict[str, dict[str, float]] = {}
     judge_floors = np.round(np.arange(0.84, 0.965, 0.005), 3)
     margins = [0.005, 0.01, 0.015, 0.02, 0.03, 0.05]
     picks_opts = [1, 2, 3]
@@ -114,20 +139,39 @@ async def main() -> None:
                 print(f"   candidates top10 floor {floor:.2f}: recall "
                       f"{hit}/{sum(len(e) for e in expected)}, mean {n:.1f} per sample")
             rows = []
+            raw_cands = [[replace(c, score=None) for c in
+                          select_candidates(v, snap, top_k=10, floor=0.0)] for v in sample_vecs]
             for jf, margin, mp in itertools.product(judge_floors, margins, picks_opts):
                 judge = SimilarityJudge(PROFILE, floor=float(jf), margin=margin, max_picks=mp)
-                picks = []
-                for v in sample_vecs:
-                    cands = select_candidates(v, snap, top_k=10, floor=0.0)
-                    picks.append({c.preset.code for c in judge.choose(cands)})
+                picks = [{c.preset.code for c in judge.choose(cands)} for cands in raw_cands]
                 rows.append(((float(jf), margin, mp), score(picks, expected)))
             rows.sort(key=lambda r: (-r[1]["f1"], -r[1]["exact"]))
+            print("   raw cosine (similarity-v1)")
             print("   judge_floor margin max_picks |  P     R     F1   exact empty_ok")
             for (jf, margin, mp), s in rows[: args.top]:
                 print(f"   {jf:.3f}       {margin:<6} {mp}         | {s['p']:.2f}  {s['r']:.2f}  "
                       f"{s['f1']:.2f}  {s['exact']:>2}/{len(samples)}  {s['empty_ok']}/"
                       f"{sum(not e for e in expected)}")
             summary.append((name, rows))
+            if strategy == PRESET_EMBEDDING_STRATEGY:
+                cal_rows = []
+                cands = [select_candidates(v, snap, top_k=10, floor=cal.candidate_floor)
+                         for v in sample_vecs]
+                for jf, margin, mp in itertools.product(score_floors, score_margins, picks_opts):
+                    judge = SimilarityJudge(PROFILE, floor=float(jf), margin=margin, max_picks=mp)
+                    picks = [{c.preset.code for c in judge.choose(cs)} for cs in cands]
+                    cal_rows.append(((float(jf), margin, mp), score(picks, expected)))
+                calibrated[path.name] = (dict(cal_rows), snap)
+                cal_rows.sort(key=lambda r: (-r[1]["f1"], -r[1]["exact"]))
+                print(f"   calibrated score (similarity-v2), candidate_floor "
+                      f"{cal.candidate_floor}, top-10")
+                print("   score_floor margin max_picks |  P     R     F1   exact empty_ok")
+                for (jf, margin, mp), s in cal_rows[: args.top]:
+                    print(f"   {jf:.2f}        {margin:<6} {mp}         | {s['p']:.2f}  "
+                          f"{s['r']:.2f}  {s['f1']:.2f}  {s['exact']:>2}/{len(samples)}  "
+                          f"{s['empty_ok']}/{sum(not e for e in expected)}")
+            if strategy == "mean":
+                before[path.name] = dict(rows)[BEFORE]
     # one setting per strategy for both preset files: best mean F1 across the files
     keys = [k for k, _ in summary[0][1]]
     for strategy in ("single", "mean"):
@@ -142,6 +186,29 @@ async def main() -> None:
                                  f"{table[n][k]['exact']} empty {table[n][k]['empty_ok']}"
                                  for n in table)
             print(f"   {k}: {cells}")
+
+    # before / after: the old default (raw cosine, mean vectors) vs the new default
+    print(f"\n== before (similarity-v1, raw cosine {BEFORE}) / after (similarity-v2, calibrated "
+          f"score {after_key}, candidate_floor {cal.candidate_floor}):")
+    print("   preset file              |  P     R     F1   exact empty_ok")
+    n_empty = sum(not e for e in expected)
+    for fname, (table, _snap) in calibrated.items():
+        for label, s in (("before", before[fname]), ("after", table[after_key])):
+            print(f"   {fname:<20} {label:<6}| {s['p']:.2f}  {s['r']:.2f}  {s['f1']:.2f}  "
+                  f"{s['exact']:>2}/{len(samples)}  {s['empty_ok']}/{n_empty}")
+    # picks of the new default on the packaged sample notes (and --notes), per preset file
+    notes = [json.loads(line)["context"] for path in args.notes
+             for line in path.read_text().splitlines() if line.strip()]
+    if notes:
+        note_vecs = await provider.embed(notes, "passage")
+        for fname, (_table, snap) in calibrated.items():
+            judge = SimilarityJudge(PROFILE, floor=cal.judge_floor, margin=cal.judge_margin,
+                                    max_picks=cal.max_picks)
+            print(f"\n== picks with {fname} (after):")
+            for note, vec in zip(notes, note_vecs, strict=True):
+                cands = select_candidates(vec, snap, top_k=10, floor=cal.candidate_floor)
+                got = ", ".join(f"{c.preset.code} ({c.score:.1f})" for c in judge.choose(cands))
+                print(f"   {note[:46]:<46} → {got or '—'}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@ Candidates are computed in memory: cosine between the context vector and every r
 preset snapshot (both L2-normalised, so cosine = dot product), top-K first, then the
 per-profile similarity floor. Judges may only pick among candidates; :func:`map_picks` applies
 the SPEC §8 mapping rules to whatever a judge answered.
+
+Each candidate also carries a per-note calibrated ``score`` (:func:`calibrated_scores`) for the
+``similarity`` judge: e5 cosines are compressed and note-dependent (an unrelated note still
+scores 0.90–0.94 against every preset), so an absolute cosine threshold cannot tell a clear
+match in a long note from noise in a short one.
 """
 
 from __future__ import annotations
@@ -16,6 +21,45 @@ import numpy as np
 from pinlog import metrics
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import Candidate, Pick, PresetSnapshot
+
+
+def preset_hubness(matrix: np.ndarray) -> np.ndarray:
+    """Mean cosine of each preset to the other presets of the snapshot.
+
+    Args:
+        matrix: ``(n, dim)`` float32, rows L2-normalised.
+
+    Returns:
+        ``(n,)`` float64; zeros when ``n < 2``. A preset whose text is close to many others
+        (a "hub", e.g. a generic food preset) scores high against every note; subtracting this
+        removes that bias.
+    """
+    n = matrix.shape[0]
+    if n < 2:
+        return np.zeros(n)
+    gram = np.asarray(matrix, dtype=np.float64) @ np.asarray(matrix, dtype=np.float64).T
+    return (gram.sum(axis=1) - np.diag(gram)) / (n - 1)
+
+
+def calibrated_scores(sims: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Per-note calibrated similarity of every preset (SPEC §8, ``similarity`` judge).
+
+    ``adjusted = cosine − hubness`` (:func:`preset_hubness`), then z-scored over all presets of
+    the snapshot for this one note: ``(adjusted − mean) / std``. Unitless and comparable across
+    notes and profiles; deterministic (depends only on the note vector and the snapshot).
+
+    Args:
+        sims: ``(n,)`` cosines of the note to each preset row.
+        matrix: the snapshot's ``(n, dim)`` preset matrix.
+
+    Returns:
+        ``(n,)`` float64; all zeros when the adjusted scores do not vary (or ``n < 2``).
+    """
+    adjusted = np.asarray(sims, dtype=np.float64) - preset_hubness(matrix)
+    std = float(adjusted.std())
+    if adjusted.shape[0] < 2 or not math.isfinite(std) or std < 1e-9:
+        return np.zeros_like(adjusted)
+    return (adjusted - adjusted.mean()) / std
 
 
 def select_candidates(
@@ -35,7 +79,9 @@ def select_candidates(
         floor: then drop candidates with cosine similarity below this (per-profile setting).
 
     Returns:
-        candidates sorted by similarity descending (ties: lower preset id first); may be empty.
+        candidates sorted by similarity descending (ties: lower preset id first), each with
+        its :func:`calibrated_scores` ``score`` (computed over the whole snapshot, before
+        top-K and floor); may be empty.
 
     Raises:
         PermanentModelError: ``vector`` length differs from the snapshot's dimension, or it is
@@ -55,7 +101,9 @@ def select_candidates(
     sims = snapshot.matrix @ (vec / norm)
     ids = np.array([p.id for p in snapshot.presets])
     order = np.lexsort((ids, -sims))[:top_k]  # similarity desc, then id asc (deterministic)
-    return [Candidate(preset=snapshot.presets[i], similarity=float(sims[i]))
+    scores = calibrated_scores(sims, snapshot.matrix)
+    return [Candidate(preset=snapshot.presets[i], similarity=float(sims[i]),
+                      score=round(float(scores[i]), 6))
             for i in order if float(sims[i]) >= floor]
 
 

@@ -84,10 +84,17 @@ class PresetSnapshot:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A preset near the context vector: cosine ``similarity`` in [-1, 1] (SPEC §8)."""
+    """A preset near the context vector: cosine ``similarity`` in [-1, 1] (SPEC §8).
+
+    ``score`` is the per-note calibrated similarity set by
+    :func:`pinlog.ai.candidates.select_candidates` (a z-score over all presets of the
+    snapshot, unitless; see :func:`pinlog.ai.candidates.calibrated_scores`); ``None`` when the
+    candidate was built without it.
+    """
 
     preset: Preset
     similarity: float
+    score: float | None = None
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 real database path: load the packaged presets, snapshot, candidates, judge (SPEC §8).
 
 Guards the calibrated defaults of ``pinlog.ai.calibration`` for
-``local-e5-small-q4-384-cosine-v1``: measured F1 0.74 / exact sets 20 of 35 on
-keyword_samples.jsonl (bench/calibrate_keywords.py); the test asserts a margin below that.
+``local-e5-small-q4-384-cosine-v1`` (similarity-v2, calibrated score): measured P 0.77 / R 0.74 /
+exact sets 18 of 35 on keyword_samples.jsonl (bench/calibrate_keywords.py); the test asserts
+a small margin below that.
 """
 
 from __future__ import annotations
@@ -49,5 +50,5 @@ async def test_default_presets_and_calibration_pick_the_expected_keywords(engine
         tp, picked, expected = tp + len(got & want), picked + len(got), expected + len(want)
         exact += got == want
     precision, recall = tp / picked, tp / expected
-    assert precision >= 0.7 and recall >= 0.6, (precision, recall)
-    assert exact >= 17
+    assert precision >= 0.74 and recall >= 0.7, (precision, recall)
+    assert exact >= 16

@@ -93,6 +93,34 @@ async def test_similarity_judge_answer_is_deterministic_with_confidence_in_range
     assert [p.keyword_id for p in first.picks] == [1, 2]
     assert all(0.0 <= p.confidence <= 1.0 for p in first.picks)
     assert first.picks[0].confidence > first.picks[1].confidence >= 0.5
-    assert first.model_profile == "similarity-v1:local-e5-small-q4-384-cosine-v1"
+    assert first.model_profile == "similarity-v2:local-e5-small-q4-384-cosine-v1"
     assert judge.confidence(1.0) == 1.0 and judge.confidence(-1.0) == 0.0
     assert (await judge.judge("t", [])).picks == ()
+
+
+def test_candidates_carry_a_per_note_calibrated_score():
+    cands = select_candidates(np.array([1.0, 0.2, 0]), SNAP, top_k=10, floor=-1.0)
+    scores = [c.score for c in cands]
+    assert all(s is not None for s in scores)
+    # z-scores over all presets (hubness-adjusted): they average to 0 over the whole snapshot
+    assert sum(scores) == pytest.approx(0.0, abs=1e-5)
+    # the score is shift-invariant: it does not depend on the note's cosine level
+    from pinlog.ai.candidates import calibrated_scores
+    sims = SNAP.matrix @ np.array([1.0, 0.2, 0]) / np.linalg.norm([1.0, 0.2, 0])
+    assert calibrated_scores(sims + 0.05, SNAP.matrix) == pytest.approx(
+        calibrated_scores(sims, SNAP.matrix))
+    assert list(calibrated_scores(np.ones(5), SNAP.matrix - SNAP.matrix + 1)) == [0.0] * 5
+
+
+def test_similarity_judge_thresholds_the_calibrated_score_not_the_cosine():
+    from pinlog.ai.ports import Candidate
+    presets = SNAP.presets
+    # raw cosines all low and compressed; the calibrated scores decide
+    cands = [Candidate(presets[0], 0.81, score=2.5), Candidate(presets[1], 0.83, score=1.2),
+             Candidate(presets[2], 0.80, score=2.0), Candidate(presets[3], 0.82, score=0.4)]
+    judge = SimilarityJudge("p", floor=1.8, margin=1.5, max_picks=3)
+    assert [c.preset.id for c in judge.choose(cands)] == [1, 3]
+    assert [c.preset.id for c in SimilarityJudge("p", floor=1.0, margin=0.6, max_picks=3)
+            .choose(cands)] == [1, 3]  # 2 (1.2) is outside the margin to 2.5
+    assert judge.confidence(1.8, calibrated=True) == 0.5
+    assert judge.confidence(3.8, calibrated=True) == 1.0
