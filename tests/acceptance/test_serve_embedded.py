@@ -68,3 +68,24 @@ def test_ready_is_503_before_migrations(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
+
+
+def test_db_start_while_serve_runs_keeps_the_server_after_serve_stops(tmp_path):
+    data = tmp_path / "data"
+    port = free_port()
+    env = pinlog_env(data, PINLOG_PORT=str(port))
+    assert run_pinlog(["migrate"], env).returncode == 0
+    assert run_pinlog(["presets", "load"], env).returncode == 0
+    proc = subprocess.Popen(PINLOG + ["serve"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", proc)
+        assert run_pinlog(["db", "start"], env).returncode == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    try:
+        assert EmbeddedDatabase(data).is_running()  # serve started it, but `db start` keeps it
+    finally:
+        assert run_pinlog(["db", "stop"], env).returncode == 0
+    assert not EmbeddedDatabase(data).is_running()

@@ -34,6 +34,8 @@ import psutil
 log = logging.getLogger(__name__)
 
 DATABASE_NAME = "pinlog"
+#: Written by ``pinlog db start``: no process that started the server stops it on exit.
+KEEP_RUNNING_MARKER = ".pinlog_keep_running"
 
 
 class EmbeddedDatabaseError(RuntimeError):
@@ -148,7 +150,10 @@ class EmbeddedDatabase:
             raise EmbeddedDatabaseError(
                 f"could not start the embedded database; see {self.pgdata / 'log'}"
             ) from exc
-        if not was_running and not keep_running:
+        if keep_running:
+            # `pinlog db start`: whoever started the server, it now stays up until `db stop`.
+            (self.pgdata / KEEP_RUNNING_MARKER).touch()
+        elif not was_running:
             self._started_here = True
             atexit.register(self.stop_if_last)
         self._ensure_database()
@@ -169,7 +174,7 @@ class EmbeddedDatabase:
 
     def stop_if_last(self) -> None:
         """Stop the server if this process started it and no other live process uses it."""
-        if not self._started_here:
+        if not self._started_here or (self.pgdata / KEEP_RUNNING_MARKER).exists():
             return
         _prune_dead_handles(self.pgdata)
         try:
@@ -187,6 +192,7 @@ class EmbeddedDatabase:
         Raises:
             EmbeddedDatabaseError: it did not stop within ``timeout`` seconds.
         """
+        (self.pgdata / KEEP_RUNNING_MARKER).unlink(missing_ok=True)
         info = _postmaster(self.pgdata)
         if info is None:
             return False

@@ -46,6 +46,7 @@ _PROBLEMS = {
     "int_parsing": "must be an integer",
     "bool_parsing": "must be true or false",
     "finite_number": "must be a finite number",
+    "string_too_short": "must not be empty",
 }
 
 
@@ -54,6 +55,8 @@ def _problem(err: dict[str, Any]) -> str:
     if kind in _PROBLEMS:
         return _PROBLEMS[kind]
     ctx = err.get("ctx") or {}
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters"
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         bound = next(iter(ctx.values()), "")
         words = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">",
@@ -69,7 +72,9 @@ def validation_response(exc: RequestValidationError) -> JSONResponse:
     """422 with one ``{"field", "problem"}`` per error and no input values."""
     problems = []
     for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        loc = [str(p) for p in err.get("loc", ())]
+        if loc and loc[0] in ("body", "query", "path"):  # the source, not a field name
+            loc = loc[1:]
         if err.get("type") == "json_invalid":
             loc = []  # the location is a character offset, not a field
         problems.append({"field": ".".join(loc) or "body", "problem": _problem(err)})
