@@ -7,12 +7,14 @@ micro precision / recall / F1 of the picks, exact-set matches, and how many ``[]
 stayed empty. Also candidate recall (expected presets among the top-K ≥ floor), which is what
 matters for the ``llm`` judge.
 
-Two judge methods: ``similarity-v1`` thresholds on the raw cosine (grid over judge_floor in
-cosine units), and the current ``similarity-v2`` thresholds on the per-note calibrated score
+Three judge methods: ``similarity-v1`` thresholds on the raw cosine (grid over judge_floor in
+cosine units), ``similarity-v2`` thresholds on the per-note calibrated score
 (``pinlog.ai.candidates.calibrated_scores``; grid over score floor / margin in z units, with the
-default candidate floor and top-10). Ends with a before/after table (old default vs the
-default of ``pinlog.ai.calibration``) and the picks of the current default for the packaged
-sample notes (``--notes``: any jsonl with a ``context`` field, e.g. place_notes.jsonl).
+default candidate floor and top-10), and the current ``similarity-v3``: calibrated score +
+lexical weight × lexical evidence (``pinlog.ai.judges.similarity.lexical_scores``; grid over
+weight, floor, margin). Ends with a v1 / v2 / v3 table (old defaults vs the default of
+``pinlog.ai.calibration``) and the v2 and v3 picks, side by side, for the packaged sample
+notes (``--notes``: any jsonl with a ``context`` field, e.g. place_notes.jsonl).
 
 Usage::
 
@@ -37,7 +39,7 @@ import numpy as np
 
 from pinlog.ai.calibration import PROFILE_DEFAULTS
 from pinlog.ai.candidates import select_candidates
-from pinlog.ai.judges.similarity import SimilarityJudge
+from pinlog.ai.judges.similarity import LEXICAL_WEIGHT, SimilarityJudge
 from pinlog.ai.ports import PresetSnapshot
 from pinlog.ai.presets import (
     PRESET_EMBEDDING_STRATEGY,
@@ -49,8 +51,11 @@ from pinlog.ai.presets import (
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 PROFILE = "local-e5-small-q4-384-cosine-v1"
-#: the previous default (similarity-v1: raw cosine floor, margin, max_picks), for before/after
+#: the previous defaults, for before/after: similarity-v1 (raw cosine floor, margin, max_picks)
+#: and similarity-v2 (calibrated score floor, margin, max_picks; lexical weight 0)
 BEFORE = (0.93, 0.005, 2)
+V2 = (1.8, 1.5, 3)
+LEXICAL_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 
 
 class E5Provider:
@@ -101,9 +106,11 @@ async def main() -> None:
           f"{time.perf_counter() - t0:.1f} s")
 
     cal = PROFILE_DEFAULTS[PROFILE]
-    after_key = (cal.judge_floor, cal.judge_margin, cal.max_picks)
-    score_floors = np.round(np.arange(1.2, 2.61, 0.1), 2)
-    score_margins = sorted({0.5, 0.8, 1.0, 1.5, 9.0, cal.judge_margin})
+    after_key = (LEXICAL_WEIGHT, cal.judge_floor, cal.judge_margin, cal.max_picks)
+    v2_key = (0.0, *V2)
+    score_floors = sorted(set(np.round(np.arange(1.2, 3.61, 0.2), 2)) | {V2[0], cal.judge_floor})
+    score_margins = sorted({0.8, 1.0, 1.5, 2.0, 9.0, cal.judge_margin})
+    lexical_weights = sorted(set(LEXICAL_WEIGHTS) | {LEXICAL_WEIGHT})
     calibrated: dict[str, tuple[dict, PresetSnapshot]] = {}
     before: dict[str, dict[str, float]] = {}
     judge_floors = np.round(np.arange(0.84, 0.965, 0.005), 3)
@@ -157,17 +164,21 @@ async def main() -> None:
                 cal_rows = []
                 cands = [select_candidates(v, snap, top_k=10, floor=cal.candidate_floor)
                          for v in sample_vecs]
-                for jf, margin, mp in itertools.product(score_floors, score_margins, picks_opts):
-                    judge = SimilarityJudge(PROFILE, floor=float(jf), margin=margin, max_picks=mp)
-                    picks = [{c.preset.code for c in judge.choose(cs)} for cs in cands]
-                    cal_rows.append(((float(jf), margin, mp), score(picks, expected)))
+                texts = [s["text"] for s in samples]
+                for w, jf, margin in itertools.product(lexical_weights, score_floors,
+                                                       score_margins):
+                    judge = SimilarityJudge(PROFILE, floor=float(jf), margin=margin, max_picks=3,
+                                            lexical_weight=w)
+                    picks = [{c.preset.code for c in judge.choose(cs, t)}
+                             for cs, t in zip(cands, texts, strict=True)]
+                    cal_rows.append(((w, float(jf), margin, 3), score(picks, expected)))
                 calibrated[path.name] = (dict(cal_rows), snap)
                 cal_rows.sort(key=lambda r: (-r[1]["f1"], -r[1]["exact"]))
-                print(f"   calibrated score (similarity-v2), candidate_floor "
-                      f"{cal.candidate_floor}, top-10")
-                print("   score_floor margin max_picks |  P     R     F1   exact empty_ok")
-                for (jf, margin, mp), s in cal_rows[: args.top]:
-                    print(f"   {jf:.2f}        {margin:<6} {mp}         | {s['p']:.2f}  "
+                print(f"   calibrated score + lexical (similarity-v3; weight 0 = v2), "
+                      f"candidate_floor {cal.candidate_floor}, top-10, max_picks 3")
+                print("   lex_w score_floor margin |  P     R     F1   exact empty_ok")
+                for (w, jf, margin, _mp), s in cal_rows[: args.top]:
+                    print(f"   {w:<5} {jf:.2f}        {margin:<6} | {s['p']:.2f}  "
                           f"{s['r']:.2f}  {s['f1']:.2f}  {s['exact']:>2}/{len(samples)}  "
                           f"{s['empty_ok']}/{sum(not e for e in expected)}")
             if strategy == "mean":
@@ -187,13 +198,14 @@ async def main() -> None:
                                  for n in table)
             print(f"   {k}: {cells}")
 
-    # before / after: the old default (raw cosine, mean vectors) vs the new default
-    print(f"\n== before (similarity-v1, raw cosine {BEFORE}) / after (similarity-v2, calibrated "
-          f"score {after_key}, candidate_floor {cal.candidate_floor}):")
+    # v1 / v2 / v3: the old defaults (raw cosine; calibrated score) vs the current default
+    print(f"\n== v1 (raw cosine {BEFORE}) / v2 (calibrated score {V2}) / v3 (calibrated score "
+          f"+ lexical; weight, floor, margin, max_picks {after_key}), candidate_floor "
+          f"{cal.candidate_floor}:")
     print("   preset file              |  P     R     F1   exact empty_ok")
     n_empty = sum(not e for e in expected)
     for fname, (table, _snap) in calibrated.items():
-        for label, s in (("before", before[fname]), ("after", table[after_key])):
+        for label, s in (("v1", before[fname]), ("v2", table[v2_key]), ("v3", table[after_key])):
             print(f"   {fname:<20} {label:<6}| {s['p']:.2f}  {s['r']:.2f}  {s['f1']:.2f}  "
                   f"{s['exact']:>2}/{len(samples)}  {s['empty_ok']}/{n_empty}")
     # picks of the new default on the packaged sample notes (and --notes), per preset file
@@ -202,13 +214,16 @@ async def main() -> None:
     if notes:
         note_vecs = await provider.embed(notes, "passage")
         for fname, (_table, snap) in calibrated.items():
-            judge = SimilarityJudge(PROFILE, floor=cal.judge_floor, margin=cal.judge_margin,
-                                    max_picks=cal.max_picks)
-            print(f"\n== picks with {fname} (after):")
+            v2 = SimilarityJudge(PROFILE, floor=V2[0], margin=V2[1], max_picks=V2[2],
+                                 lexical_weight=0.0)
+            v3 = SimilarityJudge(PROFILE, floor=cal.judge_floor, margin=cal.judge_margin,
+                                 max_picks=cal.max_picks)
+            print(f"\n== picks with {fname}: v2 (calibrated score) | v3 (score + lexical):")
             for note, vec in zip(notes, note_vecs, strict=True):
                 cands = select_candidates(vec, snap, top_k=10, floor=cal.candidate_floor)
-                got = ", ".join(f"{c.preset.code} ({c.score:.1f})" for c in judge.choose(cands))
-                print(f"   {note[:46]:<46} → {got or '—'}")
+                got = [", ".join(f"{c.preset.code} ({v:.1f})" for c, v in j.ranked(cands, note))
+                       or "—" for j in (v2, v3)]
+                print(f"   {note[:40]:<40} → {got[0]}  |  {got[1]}")
 
 
 if __name__ == "__main__":

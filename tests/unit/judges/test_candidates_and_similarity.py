@@ -93,7 +93,7 @@ async def test_similarity_judge_answer_is_deterministic_with_confidence_in_range
     assert [p.keyword_id for p in first.picks] == [1, 2]
     assert all(0.0 <= p.confidence <= 1.0 for p in first.picks)
     assert first.picks[0].confidence > first.picks[1].confidence >= 0.5
-    assert first.model_profile == "similarity-v2:local-e5-small-q4-384-cosine-v1"
+    assert first.model_profile == "similarity-v3:local-e5-small-q4-384-cosine-v1"
     assert judge.confidence(1.0) == 1.0 and judge.confidence(-1.0) == 0.0
     assert (await judge.judge("t", [])).picks == ()
 
