@@ -86,6 +86,7 @@ class DemoResult:
 
 async def _load_presets(engine: AsyncEngine, settings: Settings, path: Path | None,
                         console: Console) -> None:
+    from pinlog.ai.ports import close_resource
     from pinlog.ai.presets import load_preset_file, upsert_presets
     from pinlog.ai.providers import build_provider
 
@@ -94,9 +95,7 @@ async def _load_presets(engine: AsyncEngine, settings: Settings, path: Path | No
     try:
         report = await upsert_presets(engine, presets, provider)
     finally:
-        close = getattr(provider, "aclose", None)
-        if close is not None:
-            await close()
+        await close_resource(provider)
     console.print(f"presets loaded ({path.name if path else 'packaged default'}): "
                   f"{report.summary()}")
 

@@ -5,7 +5,6 @@ Thin typer commands: the work is in :mod:`pinlog.ai.presets`.
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.ai.errors import ModelError
+from pinlog.ai.ports import close_resource
 from pinlog.ai.presets import (
     PresetFileError,
     PresetLoadReport,
@@ -28,16 +28,6 @@ from pinlog.cli_support import err_console, run_with_engine, settings_or_exit
 
 console = Console(soft_wrap=True, highlight=False)
 presets_app = typer.Typer(help="Keyword presets (SPEC §8): load and list.", no_args_is_help=True)
-
-
-async def _close(provider: Any) -> None:
-    for name in ("aclose", "close"):
-        closer = getattr(provider, name, None)
-        if closer is not None:
-            result = closer()
-            if inspect.isawaitable(result):
-                await result
-            return
 
 
 def _error(message: str) -> None:
@@ -79,7 +69,7 @@ def load(
             return await upsert_presets(engine, presets, provider,
                                         retire_missing=not keep_missing, reembed=reembed)
         finally:
-            await _close(provider)
+            await close_resource(provider)
 
     try:
         report = run_with_engine(settings, work)

@@ -7,15 +7,33 @@ at exactly these interfaces.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 EmbedKind = Literal["passage", "query"]
 Category = Literal["COMPANION", "ACTIVITY", "ATMOSPHERE", "SITUATION"]
 Visibility = Literal["PUBLIC", "PRIVATE_ONLY", "BLOCKED"]
+
+
+async def close_resource(resource: Any) -> None:
+    """Release a provider or judge: await ``aclose()`` if it has one, else call ``close()``
+    (awaited when it returns an awaitable); a no-op when it has neither.
+
+    Neither method is part of the :class:`EmbeddingProvider` / :class:`Judge` Protocols, so
+    every owner of a built provider or judge closes it through this one function.
+    Exceptions raised by the close method propagate.
+    """
+    for name in ("aclose", "close"):
+        closer = getattr(resource, name, None)
+        if closer is not None:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+            return
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog import metrics
 from pinlog.ai import state
 from pinlog.ai.pipeline import JobResult, Pipeline
-from pinlog.ai.ports import EmbeddingProvider, Judge
+from pinlog.ai.ports import EmbeddingProvider, Judge, close_resource
 from pinlog.ai.providers import MicroBatcher, build_batched_provider
 from pinlog.ai.worker import WorkQueue, db_slots
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
@@ -114,9 +114,8 @@ class AiRuntime:
         if self.provider is not None and self._given_provider is not self.provider:
             # our own batcher; the provider inside is closed only if we built it too
             await self.provider.aclose(close_provider=self._given_provider is None)
-        close = getattr(self.judge, "aclose", None)
-        if close is not None and self._given_judge is None:
-            await close()
+        if self.judge is not None and self._given_judge is None:
+            await close_resource(self.judge)
 
     async def ready(self) -> bool:
         """True when the database is reachable and presets are loaded for the profile (SPEC §5.1)."""

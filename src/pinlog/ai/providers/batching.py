@@ -23,7 +23,7 @@ import numpy as np
 
 from pinlog import metrics
 from pinlog.ai.errors import PermanentModelError
-from pinlog.ai.ports import EmbeddingProvider, EmbedKind
+from pinlog.ai.ports import EmbeddingProvider, EmbedKind, close_resource
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +105,7 @@ class MicroBatcher:
                 request.future.set_exception(RuntimeError("MicroBatcher closed"))
         if not close_provider:
             return
-        close = getattr(self.provider, "aclose", None)
-        if close is not None:
-            await close()
-        elif hasattr(self.provider, "close"):
-            self.provider.close()  # type: ignore[attr-defined]
+        await close_resource(self.provider)
 
     # --- internals --------------------------------------------------------------------------
     def _ensure_started(self) -> None:
