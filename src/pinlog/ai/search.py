@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai.calibration import Calibration
 from pinlog.ai.ports import EmbeddingProvider
+from pinlog.ai.vectors import to_pgvector
 from pinlog.contracts import SearchHit, SearchRequest, SearchResponse
 from pinlog.db.sql import Queries
 
@@ -71,11 +71,6 @@ def apply_cuts(hits: list[SearchHit], query: str, cuts: SearchCuts) -> list[Sear
     kept = [hits[0]]
     kept += [h for h in hits[1:] if h.similarity >= floor and h.similarity >= cuts.ratio * top]
     return kept
-
-
-def to_pgvector(vector: np.ndarray) -> str:
-    """``(dim,) float32`` → pgvector text literal ``[x,y,…]``."""
-    return "[" + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]"
 
 
 async def search(

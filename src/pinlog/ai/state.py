@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pinlog.ai.vectors import parse_pgvector, to_pgvector
 from pinlog.db.sql import Queries
 from pinlog.states import Stage, Status
 
@@ -56,19 +57,6 @@ async def _execute(conn: AsyncConnection, name: str, params: Mapping[str, Any] |
     cursor = raw.driver_connection.cursor()
     await cursor.execute(native_sql(name, stage), dict(params or {}))
     return cursor
-
-
-def _parse_vector(value: Any) -> np.ndarray:
-    """pgvector's text form ``[1,2,3]`` (or an already-adapted sequence) → float32 array."""
-    if isinstance(value, str):
-        return np.array(value.strip("[]").split(","), dtype=np.float32)
-    return np.asarray(value, dtype=np.float32)
-
-
-def _vector_text(vector: np.ndarray) -> str:
-    """pgvector text form of a ``(dim,)`` vector (cast in SQL with ``CAST(:embedding AS vector)``)."""
-    # numpy's shortest float32 repr: exact round trip, about half the characters of float64's
-    return "[" + ",".join(np.asarray(vector, dtype=np.float32).reshape(-1).astype(str)) + "]"
 
 
 def format_error(stage: Stage, error_class: str, reason: str) -> str:
@@ -180,7 +168,7 @@ async def upsert_embedding(conn: AsyncConnection, *, context_id: int, user_id: i
     ``is_deleted`` (SPEC §5.2 step 2). Returns False when 0 rows were written (discard the save)."""
     cursor = await _execute(conn, "upsert_embedding", {
         "context_id": context_id, "user_id": user_id, "record_id": record_id,
-        "embedding": _vector_text(vector), "profile": profile, "text_sha256": text_sha256,
+        "embedding": to_pgvector(vector), "profile": profile, "text_sha256": text_sha256,
     })
     return cursor.rowcount == 1
 
@@ -232,7 +220,7 @@ async def read_embedding(conn: AsyncConnection, context_id: int) -> StoredEmbedd
     if row is None:
         return None
     embedding, profile, sha = row
-    return StoredEmbedding(_parse_vector(embedding), profile, bytes(sha))
+    return StoredEmbedding(parse_pgvector(embedding), profile, bytes(sha))
 
 
 async def ai_tables_present(conn: AsyncConnection) -> bool:
@@ -262,7 +250,7 @@ async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int
         await _execute(conn, "lock_state", {"context_id": context_id})
         upsert = await _execute(conn, "upsert_embedding", {
             "context_id": context_id, "user_id": user_id, "record_id": record_id,
-            "embedding": _vector_text(vector), "profile": profile, "text_sha256": text_sha256,
+            "embedding": to_pgvector(vector), "profile": profile, "text_sha256": text_sha256,
         })
         complete = await _execute(conn, "complete_embedding",
                                   {"context_id": context_id, "reason": "completed"})
@@ -314,6 +302,6 @@ async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry:
         fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
     row = await start.fetchone()
     vector_row = await stored.fetchone()
-    embedding = (StoredEmbedding(_parse_vector(vector_row[0]), vector_row[1], bytes(vector_row[2]))
+    embedding = (StoredEmbedding(parse_pgvector(vector_row[0]), vector_row[1], bytes(vector_row[2]))
                  if vector_row is not None else None)
     return (Status(row[0]) if row else None), embedding, (await fingerprint.fetchone())[0]

@@ -53,7 +53,8 @@ def test_secret_ok_accepts_any_configured_secret_only():
 def test_vector_text_round_trips_float32_exactly():
     import numpy as np
 
-    from pinlog.ai.state import _parse_vector, _vector_text
+    from pinlog.ai.vectors import parse_pgvector as _parse_vector
+    from pinlog.ai.vectors import to_pgvector as _vector_text
 
     vector = (np.random.default_rng(1).random(384) - 0.5).astype(np.float32)
     text = _vector_text(vector)
