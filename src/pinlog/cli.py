@@ -11,7 +11,12 @@ from pathlib import Path
 
 import typer
 
-from pinlog.cli_support import database_url_or_exit, err_console, settings_or_exit
+from pinlog.cli_support import (
+    database_url_or_exit,
+    err_console,
+    exit_with_error,
+    settings_or_exit,
+)
 from pinlog.db.engine import embedded_for, redacted_url
 
 app = typer.Typer(
@@ -47,8 +52,7 @@ def serve(
     settings = settings_or_exit(service=True)
     wanted = tuple(c.strip() for c in components.split(",") if c.strip())
     if not wanted or any(c not in ("core", "ai") for c in wanted):
-        err_console.print("[red]--components must be core, ai or core,ai[/red]")
-        raise typer.Exit(2)
+        exit_with_error("--components must be core, ai or core,ai", 2)
     url = database_url_or_exit(settings)
     _preflight(settings, url, wanted)
     app_ = create_app(settings, components=wanted, database_url=url)  # type: ignore[arg-type]
@@ -101,8 +105,7 @@ def db_start() -> None:
     """Start the embedded server and leave it running for other commands."""
     settings = settings_or_exit()
     if not settings.embedded:
-        err_console.print("PINLOG_DATABASE_URL is set: there is no embedded server to start.")
-        raise typer.Exit(2)
+        exit_with_error("PINLOG_DATABASE_URL is set: there is no embedded server to start.", 2)
     from pinlog.db.engine import resolve_database_url
 
     url = resolve_database_url(settings, keep_running=True)
@@ -156,8 +159,7 @@ def demo(
     try:
         code = demo_command(data, data_dir, keep, timeout, as_json)
     except FileNotFoundError as exc:
-        err_console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from None
+        exit_with_error(str(exc), 2)
     raise typer.Exit(code)
 
 

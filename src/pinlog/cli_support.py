@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,6 +19,16 @@ T = TypeVar("T")
 err_console = Console(stderr=True)
 
 
+def exit_with_error(message: str, code: int = 1) -> NoReturn:
+    """Print ``message`` to stderr in red, as plain text (no rich markup: messages may contain
+    brackets; never wrapped), then leave the command with exit ``code`` (typer.Exit).
+
+    The one way a thin command reports a failure: the message must already be secret-free.
+    """
+    err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code) from None
+
+
 def settings_or_exit(*, service: bool = False) -> Settings:
     """Load settings; on error print the (secret-free) message and exit 2.
 
@@ -29,8 +39,7 @@ def settings_or_exit(*, service: bool = False) -> Settings:
     try:
         settings = load_settings()
     except SettingsError as exc:
-        err_console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        exit_with_error(str(exc), 2)
     explicit = "log_level" in settings.model_fields_set
     configure_logging(settings.log_level if service or explicit else "WARNING")
     return settings
@@ -41,8 +50,7 @@ def database_url_or_exit(settings: Settings) -> str:
     try:
         return resolve_database_url(settings)
     except EmbeddedDatabaseError as exc:
-        err_console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1) from None
+        exit_with_error(str(exc))
 
 
 def run_with_engine(settings: Settings, work: Callable[[AsyncEngine], Awaitable[T]]) -> T:

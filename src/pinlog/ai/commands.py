@@ -24,15 +24,10 @@ from pinlog.ai.presets import (
     q,
     upsert_presets,
 )
-from pinlog.cli_support import err_console, run_with_engine, settings_or_exit
+from pinlog.cli_support import exit_with_error, run_with_engine, settings_or_exit
 
 console = Console(soft_wrap=True, highlight=False)
 presets_app = typer.Typer(help="Keyword presets (SPEC §8): load and list.", no_args_is_help=True)
-
-
-def _error(message: str) -> None:
-    """Print an error to stderr as plain text (no markup: messages may contain brackets)."""
-    err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
 
 
 def _ids(values: list[int]) -> str:
@@ -58,8 +53,7 @@ def load(
     try:
         presets = load_preset_file(file)
     except PresetFileError as exc:
-        _error(str(exc))
-        raise typer.Exit(2) from None
+        exit_with_error(str(exc), 2)
 
     async def work(engine: AsyncEngine) -> PresetLoadReport:
         from pinlog.ai.providers import build_provider
@@ -74,17 +68,13 @@ def load(
     try:
         report = run_with_engine(settings, work)
     except PresetFileError as exc:
-        _error(str(exc))
-        raise typer.Exit(2) from None
+        exit_with_error(str(exc), 2)
     except ModelError as exc:
-        _error(f"embedding failed: {exc}")
-        raise typer.Exit(1) from None
+        exit_with_error(f"embedding failed: {exc}")
     except ProgrammingError:
-        _error("ai tables are missing: run `pinlog migrate` first")
-        raise typer.Exit(1) from None
+        exit_with_error("ai tables are missing: run `pinlog migrate` first")
     except ValueError as exc:  # provider settings
-        _error(str(exc))
-        raise typer.Exit(2) from None
+        exit_with_error(str(exc), 2)
     source = file or default_preset_path()
     console.print(f"presets from {source.name}: {len(presets)}; {report.summary()}")
     for label, ids in (("inserted", report.inserted), ("updated", report.updated),
@@ -108,8 +98,7 @@ def list_presets() -> None:
     try:
         rows = run_with_engine(settings, work)
     except ProgrammingError:
-        _error("ai tables are missing: run `pinlog migrate` first")
-        raise typer.Exit(1) from None
+        exit_with_error("ai tables are missing: run `pinlog migrate` first")
     wide = Console(width=max(console.width, 120))  # never truncate codes, even in a pipe
     table = Table(title=f"keyword presets (profile {settings.profile})")
     for column in ("id", "code", "name", "category", "visibility", "active", "embedded", "version"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from pinlog.cli_support import err_console, run_with_engine, settings_or_exit
+from pinlog.cli_support import exit_with_error, run_with_engine, settings_or_exit
 from pinlog.core.importing import print_import_outcome, run_import
 
 members_app = typer.Typer(help="Members (the people whose records and contexts these are).",
@@ -34,8 +34,7 @@ def members_create(
     try:
         member_id = run_with_engine(settings, work)
     except CoreError as exc:
-        err_console.print(f"[red]{exc.message}[/red]")
-        raise typer.Exit(1) from None
+        exit_with_error(exc.message)
     typer.echo(member_id)
 
 
@@ -54,8 +53,7 @@ def token(
     try:
         member_id = run_with_engine(settings, work)
     except CoreError as exc:
-        err_console.print(f"[red]{exc.message}[/red]")
-        raise typer.Exit(1) from None
+        exit_with_error(exc.message)
     typer.echo(issue_token(settings, member_id))
 
 
@@ -84,8 +82,7 @@ def search(
 
     settings = settings_or_exit().model_copy(update={"rescan_enabled": False})
     if not query.strip() or len(query) > SEARCH_QUERY_MAX_CHARS:
-        err_console.print(f"the query must be 1..{SEARCH_QUERY_MAX_CHARS} characters, not blank")
-        raise typer.Exit(2)
+        exit_with_error(f"the query must be 1..{SEARCH_QUERY_MAX_CHARS} characters, not blank", 2)
 
     async def work(engine):  # type: ignore[no-untyped-def]
         member_id = await CoreService(engine, None, settings).resolve_member(member)
@@ -96,11 +93,9 @@ def search(
     try:
         results = run_with_engine(settings, work)
     except CoreError as exc:
-        err_console.print(f"[red]{exc.message}[/red]")
-        raise typer.Exit(1) from None
+        exit_with_error(exc.message)
     except (SearchUnavailable, SearchRejected, RuntimeError) as exc:
-        err_console.print(f"[red]search failed: {exc}[/red]")
-        raise typer.Exit(1) from None
+        exit_with_error(f"search failed: {exc}")
     if as_json:
         typer.echo(json.dumps({"results": [{
             "recordId": r.record_id, "contextId": r.context_id, "similarity": r.similarity,

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.cli_support import err_console, run_with_engine, settings_or_exit
+from pinlog.cli_support import err_console, exit_with_error, run_with_engine, settings_or_exit
 from pinlog.settings import Settings
 
 console = Console()
@@ -111,8 +111,7 @@ def register(app: typer.Typer) -> None:
         try:
             validate_rescan_settings(settings)
         except ValueError as exc:
-            err_console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(2) from None
+            exit_with_error(str(exc), 2)
 
         async def work(engine: AsyncEngine) -> None:
             async with process_client(settings, engine) as (client, ai):
@@ -139,8 +138,7 @@ def register(app: typer.Typer) -> None:
         try:
             run_with_engine(settings, work)
         except RuntimeError as exc:
-            err_console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(1) from None
+            exit_with_error(str(exc))
 
     @app.command()
     def reprocess(
@@ -162,8 +160,7 @@ def register(app: typer.Typer) -> None:
         from pinlog.core.reprocess import reprocess as run_reprocess
 
         if profile == presets:
-            err_console.print("[red]choose exactly one of --profile or --presets[/red]")
-            raise typer.Exit(2)
+            exit_with_error("choose exactly one of --profile or --presets", 2)
         mode = "profile" if profile else "presets"
         settings = settings_or_exit()
 
@@ -211,8 +208,7 @@ def register(app: typer.Typer) -> None:
         try:
             run_with_engine(settings, work)
         except (ReprocessError, RuntimeError) as exc:
-            err_console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(1) from None
+            exit_with_error(str(exc))
 
     @app.command()
     def status() -> None:
