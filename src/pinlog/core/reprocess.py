@@ -21,7 +21,8 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.contracts import ProcessClient
-from pinlog.core.rescan import DispatchReport, SqlStatements, resend
+from pinlog.core.rescan import DispatchReport, resend
+from pinlog.db.sql import SqlStatements
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)

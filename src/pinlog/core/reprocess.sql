@@ -2,7 +2,7 @@
 --
 -- Fragments `profile_outdated` / `presets_outdated` are written once and spliced by name
 -- (`{profile_outdated}`, `{presets_outdated}`) into the count and the batch statements and into
--- the batch UPDATE's guard (pinlog.core.rescan.SqlStatements). They refer to the state row as `s`.
+-- the batch UPDATE's guard (pinlog.db.sql.SqlStatements). They refer to the state row as `s`.
 -- Batches walk the primary key (keyset: context_id > :after), so a run over N rows costs O(N),
 -- not O(N²/batch). Old embedding/keyword rows are never deleted here: each is replaced inside the
 -- save transaction of its new result (SPEC §7.5); while a stage is not COMPLETED its rows are

@@ -22,62 +22,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.contracts import ProcessClient, ProcessRequest
-from pinlog.db.sql import Queries
+from pinlog.db.sql import SqlStatements
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_MARKER = re.compile(r"\{([a-z_]+)\}")
-
 #: Seconds ``stop()`` lets a running round finish before it is cancelled.
 STOP_GRACE_SECONDS = 10.0
-
-
-class SqlStatements:
-    """Named statements of one ``.sql`` file with named *fragments* spliced in.
-
-    A statement may contain ``{fragment}`` markers naming another block of the same file (e.g.
-    ``{expired}``); they are replaced by that block's text, recursively, when the statement is
-    first used. Only static SQL from the file is spliced — never a runtime value (SPEC §3).
-
-    Raises:
-        KeyError: a marker names no block of the file.
-    """
-
-    def __init__(self, package: str, filename: str) -> None:
-        self._queries = Queries(package, filename)
-        self._cache: dict[str, TextClause] = {}
-
-    def sql(self, name: str, _depth: int = 0) -> str:
-        """The SQL text of ``name`` with every fragment marker resolved."""
-        if _depth > 8:
-            raise ValueError(f"fragment nesting too deep at {name!r}")
-        raw = self._queries.raw(name)
-        if _depth:  # a spliced fragment: drop its comment lines, keep the SQL
-            raw = "\n".join(line for line in raw.splitlines()
-                            if not line.lstrip().startswith("--")).strip()
-
-        def splice(match: re.Match[str]) -> str:
-            return self.sql(match.group(1), _depth + 1)
-
-        return _MARKER.sub(splice, raw)
-
-    def __call__(self, name: str) -> TextClause:
-        if name not in self._cache:
-            self._cache[name] = text(self.sql(name))
-        return self._cache[name]
 
 
 @cache

@@ -1,7 +1,7 @@
 -- Rescan, FAILED finalizer and operational reprocessing (SPEC §7). Owned by core.
 --
 -- Fragments. `age`, `unfinished` and `expired` are not statements: they are written ONCE here
--- and spliced by name into the statements below by pinlog.core.rescan.SqlStatements (`{age}`,
+-- and spliced by name into the statements below by pinlog.db.sql.SqlStatements (`{age}`,
 -- `{unfinished}`, `{expired}` markers; static SQL text from this file only — never data; the
 -- Stage enum stays the only runtime value interpolated into SQL, SPEC §3). The claim and the
 -- finalizer therefore share literally the same expiry predicate.

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
-from pinlog.core.rescan import SqlStatements
+from pinlog.db.sql import SqlStatements
 from pinlog.settings import Settings
 from pinlog.states import Stage, Status
 

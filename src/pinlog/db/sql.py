@@ -9,6 +9,10 @@ File format::
 Statements may contain ``{stage}`` (and ``{other}``), which is only ever replaced by the
 value of a :class:`pinlog.states.Stage` — the one thing interpolated into SQL (SPEC §3).
 Everything else is a bound parameter (``:name``).
+
+:class:`SqlStatements` (core's rescan, reprocess and status files) instead splices named
+*fragments* of the same file (``{expired}``): static SQL text from the file, never data; it does
+not take a Stage.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from sqlalchemy import TextClause, text
 from pinlog.states import Stage
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_MARKER = re.compile(r"\{([a-z_]+)\}")
 
 
 class Queries:
@@ -73,3 +78,38 @@ class Queries:
                 sql = sql.replace("{stage}", stage.value).replace("{other}", stage.other.value)
             self._cache[key] = text(sql)
         return self._cache[key]
+
+
+class SqlStatements:
+    """Named statements of one ``.sql`` file with named *fragments* spliced in.
+
+    A statement may contain ``{fragment}`` markers naming another block of the same file (e.g.
+    ``{expired}``); they are replaced by that block's text, recursively, when the statement is
+    first used. Only static SQL from the file is spliced — never a runtime value (SPEC §3).
+
+    Raises:
+        KeyError: a marker names no block of the file.
+    """
+
+    def __init__(self, package: str, filename: str) -> None:
+        self._queries = Queries(package, filename)
+        self._cache: dict[str, TextClause] = {}
+
+    def sql(self, name: str, _depth: int = 0) -> str:
+        """The SQL text of ``name`` with every fragment marker resolved."""
+        if _depth > 8:
+            raise ValueError(f"fragment nesting too deep at {name!r}")
+        raw = self._queries.raw(name)
+        if _depth:  # a spliced fragment: drop its comment lines, keep the SQL
+            raw = "\n".join(line for line in raw.splitlines()
+                            if not line.lstrip().startswith("--")).strip()
+
+        def splice(match: re.Match[str]) -> str:
+            return self.sql(match.group(1), _depth + 1)
+
+        return _MARKER.sub(splice, raw)
+
+    def __call__(self, name: str) -> TextClause:
+        if name not in self._cache:
+            self._cache[name] = text(self.sql(name))
+        return self._cache[name]
