@@ -1,4 +1,4 @@
-"""``pinlog demo``: the whole job on real notes in one command (issue 7).
+"""``pinlog demo``: the whole job on real notes in one command.
 
 On a fresh embedded data dir: migrate, load presets, import place notes through the core
 services (state rows + dispatch, the real path), wait for both AI stages, print every member's

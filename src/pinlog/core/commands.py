@@ -141,7 +141,7 @@ def import_file(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``members create``, ``token`` and ``search`` to the ``pinlog`` app."""
+    """Add ``members create``, ``token``, ``search`` and ``import`` to the ``pinlog`` app."""
     app.add_typer(members_app, name="members")
     app.command("token")(token)
     app.command("search")(search)

@@ -1,5 +1,5 @@
 """`pinlog import`: load JSONL place notes through the same core service functions the public
-API uses, so state rows and dispatch take the real path (issue 7).
+API uses, so state rows and dispatch take the real path.
 
 File format (one JSON object a line, the format of ``shared/data/place_notes.jsonl``)::
 

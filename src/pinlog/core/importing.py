@@ -1,5 +1,5 @@
 """The import job shared by ``pinlog import`` and ``pinlog demo``: create through the core
-services with a progress bar, wait for the AI stages, summarise (issue 7)."""
+services with a progress bar, wait for the AI stages, summarise."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class ImportOutcome:
     seconds: float
 
     def as_json(self) -> dict[str, object]:
-        """The issue 7 JSON line: contexts, per-stage status counts, seconds."""
+        """The ``--json`` summary line: contexts, per-stage status counts, seconds."""
         return {"contexts": self.summary.contexts, "embedding": self.summary.embedding,
                 "keyword": self.summary.keyword, "seconds": round(self.seconds, 2)}
 

