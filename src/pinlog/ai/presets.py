@@ -4,8 +4,9 @@
   ``presets_default.yaml`` or any file in the shared format ``{presets: [{id, code, …}]}``.
 * :func:`upsert_presets` embeds the presets with an :class:`EmbeddingProvider` and upserts
   them idempotently for that provider's profile (``pinlog presets load``).
-* :func:`load_snapshot` reads the usable presets of one profile as one matrix, taken once per
-  keyword stage (SPEC §5.2 step 3).
+* :func:`load_snapshot` reads the usable presets of one profile as one matrix (SPEC §5.2
+  step 3); the pipeline reuses it while the presets' fingerprint
+  (:func:`pinlog.ai.state.preset_fingerprint`, read by each keyword stage) is unchanged.
 
 Preset embedding strategy (measured with ``bench/calibrate_keywords.py``, see
 :data:`PRESET_EMBEDDING_STRATEGY`): how a preset becomes one vector is this module's business,
