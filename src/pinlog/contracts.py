@@ -73,12 +73,17 @@ class SearchRequest(_StrictCamel):
 
 
 class SearchHit(_Camel):
+    """One record of a search: its best-matching context and that context's cosine
+    similarity to the query (in [-1, 1], higher is closer; SPEC §10)."""
+
     record_id: int
     context_id: int
     similarity: float
 
 
 class SearchResponse(_Camel):
+    """``{"results": [...]}``: one hit per record, best first, after the profile's cuts."""
+
     results: list[SearchHit]
 
 
