@@ -10,9 +10,9 @@ import pytest
 
 from pinlog.ai.pipeline import Pipeline
 from pinlog.settings import Settings
-from tests.conftest import make_settings
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
-from tests.integration.ai.support import DIM, PROFILE, TEXT_VECTORS, seed_presets
+from tests.integration.ai.support import (DIM, PROFILE, TEXT_VECTORS, ai_settings_for,
+                                          seed_presets)
 
 
 class RecordingSleep:
@@ -25,13 +25,6 @@ class RecordingSleep:
         self.delays.append(seconds)
 
 
-def ai_settings_for(tmp_path: Path, db_url: str, **overrides: object) -> Settings:
-    values: dict[str, object] = {
-        "embedding_profile": PROFILE, "embedding_dimension": DIM, "candidate_floor": 0.5,
-        "embedding_timeout": 5.0, "llm_timeout": 5.0, "embedding_batch_wait_ms": 1.0,
-    }
-    values.update(overrides)
-    return make_settings(tmp_path, db_url, **values)
 
 
 @pytest.fixture

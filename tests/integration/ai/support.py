@@ -4,11 +4,14 @@ read state back, and do core's cancellation ("delete") over a separate connectio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import psycopg
 
 from pinlog.contracts import ProcessRequest
+from pinlog.settings import Settings
+from tests.conftest import make_settings
 
 DIM = 8
 PROFILE = "fake-profile-v1"
@@ -149,3 +152,13 @@ def events(conn: psycopg.Connection, context_id: int) -> list[tuple]:
 def request(context_id: int, text: str = QUIET_TEXT, *, user_id: int = 7,
             record_id: int = 70) -> ProcessRequest:
     return ProcessRequest(context_id=context_id, user_id=user_id, record_id=record_id, text=text)
+
+
+def ai_settings_for(tmp_path: Path, db_url: str, **overrides: object) -> Settings:
+    """Test settings for the fake profile (:data:`PROFILE`, :data:`DIM`) with short timeouts."""
+    values: dict[str, object] = {
+        "embedding_profile": PROFILE, "embedding_dimension": DIM, "candidate_floor": 0.5,
+        "embedding_timeout": 5.0, "llm_timeout": 5.0, "embedding_batch_wait_ms": 1.0,
+    }
+    values.update(overrides)
+    return make_settings(tmp_path, db_url, **values)

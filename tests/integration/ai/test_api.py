@@ -13,7 +13,7 @@ from pinlog import metrics
 from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
 from tests.conftest import TEST_SECRET
-from tests.integration.ai.conftest import ai_settings_for
+from tests.integration.ai.support import ai_settings_for
 from tests.integration.ai.support import QUIET_TEXT, insert_state, keyword_rows, request, statuses
 
 

@@ -437,7 +437,7 @@ async def test_retry_timing_respects_the_budget_rule(tmp_path, db_url, engine, j
     """A model that never answers: the pipeline gives up after attempts × timeout + backoff,
     which the settings keep below the processing expiry — so the rescan never duplicates live
     work. Measured with the pipeline's real timeouts and real backoff sleeps."""
-    from tests.integration.ai.conftest import ai_settings_for
+    from tests.integration.ai.support import ai_settings_for
 
     settings = ai_settings_for(tmp_path, db_url, embedding_timeout=0.2, llm_timeout=0.2,
                                backoff_base=0.05, backoff_cap=0.1, processing_expiry=1)
@@ -467,7 +467,7 @@ async def test_retry_timing_respects_the_budget_rule(tmp_path, db_url, engine, j
 
 async def test_judge_is_bounded_by_its_budget(tmp_path, db_url, engine, provider, presets,
                                               sync_conn):
-    from tests.integration.ai.conftest import ai_settings_for
+    from tests.integration.ai.support import ai_settings_for
 
     settings = ai_settings_for(tmp_path, db_url, llm_timeout=0.1, embedding_timeout=0.1,
                                backoff_base=0.01,

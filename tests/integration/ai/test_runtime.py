@@ -11,7 +11,7 @@ from pinlog.ai.runtime import AiRuntime
 from pinlog.ai.worker import POOL_RESERVE, db_slots
 from pinlog.db.engine import create_engine
 from tests.conftest import create_database
-from tests.integration.ai.conftest import ai_settings_for
+from tests.integration.ai.support import ai_settings_for
 from tests.integration.ai.support import insert_state, request, seed_presets, statuses
 
 

@@ -18,9 +18,8 @@ from fastapi import FastAPI
 from pinlog.app import create_app
 from pinlog.core.api.auth import issue_token
 from pinlog.settings import Settings
-from tests.conftest import make_settings
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
-from tests.integration.ai.support import DIM, PROFILE, seed_presets
+from tests.integration.ai.support import DIM, PROFILE, ai_settings_for, seed_presets
 
 QUERY = "the query"
 
@@ -34,13 +33,7 @@ def at_cosine(c: float, axis: int = 1, dim: int = DIM) -> list[float]:
     return v
 
 
-def search_settings_for(tmp_path: Path, db_url: str, **overrides: object) -> Settings:
-    values: dict[str, object] = {
-        "embedding_profile": PROFILE, "embedding_dimension": DIM, "candidate_floor": 0.5,
-        "embedding_timeout": 5.0, "llm_timeout": 5.0, "embedding_batch_wait_ms": 1.0,
-    }
-    values.update(overrides)
-    return make_settings(tmp_path, db_url, **values)
+search_settings_for = ai_settings_for
 
 
 @pytest.fixture
