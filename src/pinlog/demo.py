@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.composition import running_components
 from pinlog.core.importer import parse_import_file
-from pinlog.core.importing import ImportOutcome, import_with, print_import_outcome
+from pinlog.cli.importing import ImportOutcome, import_with, print_import_outcome
 from pinlog.core.search import member_search
 from pinlog.db import migrate
 from pinlog.db.engine import create_engine, embedded_for, resolve_database_url

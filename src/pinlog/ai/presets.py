@@ -400,3 +400,15 @@ async def load_snapshot(conn: AsyncConnection, profile: str) -> PresetSnapshot:
     presets = tuple(_row_preset(row) for row in rows)
     return PresetSnapshot(profile=profile, presets=presets, matrix=matrix,
                           version=max(p.version for p in presets))
+
+
+async def preset_overview(engine: AsyncEngine, profile: str) -> list[Any]:
+    """Every preset (``pinlog presets list``) in id order: rows with ``id``, ``code``,
+    ``display_name``, ``category``, ``visibility``, ``is_active``, ``version`` and ``embedded``
+    (a vector of ``profile`` is stored).
+
+    Raises:
+        sqlalchemy.exc.ProgrammingError: the ai tables are missing (not migrated).
+    """
+    async with engine.connect() as conn:
+        return list((await conn.execute(q("preset_overview"), {"profile": profile})).all())

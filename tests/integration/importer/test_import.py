@@ -11,7 +11,7 @@ from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import JudgeAnswer, Pick
 from pinlog.composition import running_components
 from pinlog.core.importer import import_lines, parse_import_file, summarize, wait_for_stages
-from pinlog.core.importing import import_with, print_import_outcome
+from pinlog.cli.importing import import_with, print_import_outcome
 from pinlog.core.rescan import resend
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.importer.conftest import (

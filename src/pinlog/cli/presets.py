@@ -1,4 +1,4 @@
-"""ai commands: ``pinlog presets load [FILE]`` and ``pinlog presets list`` (SPEC §8).
+"""``pinlog presets load [FILE]`` and ``pinlog presets list`` (SPEC §8).
 
 Thin typer commands: the work is in :mod:`pinlog.ai.presets`.
 """
@@ -6,7 +6,6 @@ Thin typer commands: the work is in :mod:`pinlog.ai.presets`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -21,13 +20,14 @@ from pinlog.ai.presets import (
     PresetLoadReport,
     default_preset_path,
     load_preset_file,
-    q,
+    preset_overview,
     upsert_presets,
 )
-from pinlog.cli_support import exit_with_error, run_with_engine, settings_or_exit
+from pinlog.cli.app import app, exit_with_error, run_with_engine, settings_or_exit
 
 console = Console(soft_wrap=True, highlight=False)
 presets_app = typer.Typer(help="Keyword presets (SPEC §8): load and list.", no_args_is_help=True)
+app.add_typer(presets_app, name="presets")
 
 
 def _ids(values: list[int]) -> str:
@@ -91,12 +91,8 @@ def list_presets() -> None:
     current profile."""
     settings = settings_or_exit()
 
-    async def work(engine: AsyncEngine) -> list[Any]:
-        async with engine.connect() as conn:
-            return (await conn.execute(q("preset_overview"), {"profile": settings.profile})).all()
-
     try:
-        rows = run_with_engine(settings, work)
+        rows = run_with_engine(settings, lambda engine: preset_overview(engine, settings.profile))
     except ProgrammingError:
         exit_with_error("ai tables are missing: run `pinlog migrate` first")
     wide = Console(width=max(console.width, 120))  # never truncate codes, even in a pipe
@@ -111,7 +107,3 @@ def list_presets() -> None:
     usable = sum(1 for r in rows if r.is_active and r.embedded and r.visibility != "BLOCKED")
     console.print(f"{len(rows)} presets, {usable} usable for profile {settings.profile}")
 
-
-def register(app: typer.Typer) -> None:
-    """Add the ai commands (``pinlog presets …``) to the ``pinlog`` app."""
-    app.add_typer(presets_app, name="presets")

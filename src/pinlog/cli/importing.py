@@ -1,20 +1,24 @@
-"""The import job shared by ``pinlog import`` and ``pinlog demo``: create through the core
-services with a progress bar, wait for the AI stages, summarise."""
+"""``pinlog import``, and the import job it shares with ``pinlog demo``: create through the
+core services with a progress bar, wait for the AI stages, summarise."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinlog.cli.app import app, run_with_engine, settings_or_exit, without_rescan
 from pinlog.composition import running_components
 from pinlog.core.importer import (ImportReport, ParsedFile, StageSummary, active_context_ids,
-                                  import_lines, summarize, wait_for_stages)
+                                  import_lines, parse_import_file, summarize, wait_for_stages)
 from pinlog.settings import Settings
 
 #: Dispatch back-pressure: above this many queued requests the import waits for the queue.
@@ -121,3 +125,30 @@ def print_import_outcome(console: Console, outcome: ImportOutcome) -> None:
                       highlight=False)
     for number, message in report.errors:
         console.print(f"line {number}: {message}", style="red", markup=False, highlight=False)
+
+
+@app.command("import")
+def import_file(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
+                                help="JSONL place notes (see README: import format)."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until the AI stages finish."),
+    timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds to wait at most."),
+    as_json: bool = typer.Option(False, "--json", help="End with one JSON summary line."),
+) -> None:
+    """Import members, records and contexts from a JSONL file through the core services.
+
+    Re-importing the same file does not duplicate records (member + external place id).
+    Malformed lines are reported with their line numbers and skipped. When the ai side runs in
+    this process (no PINLOG_AI_BASE_URL), the command always waits for the work it dispatched.
+    """
+    settings = without_rescan(settings_or_exit())
+    parsed = parse_import_file(file, max_text_chars=settings.max_text_chars)
+    console = Console(stderr=as_json)
+    outcome = run_with_engine(settings, lambda engine: run_import(
+        engine, settings, parsed, wait=wait or settings.ai_base_url is None, timeout=timeout,
+        console=console))
+    print_import_outcome(console, outcome)
+    if as_json:
+        typer.echo(json.dumps(outcome.as_json()))
+    if outcome.report.errors or (outcome.waited and not outcome.summary.all_completed):
+        raise typer.Exit(1)

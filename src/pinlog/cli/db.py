@@ -1,0 +1,66 @@
+"""``pinlog migrate`` and ``pinlog db url|start|stop|status``: the database in use."""
+
+from __future__ import annotations
+
+import typer
+
+from pinlog.cli.app import app, database_url_or_exit, exit_with_error, settings_or_exit
+from pinlog.db.engine import embedded_for, redacted_url
+
+db_app = typer.Typer(help="The database in use (embedded server management).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@app.command()
+def migrate() -> None:
+    """Apply the database migrations (both schemas; idempotent)."""
+    from pinlog.db import migrate as migrations
+
+    settings = settings_or_exit()
+    url = database_url_or_exit(settings)
+    before = migrations.current_revision(url)
+    migrations.upgrade(url)
+    after = migrations.current_revision(url)
+    typer.echo(f"schema at revision {after}" + (" (no change)" if before == after else f" (was {before or 'empty'})"))
+
+
+@db_app.command("url")
+def db_url() -> None:
+    """Print the database URL in use, without password."""
+    settings = settings_or_exit()
+    typer.echo(redacted_url(database_url_or_exit(settings)))
+
+
+@db_app.command("start")
+def db_start() -> None:
+    """Start the embedded server and leave it running for other commands."""
+    settings = settings_or_exit()
+    if not settings.embedded:
+        exit_with_error("PINLOG_DATABASE_URL is set: there is no embedded server to start.", 2)
+    from pinlog.db.engine import resolve_database_url
+
+    url = resolve_database_url(settings, keep_running=True)
+    typer.echo(f"embedded database running: {redacted_url(url)}")
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the embedded server of PINLOG_DATA_DIR."""
+    settings = settings_or_exit()
+    stopped = embedded_for(settings).stop()
+    typer.echo("embedded database stopped" if stopped else "embedded database was not running")
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Say whether the embedded server of PINLOG_DATA_DIR is running (exit 1 if not)."""
+    settings = settings_or_exit()
+    if not settings.embedded:
+        typer.echo("external database configured (PINLOG_DATABASE_URL)")
+        return
+    server = embedded_for(settings)
+    if server.is_running():
+        typer.echo(f"running: {redacted_url(server.url())}")
+    else:
+        typer.echo("not running")
+        raise typer.Exit(1)

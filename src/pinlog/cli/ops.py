@@ -1,0 +1,315 @@
+"""Operator commands (SPEC §1, §7, §12): ``pinlog serve``, ``pinlog rescan``, ``pinlog reprocess``,
+``pinlog status``.
+
+Thin typer commands; the work is in :mod:`pinlog.core.rescan`, :mod:`pinlog.core.reprocess`
+and :mod:`pinlog.core.status`. Commands that send process requests use core's HTTP client when
+``PINLOG_AI_BASE_URL`` is set, otherwise they run the ai side in this process (with the rescan
+loop of that embedded core switched off, so only the command's own rounds run) and wait for the
+accepted jobs to finish before exiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.cli.app import (
+    app,
+    database_url_or_exit,
+    err_console,
+    exit_with_error,
+    run_with_engine,
+    settings_or_exit,
+    without_rescan,
+)
+from pinlog.settings import Settings
+
+console = Console()
+
+
+@asynccontextmanager
+async def process_client(settings: Settings, engine: AsyncEngine) -> AsyncIterator[tuple[Any, Any]]:
+    """Yield ``(client, ai_runtime_or_None)`` for an operator command.
+
+    HTTP (:class:`pinlog.core.dispatch.HttpProcessClient`) when ``PINLOG_AI_BASE_URL`` is set;
+    else the ai runtime runs in-process (``pinlog.composition.running_components``) and its
+    core's in-process client is used. On exit an in-process ai runtime is stopped after its
+    accepted jobs finish.
+
+    Raises:
+        RuntimeError: the in-process ai side refused to start (tables missing, no presets).
+    """
+    if settings.ai_base_url:
+        from pinlog.core.dispatch import HttpProcessClient
+
+        client = HttpProcessClient.from_settings(settings)
+        try:
+            yield client, None
+        finally:
+            await client.aclose()
+        return
+    from pinlog.composition import running_components
+
+    async with running_components(without_rescan(settings), engine) as components:
+        yield components.core.client, components.ai
+
+
+def _ids(values: list[int], limit: int = 20) -> str:
+    if not values:
+        return "-"
+    shown = ", ".join(map(str, values[:limit]))
+    return shown + (f", … (+{len(values) - limit})" if len(values) > limit else "")
+
+
+def _print_round(report: Any) -> None:
+    table = Table(title="rescan round", show_header=True)
+    table.add_column("step")
+    table.add_column("rows", justify="right")
+    table.add_column("context ids")
+    table.add_row("finalized FAILED (retries exhausted)", str(report.finalized),
+                  _ids(report.finalized_ids))
+    table.add_row("finalized FAILED (dead-end keyword)", str(report.dead_ends),
+                  _ids(report.dead_end_ids))
+    table.add_row("claimed (retry spent)", str(report.claimed), _ids(report.claimed_ids))
+    table.add_row("dispatched (accepted)", str(report.dispatched), _ids(report.dispatched_ids))
+    table.add_row("skipped (context deleted)", str(report.skipped_deleted),
+                  _ids(report.skipped_deleted_ids))
+    table.add_row("skipped (already finished)", str(report.skipped_finished), "")
+    table.add_row("failed calls", str(report.failed_calls), _ids(report.failed_call_ids))
+    console.print(table)
+    console.print(f"round took {report.seconds:.3f} s")
+
+
+def _fmt_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+@app.command()
+def serve(
+    components: str = typer.Option("core,ai", help="Components to run: core, ai or core,ai."),
+) -> None:
+    """Run the HTTP server (uvicorn) with the rescan loop; stops the embedded DB it started."""
+    import uvicorn
+
+    from pinlog.app import create_app
+
+    settings = settings_or_exit(service=True)
+    wanted = tuple(c.strip() for c in components.split(",") if c.strip())
+    if not wanted or any(c not in ("core", "ai") for c in wanted):
+        exit_with_error("--components must be core, ai or core,ai", 2)
+    url = database_url_or_exit(settings)
+    _preflight(settings, url, wanted)
+    app_ = create_app(settings, components=wanted, database_url=url)  # type: ignore[arg-type]
+
+    # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; turn that into a normal
+    # exit so the embedded database this process started is stopped (atexit does not run on
+    # a signal's default action).
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _exit)
+    signal.signal(signal.SIGINT, _exit)
+    uvicorn.run(app_, host=settings.host, port=settings.port, log_config=None,
+                log_level=settings.log_level.lower())
+
+
+def _preflight(settings: Settings, url: str, components: tuple[str, ...]) -> None:
+    """Fail before uvicorn starts — one clear line instead of a lifespan traceback — when a
+    component would refuse to start (the ai side without its tables or presets). A core-only
+    server may start on a database that is not migrated yet: ``/ready`` answers 503 until it is.
+    """
+    if "ai" not in components:
+        return
+    from pinlog.composition import running_components
+    from pinlog.db.engine import create_engine
+
+    async def check() -> None:
+        engine = create_engine(url, pool_size=2)
+        try:
+            async with running_components(without_rescan(settings), engine, ai=True, core=False):
+                pass
+        finally:
+            await engine.dispose()
+
+    asyncio.run(check())
+
+
+@app.command()
+def rescan(
+    once: bool = typer.Option(False, "--once", help="Run one round, print it, and exit."),
+) -> None:
+    """Run the rescan + FAILED finalizer (SPEC §7): a fixed-delay loop, or one round.
+
+    Parameters come from PINLOG_RESCAN_INTERVAL, PINLOG_PENDING_EXPIRY,
+    PINLOG_PROCESSING_EXPIRY, PINLOG_MAX_RETRIES, PINLOG_RESCAN_BATCH_SIZE,
+    PINLOG_RESCAN_CONCURRENCY. Any number of loops may run at once (SKIP LOCKED).
+    """
+    from pinlog.core.rescan import RescanLoop, validate_rescan_settings
+
+    settings = settings_or_exit(service=not once)
+    try:
+        validate_rescan_settings(settings)
+    except ValueError as exc:
+        exit_with_error(str(exc), 2)
+
+    async def work(engine: AsyncEngine) -> None:
+        async with process_client(settings, engine) as (client, ai):
+            loop = RescanLoop(settings, engine, client)
+            if once:
+                report = await loop.run_round()
+                _print_round(report)
+                if ai is not None and report.dispatched:
+                    err_console.print("waiting for the in-process ai jobs to finish…")
+                    await ai.join()
+                return
+            running = asyncio.get_running_loop()
+            stop = asyncio.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with suppress(NotImplementedError, RuntimeError):
+                    running.add_signal_handler(sig, stop.set)
+            await loop.start()
+            err_console.print(
+                f"rescan loop running every {settings.rescan_interval.total_seconds():g} s "
+                "(fixed delay); Ctrl-C to stop")
+            await stop.wait()
+            await loop.stop()
+
+    try:
+        run_with_engine(settings, work)
+    except RuntimeError as exc:
+        exit_with_error(str(exc))
+
+
+@app.command()
+def reprocess(
+    profile: bool = typer.Option(
+        False, "--profile", help="Embeddings made with another profile: both stages → PENDING."),
+    presets: bool = typer.Option(
+        False, "--presets",
+        help="Keywords judged against an older preset version: keyword stage → PENDING."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only count; change nothing."),
+    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Rows per transaction."),
+    no_dispatch: bool = typer.Option(
+        False, "--no-dispatch", help="Do not send requests; leave the rows to the rescan."),
+) -> None:
+    """Move COMPLETED stages back to PENDING in batches, then dispatch them (SPEC §7.5).
+
+    Old embedding/keyword rows are kept until each new result replaces them.
+    """
+    from pinlog.core.reprocess import ReprocessError, count_candidates
+    from pinlog.core.reprocess import reprocess as run_reprocess
+
+    if profile == presets:
+        exit_with_error("choose exactly one of --profile or --presets", 2)
+    mode = "profile" if profile else "presets"
+    settings = settings_or_exit()
+
+    async def work(engine: AsyncEngine) -> None:
+        if dry_run:
+            n = await count_candidates(engine, settings, mode)  # type: ignore[arg-type]
+            console.print(f"{n} context(s) would be reprocessed (--{mode}, "
+                          f"profile {settings.profile}); nothing changed (--dry-run)")
+            return
+        total = await count_candidates(engine, settings, mode)  # type: ignore[arg-type]
+        if total == 0:
+            console.print(f"nothing to reprocess (--{mode}, profile {settings.profile})")
+            return
+        progress = Progress(TextColumn("[bold]reprocess --" + mode), BarColumn(),
+                            MofNCompleteColumn(), TextColumn("moved {task.fields[moved]}"),
+                            TimeElapsedColumn(), console=err_console)
+        moved_total = 0
+
+        def on_batch(examined: int, moved: int) -> None:
+            nonlocal moved_total
+            moved_total += moved
+            progress.update(task, advance=examined, moved=moved_total)
+
+        async def go(client: Any) -> Any:
+            return await run_reprocess(engine, settings, mode,  # type: ignore[arg-type]
+                                       client=client, batch_size=batch_size,
+                                       on_batch=on_batch)
+
+        with progress:
+            task = progress.add_task("reprocess", total=total, moved=0)
+            if no_dispatch:
+                report = await go(None)
+            else:
+                async with process_client(settings, engine) as (client, ai):
+                    report = await go(client)
+                    if ai is not None and report.dispatch.dispatched:
+                        progress.console.print("waiting for the in-process ai jobs to finish…")
+                        await ai.join()
+        console.print(
+            f"reprocess --{mode}: {report.moved} context(s) moved to PENDING in "
+            f"{report.batches} batch(es) (target {report.target}); dispatched "
+            f"{len(report.dispatch.dispatched)}, failed calls {len(report.dispatch.failed_calls)}"
+            "; the rescan recovers the rest")
+
+    try:
+        run_with_engine(settings, work)
+    except (ReprocessError, RuntimeError) as exc:
+        exit_with_error(str(exc))
+
+
+@app.command()
+def status() -> None:
+    """Show the state machine: rows per stage × status, retries, exhausted rows, failures."""
+    from pinlog.core.status import status_snapshot
+
+    settings = settings_or_exit()
+    snap = run_with_engine(settings, lambda engine: status_snapshot(engine, settings))
+
+    rows = Table(title="state rows (stage × status)")
+    rows.add_column("stage")
+    statuses = list(next(iter(snap["rows"].values())))
+    for name in statuses:
+        rows.add_column(name, justify="right")
+    for stage, counts in snap["rows"].items():
+        rows.add_row(stage, *(str(counts[s]) for s in statuses))
+    console.print(rows)
+
+    retry = Table(title=f"unfinished rows by retry_count (max {snap['max_retries']})")
+    retry.add_column("retry_count", justify="right")
+    retry.add_column("rows", justify="right")
+    for count, n in sorted(snap["retry_distribution"].items()):
+        retry.add_row(str(count), str(n))
+    if not snap["retry_distribution"]:
+        retry.add_row("-", "0")
+    console.print(retry)
+
+    summary = Table(title="rescan picture", show_header=False)
+    summary.add_column("what")
+    summary.add_column("value", justify="right")
+    summary.add_row("unfinished rows", str(snap["unfinished"]))
+    summary.add_row("exhausted but unfinished (should reach 0 within an interval)",
+                    str(snap["exhausted_unfinished"]))
+    summary.add_row("dead-end keyword stages (embedding FAILED)", str(snap["dead_ends"]))
+    summary.add_row("oldest unfinished (rescan clock)", _fmt_age(snap["oldest_unfinished_seconds"]))
+    console.print(summary)
+
+    failures = Table(title="recent failures")
+    for col in ("context", "embedding", "keyword", "retries", "at", "last_error"):
+        failures.add_column(col)
+    for f in snap["recent_failures"]:
+        failures.add_row(str(f["context_id"]), f["embedding_status"], f["keyword_status"],
+                         str(f["retry_count"]), f["at"].isoformat(timespec="seconds"),
+                         f["last_error"] or "-")
+    if not snap["recent_failures"]:
+        failures.add_row("-", "", "", "", "", "none")
+    console.print(failures)

@@ -1,0 +1,63 @@
+"""``pinlog search``: a member's natural-language search, as through ``POST /v1/search`` (SPEC §10)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinlog.cli.app import app, exit_with_error, run_with_engine, settings_or_exit, without_rescan
+
+#: Same cap as ``POST /v1/search`` (characters).
+SEARCH_QUERY_MAX_CHARS = 500
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(..., help="What you remember about the place, in your words."),
+    member: str = typer.Option(..., "--member", help="Member id or external ref."),
+    limit: int = typer.Option(10, "--limit", min=1, max=100, help="Most records to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Search a member's records by meaning (SPEC §10), as the member would through /v1/search.
+
+    Runs the ai side in this process unless PINLOG_AI_BASE_URL points at a running one.
+    """
+    from pinlog.composition import running_components
+    from pinlog.core.search import SearchRejected, SearchResult, SearchUnavailable, member_search
+    from pinlog.core.services import CoreError, CoreService
+
+    settings = without_rescan(settings_or_exit())
+    if not query.strip() or len(query) > SEARCH_QUERY_MAX_CHARS:
+        exit_with_error(f"the query must be 1..{SEARCH_QUERY_MAX_CHARS} characters, not blank", 2)
+
+    async def work(engine: AsyncEngine) -> list[SearchResult]:
+        member_id = await CoreService(engine, None, settings).resolve_member(member)
+        async with running_components(settings, engine, ai=settings.ai_base_url is None) as parts:
+            assert parts.core is not None
+            return await member_search(engine, settings, parts.core.search_client,
+                                       member_id, query, limit)
+
+    try:
+        results = run_with_engine(settings, work)
+    except CoreError as exc:
+        exit_with_error(exc.message)
+    except (SearchUnavailable, SearchRejected, RuntimeError) as exc:
+        exit_with_error(f"search failed: {exc}")
+    if as_json:
+        typer.echo(json.dumps({"results": [{
+            "recordId": r.record_id, "contextId": r.context_id, "similarity": r.similarity,
+            "place": {"externalPlaceId": r.place.external_place_id, "name": r.place.name,
+                      "address": r.place.address, "lat": r.place.lat, "lng": r.place.lng},
+            "text": r.text, "keywords": r.keywords} for r in results]}, ensure_ascii=False))
+        return
+    table = Table(title=f"{len(results)} result(s)")
+    for column in ("#", "similarity", "record", "place", "matched note", "keywords"):
+        table.add_column(column)
+    for rank, r in enumerate(results, start=1):
+        table.add_row(str(rank), f"{r.similarity:.3f}", str(r.record_id), r.place.name,
+                      r.text if len(r.text) <= 60 else r.text[:59] + "…", ", ".join(r.keywords))
+    Console().print(table)
