@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import json
 
 import httpx
-import pytest
 
 from pinlog.ai.judges.llm import LlmJudge
 from pinlog.ai.ports import JudgeAnswer, Pick

@@ -86,7 +86,7 @@ async def _record_with_two(full, auth, n=1):
 async def test_invalidation_while_embedding_is_computed(full, sync_conn, action):
     _, auth = await full.member()
     r = await full.http.post("/v1/records", json=record_body(1, text=QUIET_TEXT), headers=auth)
-    record_id, first = r.json()["recordId"], r.json()["contextId"]
+    record_id = r.json()["recordId"]
     await full.settle()
     gate = full.provider.hold()
     r = await full.http.post(f"/v1/records/{record_id}/contexts", json={"text": FRIENDS_TEXT},
