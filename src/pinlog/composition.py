@@ -12,11 +12,16 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinlog.contracts import SearchRequest, SearchResponse
 from pinlog.settings import Settings
+
+if TYPE_CHECKING:
+    from pinlog.ai.runtime import AiRuntime
+    from pinlog.core.runtime import CoreRuntime
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +30,11 @@ log = logging.getLogger(__name__)
 class Components:
     """The running runtimes of this process (either may be None)."""
 
-    ai: Any | None
-    core: Any | None
+    ai: AiRuntime | None
+    core: CoreRuntime | None
 
 
-def in_process_search(ai_runtime: Any) -> Callable[[Any], Awaitable[Any]]:
+def in_process_search(ai_runtime: AiRuntime) -> Callable[[SearchRequest], Awaitable[SearchResponse]]:
     """core's search client when both components run in this process (SPEC §10).
 
     Calls ``AiRuntime.search`` and maps its errors as the HTTP route
@@ -42,7 +47,7 @@ def in_process_search(ai_runtime: Any) -> Callable[[Any], Awaitable[Any]]:
     from pinlog.ai.search import ProfileMismatch
     from pinlog.core.search import SearchRejected, SearchUnavailable
 
-    async def search(request: Any) -> Any:
+    async def search(request: SearchRequest) -> SearchResponse:
         try:
             return await ai_runtime.search(request)
         except ProfileMismatch as exc:
@@ -76,8 +81,9 @@ async def running_components(
     Raises:
         whatever a runtime's ``start()`` raises (e.g. ai tables missing, no presets).
     """
-    started: list[Any] = []
-    ai_runtime = core_runtime = None
+    started: list[AiRuntime | CoreRuntime] = []
+    ai_runtime: AiRuntime | None = None
+    core_runtime: CoreRuntime | None = None
     try:
         if ai:
             from pinlog.ai.runtime import AiRuntime
@@ -88,11 +94,11 @@ async def running_components(
         if core:
             from pinlog.core.runtime import CoreRuntime
 
-            use_local = ai_runtime is not None and settings.ai_base_url is None
+            local = ai_runtime if settings.ai_base_url is None else None
             core_runtime = CoreRuntime(
                 settings, engine,
-                in_process_submit=ai_runtime.submit if use_local else None,
-                in_process_search=in_process_search(ai_runtime) if use_local else None,
+                in_process_submit=local.submit if local is not None else None,
+                in_process_search=in_process_search(local) if local is not None else None,
                 **(core_kwargs or {}),
             )
             await core_runtime.start()

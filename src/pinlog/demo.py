@@ -55,7 +55,7 @@ class DemoInputs:
         """
         inputs = cls(notes=data / "place_notes.jsonl", queries=data / "search_queries.jsonl",
                      presets=data / "presets_ko.yaml")
-        for path in (inputs.notes, inputs.queries, inputs.presets):
+        for path in (inputs.notes, inputs.queries, data / "presets_ko.yaml"):
             if not path.is_file():
                 raise FileNotFoundError(f"{path} not found")
         return inputs
@@ -109,6 +109,7 @@ async def run_demo(settings: Settings, url: str, inputs: DemoInputs, *, timeout:
         await _load_presets(engine, settings, inputs.presets, console)
         parsed = parse_import_file(inputs.notes, max_text_chars=settings.max_text_chars)
         async with running_components(settings, engine) as parts:
+            assert parts.core is not None
             outcome = await import_with(parts.core, engine, settings, parsed, wait=True,
                                         timeout=timeout, console=console, include_existing=True)
             print_import_outcome(console, outcome)
@@ -162,8 +163,8 @@ async def _run_queries(engine: AsyncEngine, settings: Settings, core: object, pa
     table.add_column("#1", no_wrap=True)
     table.add_column("#2", no_wrap=True)
     table.add_column("#3", no_wrap=True)
-    for member, query, _rank, hits in result.query_rows:
-        cells = [f"{'✔ ' if hit else ''}{label} {sim:.3f}" for label, sim, hit in hits]
+    for member, query, _rank, shown in result.query_rows:
+        cells = [f"{'✔ ' if hit else ''}{label} {sim:.3f}" for label, sim, hit in shown]
         table.add_row(member, query, *(cells + ["—"] * (3 - len(cells))))
     console.print(table)
     console.print(f"expected record ranked first for {result.rank1} of {result.queries} queries")
@@ -178,7 +179,7 @@ def demo_command(data: Path | None, data_dir: Path | None, keep: bool, timeout: 
         console.width = 120
     inputs = DemoInputs.from_dir(data) if data else DemoInputs.packaged()
     fresh = data_dir is None
-    directory = Path(tempfile.mkdtemp(prefix="pinlog-demo-")) if fresh else data_dir
+    directory = data_dir if data_dir is not None else Path(tempfile.mkdtemp(prefix="pinlog-demo-"))
     settings = load_settings(data_dir=directory, database_url=None, ai_base_url=None,
                              rescan_enabled=False)
     console.print(f"PinLog AI demo — embedded PostgreSQL in {directory}, "

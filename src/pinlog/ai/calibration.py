@@ -10,6 +10,7 @@ roughly 0.75–0.95; OpenAI's spread over 0.1–0.7), so every threshold is per 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pinlog.settings import Settings
 
@@ -112,7 +113,7 @@ def calibration_for(settings: Settings) -> Calibration:
     given explicitly (env var or constructor argument).
     """
     base = PROFILE_DEFAULTS.get(settings.profile, GENERIC)
-    overrides: dict[str, object] = {}
+    overrides: dict[str, Any] = {}
     for field_name, setting in (
         ("candidate_floor", "candidate_floor"),
         ("judge_floor", "judge_floor"),

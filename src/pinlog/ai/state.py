@@ -28,7 +28,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinlog.ai.vectors import parse_pgvector, to_pgvector
-from pinlog.db.sql import Queries
+from pinlog.db.sql import Queries, driver_connection
 from pinlog.states import Stage, Status
 
 Q = Queries("pinlog.ai", "state.sql")
@@ -53,8 +53,7 @@ async def _execute(conn: AsyncConnection, name: str, params: Mapping[str, Any] |
                    stage: Stage | None = None) -> Any:
     """Run a named statement on ``conn``'s driver connection (its current transaction or
     autocommit mode) and return the psycopg cursor."""
-    raw = await conn.get_raw_connection()
-    cursor = raw.driver_connection.cursor()
+    cursor = (await driver_connection(conn)).cursor()
     await cursor.execute(native_sql(name, stage), dict(params or {}))
     return cursor
 
@@ -245,7 +244,7 @@ async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int
     """Embedding save (SPEC §5.2 step 2), inside the caller's transaction: :func:`lock_state`,
     :func:`upsert_embedding`, :func:`complete_stage`. Returns True when both guards matched
     (commit), False when either affected 0 rows (roll back and discard)."""
-    driver = (await conn.get_raw_connection()).driver_connection
+    driver = await driver_connection(conn)
     async with driver.pipeline():
         await _execute(conn, "lock_state", {"context_id": context_id})
         upsert = await _execute(conn, "upsert_embedding", {
@@ -263,7 +262,7 @@ async def save_keywords(conn: AsyncConnection, context_id: int, *,
     """Keyword save (SPEC §5.2 step 3), inside the caller's transaction: :func:`lock_state`,
     delete + insert the keyword rows, upsert the analysis row, guarded complete. Returns True when
     every guard matched (commit), False otherwise (roll back and discard)."""
-    driver = (await conn.get_raw_connection()).driver_connection
+    driver = await driver_connection(conn)
     async with driver.pipeline():
         await _execute(conn, "lock_state", {"context_id": context_id})
         await _execute(conn, "delete_keywords", {"context_id": context_id})
@@ -295,7 +294,7 @@ async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry:
     Returns:
         ``(previous status or None, stored embedding or None, preset fingerprint)``.
     """
-    driver = (await conn.get_raw_connection()).driver_connection
+    driver = await driver_connection(conn)
     async with driver.pipeline():
         start = await _execute(conn, "start_keyword", {"context_id": context_id, "expiry": expiry})
         stored = await _execute(conn, "read_embedding", {"context_id": context_id})

@@ -60,6 +60,7 @@ async def process_client(settings: Settings, engine: AsyncEngine) -> AsyncIterat
     from pinlog.composition import running_components
 
     async with running_components(without_rescan(settings), engine) as components:
+        assert components.core is not None
         yield components.core.client, components.ai
 
 

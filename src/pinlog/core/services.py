@@ -395,7 +395,7 @@ class CoreService:
                                             {"member_id": member_id, "place_id": place_id})).scalar()
             if record_id is None:
                 existing = (await conn.execute(q("active_record_for_place"), {
-                    "member_id": member_id, "external_place_id": place.external_place_id})).scalar()
+                    "member_id": member_id, "external_place_id": place.external_place_id})).scalar_one()
                 raise RecordExists(int(existing))
             context_id = await self._insert_context(conn, record_id, member_id, text, "created")
         log.info("record created", extra={"member_id": member_id, "record_id": record_id,

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import re
 from importlib import resources
+from typing import Any
 
+import psycopg
 from sqlalchemy import TextClause, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinlog.states import Stage
 
@@ -113,3 +116,15 @@ class SqlStatements:
         if name not in self._cache:
             self._cache[name] = text(self.sql(name))
         return self._cache[name]
+
+
+async def driver_connection(conn: AsyncConnection) -> psycopg.AsyncConnection[Any]:
+    """The psycopg connection under ``conn`` (same transaction), for pipelined statements.
+
+    Raises:
+        RuntimeError: ``conn`` is closed or not a psycopg connection.
+    """
+    driver = (await conn.get_raw_connection()).driver_connection
+    if not isinstance(driver, psycopg.AsyncConnection):
+        raise RuntimeError("not a psycopg async connection")
+    return driver

@@ -132,16 +132,19 @@ def _example(code: str, message: str, **extra: Any) -> dict[str, Any]:
         "example": {"error": code, "message": message, **extra}}}}
 
 
+#: OpenAPI ``responses`` of a route: status → description.
+Responses = dict[int | str, dict[str, Any]]
+
 #: OpenAPI descriptions of the error responses, per status.
-R401 = {401: _example("UNAUTHORIZED", "missing or invalid token")}
-R404 = {404: _example("NOT_FOUND", "record not found")}
-R422 = {422: _example("INVALID_INPUT", "text must not be empty or whitespace",
+R401: Responses = {401: _example("UNAUTHORIZED", "missing or invalid token")}
+R404: Responses = {404: _example("NOT_FOUND", "record not found")}
+R422: Responses = {422: _example("INVALID_INPUT", "text must not be empty or whitespace",
                       problems=[{"field": "text", "problem": "must not be empty or whitespace"}])}
-R409_LAST = {409: _example(LastContext.code, "this is the record's last context; delete the "
+R409_LAST: Responses = {409: _example(LastContext.code, "this is the record's last context; delete the "
                            "record instead (force=true)",
                            forcedDeleteWouldRemove={"recordId": 1, "placeName": "…", "contexts": 1})}
-R409_RECORD = {409: _example(RecordHasContexts.code, "the record has several contexts; delete it "
+R409_RECORD: Responses = {409: _example(RecordHasContexts.code, "the record has several contexts; delete it "
                              "with force=true",
                              forcedDeleteWouldRemove={"recordId": 1, "placeName": "…", "contexts": 2})}
-R409_EXISTS = {409: _example(RecordExists.code, "an active record already exists for this place",
+R409_EXISTS: Responses = {409: _example(RecordExists.code, "an active record already exists for this place",
                              recordId=1)}

@@ -16,6 +16,8 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
+    if not url:
+        raise RuntimeError("no database URL given to the migrations (pinlog.db.migrate passes it)")
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as connection:
         context.configure(connection=connection, version_table_schema="public")
