@@ -37,12 +37,12 @@ class Components:
 def in_process_search(ai_runtime: AiRuntime) -> Callable[[SearchRequest], Awaitable[SearchResponse]]:
     """core's search client when both components run in this process (SPEC §10).
 
-    Calls ``AiRuntime.search`` and maps its errors as the HTTP route
-    (``POST /internal/v1/search``) and :class:`pinlog.core.search.HttpSearchClient` do, so core
-    sees the same outcomes either way: a profile mismatch → ``SearchRejected`` (the route's 422,
-    with both profiles), a model error → ``SearchUnavailable`` (the route's 503).
+    Calls ``AiRuntime.search`` and maps its errors with the HTTP route's map
+    (:func:`pinlog.ai.api.search_error`), then as :class:`pinlog.core.search.HttpSearchClient`
+    does, so core sees the same outcomes either way: a profile mismatch → ``SearchRejected``
+    (the route's 422, with both profiles), a model error → ``SearchUnavailable`` (the route's 503).
     """
-    from pinlog import metrics
+    from pinlog.ai.api import search_error
     from pinlog.ai.errors import ModelError
     from pinlog.ai.search import ProfileMismatch
     from pinlog.core.search import SearchRejected, SearchUnavailable
@@ -50,13 +50,10 @@ def in_process_search(ai_runtime: AiRuntime) -> Callable[[SearchRequest], Awaita
     async def search(request: SearchRequest) -> SearchResponse:
         try:
             return await ai_runtime.search(request)
-        except ProfileMismatch as exc:
-            raise SearchRejected({"error": "embedding profile mismatch",
-                                  "requested": exc.requested, "server": exc.server}) from None
-        except ModelError as exc:
-            metrics.SEARCH_REQUESTS.labels("model_error").inc()
-            log.warning("search query could not be embedded",
-                        extra={"error_class": "transient" if exc.transient else "permanent"})
+        except (ProfileMismatch, ModelError) as exc:
+            status, answer = search_error(exc)
+            if status == 422:
+                raise SearchRejected(dict(answer)) from None
             raise SearchUnavailable("search unavailable") from None
 
     return search

@@ -22,6 +22,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from pinlog.errors import PinlogError
+
 #: Attempts a model call gets inside one job (SPEC §6).
 MODEL_ATTEMPTS_DEFAULT = 3
 
@@ -43,7 +45,7 @@ DEFAULT_DIMENSIONS: dict[str, int] = {
 }
 
 
-class SettingsError(RuntimeError):
+class SettingsError(PinlogError, RuntimeError):
     """Raised when the configuration is invalid. The message never contains secret values."""
 
 

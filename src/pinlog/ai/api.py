@@ -4,6 +4,10 @@
 every configured secret, for rotation) so an unauthenticated caller learns nothing about the body
 rules; then the body is validated; then the job is queued. Error bodies are fixed strings.
 The runtime is read from ``request.app.state.ai``.
+
+:func:`search_error` is the ai side's one map from a search error to its HTTP answer, used by
+``POST /internal/v1/search`` and (to raise core's matching errors) by the in-process path in
+:func:`pinlog.composition.in_process_search`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from pinlog import metrics
+from pinlog.ai.errors import ModelError
+from pinlog.ai.search import ProfileMismatch
 from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessRequest
 
 log = logging.getLogger(__name__)
@@ -25,6 +31,22 @@ router = APIRouter(tags=["internal"])
 _UNAUTHORIZED = {"error": "unauthorized"}
 _INVALID = {"error": "invalid request"}
 _BUSY = {"error": "busy, retry later"}
+
+
+def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]]:
+    """``(HTTP status, fixed body)`` for a search that failed (SPEC §10).
+
+    A profile mismatch → 422 naming both profiles (no model was called); a model error → 503,
+    counted in ``pinlog_search_requests_total{outcome="model_error"}`` and logged with its class
+    only (never the query).
+    """
+    if isinstance(exc, ProfileMismatch):
+        return 422, {"error": "embedding profile mismatch", "requested": exc.requested,
+                     "server": exc.server}
+    metrics.SEARCH_REQUESTS.labels("model_error").inc()
+    log.warning("search query could not be embedded",
+                extra={"error_class": "transient" if exc.transient else "permanent"})
+    return 503, {"error": "search unavailable"}
 
 
 def secret_ok(presented: str | None, accepted: list[str]) -> bool:

@@ -12,6 +12,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from pinlog.errors import PinlogError
 from pinlog.redaction import provider_error_detail, redact  # noqa: F401 - re-exported
 
 T = TypeVar("T")
@@ -21,7 +22,7 @@ TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "57", "58")
 TRANSIENT_SQLSTATES = ("55P03",)
 
 
-class ModelError(Exception):
+class ModelError(PinlogError):
     """A classified model/provider failure. ``str(err)`` is already redacted."""
 
     transient: bool = False

@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import EmbeddingProvider, Preset, PresetSnapshot
 from pinlog.db.sql import Queries
+from pinlog.errors import PinlogError
 
 log = logging.getLogger(__name__)
 q = Queries("pinlog.ai", "presets.sql")
@@ -54,7 +55,7 @@ _ENTRY_KEYS = {"id", "code", "display_name", "category", "description", "example
 PRESET_EMBEDDING_STRATEGY: Literal["single", "mean"] = "mean"
 
 
-class PresetFileError(ValueError):
+class PresetFileError(PinlogError, ValueError):
     """A preset file (or preset list) is invalid; the message names the entry id and field."""
 
 

@@ -19,12 +19,13 @@ from pinlog.ai.ports import EmbeddingProvider
 from pinlog.ai.vectors import to_pgvector
 from pinlog.contracts import SearchHit, SearchRequest, SearchResponse
 from pinlog.db.sql import Queries
+from pinlog.errors import PinlogError
 
 log = logging.getLogger(__name__)
 queries = Queries("pinlog.ai", "search.sql")
 
 
-class ProfileMismatch(ValueError):
+class ProfileMismatch(PinlogError, ValueError):
     """The request names another embedding profile than the server's (→ 422, SPEC §10)."""
 
     def __init__(self, requested: str, server: str) -> None:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from pinlog import metrics
-from pinlog.ai.api import secret_ok
+from pinlog.ai.api import search_error, secret_ok
 from pinlog.ai.errors import ModelError
 from pinlog.ai.search import ProfileMismatch
 from pinlog.contracts import SEARCH_PATH, SECRET_HEADER, SearchRequest, SearchResponse
@@ -39,12 +39,7 @@ async def search(request: Request) -> JSONResponse:
         return JSONResponse({"error": "invalid request"}, status_code=422)
     try:
         response = await runtime.search(body)
-    except ProfileMismatch as exc:
-        return JSONResponse({"error": "embedding profile mismatch", "requested": exc.requested,
-                             "server": exc.server}, status_code=422)
-    except ModelError as exc:
-        metrics.SEARCH_REQUESTS.labels("model_error").inc()
-        log.warning("search query could not be embedded",
-                    extra={"error_class": "transient" if exc.transient else "permanent"})
-        return JSONResponse({"error": "search unavailable"}, status_code=503)
+    except (ProfileMismatch, ModelError) as exc:
+        status, answer = search_error(exc)
+        return JSONResponse(answer, status_code=status)
     return JSONResponse(response.model_dump(by_alias=True))

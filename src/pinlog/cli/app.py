@@ -5,6 +5,10 @@ Each command group lives in its own module of :mod:`pinlog.cli` and registers it
 :mod:`pinlog.cli` imports them all. Commands build their settings with :func:`settings_or_exit`
 and run their work against a fresh engine with :func:`run_with_engine`; failures are reported
 with :func:`exit_with_error`. Command output goes to stdout; logs go to stderr as JSON lines.
+
+Errors (:class:`pinlog.errors.PinlogError` and the database errors operators cause) are turned
+into one line and an exit code in one place, :func:`describe_error`, called by :func:`main`;
+commands do not catch them.
 """
 
 from __future__ import annotations
@@ -85,34 +89,55 @@ def run_with_engine(settings: Settings, work: Callable[[AsyncEngine], Awaitable[
     return asyncio.run(main())
 
 
-def friendly_error(exc: BaseException) -> str | None:
-    """A one-line message for the mistakes operators make (not migrated, database unreachable,
-    component refused to start), or None for a real bug (then the traceback is shown).
-    Never includes the database URL or any secret."""
+def describe_error(exc: BaseException) -> tuple[str, int] | None:
+    """The CLI's one map from an error to ``(one-line message, exit code)``; None for a real
+    bug (then the traceback is shown). Never includes the database URL or any secret.
+
+    Exit 2: the operator must change something first (settings, ``pinlog migrate``, presets,
+    a preset file, the database URL). Exit 1: the command ran and failed (not found, already
+    exists, the model or the search failed, reprocessing impossible).
+    """
     from sqlalchemy import exc as sa_exc
 
-    from pinlog.errors import StartupError
+    from pinlog.ai.errors import ModelError
+    from pinlog.ai.presets import PresetFileError
+    from pinlog.core.search import SearchRejected, SearchUnavailable
+    from pinlog.errors import PinlogError, StartupError
 
-    if isinstance(exc, StartupError):
-        return str(exc)
+    if isinstance(exc, (StartupError, SettingsError, PresetFileError)):
+        return str(exc), 2
+    if isinstance(exc, ModelError):
+        return f"embedding failed: {exc}", 1
+    if isinstance(exc, (SearchUnavailable, SearchRejected)):
+        return f"search failed: {exc}", 1
+    if isinstance(exc, PinlogError):  # CoreError, ReprocessError, EmbeddedDatabaseError …
+        return exc.message, 1
     if isinstance(exc, sa_exc.ProgrammingError) and \
             getattr(getattr(exc, "orig", None), "sqlstate", None) in ("42P01", "3F000"):
-        return "the database schema is missing: run `pinlog migrate` first"
+        return "the database schema is missing: run `pinlog migrate` first", 2
     if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)):
         return ("cannot connect to the database: check PINLOG_DATABASE_URL (or the embedded "
-                "server of PINLOG_DATA_DIR)")
+                "server of PINLOG_DATA_DIR)"), 2
     if isinstance(exc, sa_exc.ArgumentError):
-        return "PINLOG_DATABASE_URL is not a valid database URL"
+        return "PINLOG_DATABASE_URL is not a valid database URL", 2
     return None
 
 
+def friendly_error(exc: BaseException) -> str | None:
+    """The message of :func:`describe_error`, or None for a real bug."""
+    described = describe_error(exc)
+    return described[0] if described else None
+
+
 def main() -> None:
-    """Console-script entry point: operator mistakes get one clear line and exit 2."""
+    """Console-script entry point: known errors get one clear line (:func:`describe_error`)
+    and their exit code; anything else is re-raised with its traceback."""
     try:
         app()
     except Exception as exc:  # noqa: BLE001 - everything else is re-raised
-        message = friendly_error(exc)
-        if message is None:
+        described = describe_error(exc)
+        if described is None:
             raise
+        message, code = described
         err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(2) from None
+        raise SystemExit(code) from None

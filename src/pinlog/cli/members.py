@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.cli.app import app, exit_with_error, run_with_engine, settings_or_exit
+from pinlog.cli.app import app, run_with_engine, settings_or_exit
 
 members_app = typer.Typer(help="Members (the people whose records and contexts these are).",
                           no_args_is_help=True)
@@ -21,17 +21,14 @@ def members_create(
         None, "--external-ref", help="Key of an upstream identity system (unique among active members)."),
 ) -> None:
     """Create a member and print its id alone on stdout."""
-    from pinlog.core.services import CoreError, CoreService
+    from pinlog.core.services import CoreService
 
     settings = settings_or_exit()
 
     async def work(engine: AsyncEngine) -> int:
         return await CoreService(engine, None, settings).create_member(external_ref)
 
-    try:
-        member_id = run_with_engine(settings, work)
-    except CoreError as exc:
-        exit_with_error(exc.message)
+    member_id = run_with_engine(settings, work)
     typer.echo(member_id)
 
 
@@ -41,15 +38,12 @@ def token(
 ) -> None:
     """Print a member token (JWT, valid for PINLOG_JWT_TTL) alone on stdout."""
     from pinlog.core.api.auth import issue_token
-    from pinlog.core.services import CoreError, CoreService
+    from pinlog.core.services import CoreService
 
     settings = settings_or_exit()
 
     async def work(engine: AsyncEngine) -> int:
         return await CoreService(engine, None, settings).resolve_member(member)
 
-    try:
-        member_id = run_with_engine(settings, work)
-    except CoreError as exc:
-        exit_with_error(exc.message)
+    member_id = run_with_engine(settings, work)
     typer.echo(issue_token(settings, member_id))

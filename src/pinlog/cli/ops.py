@@ -46,7 +46,7 @@ async def process_client(settings: Settings, engine: AsyncEngine) -> AsyncIterat
     accepted jobs finish.
 
     Raises:
-        RuntimeError: the in-process ai side refused to start (tables missing, no presets).
+        StartupError: the in-process ai side refused to start (tables missing, no presets).
     """
     if settings.ai_base_url:
         from pinlog.core.dispatch import HttpProcessClient
@@ -191,10 +191,7 @@ def rescan(
             await stop.wait()
             await loop.stop()
 
-    try:
-        run_with_engine(settings, work)
-    except RuntimeError as exc:
-        exit_with_error(str(exc))
+    run_with_engine(settings, work)
 
 
 @app.command()
@@ -213,7 +210,7 @@ def reprocess(
 
     Old embedding/keyword rows are kept until each new result replaces them.
     """
-    from pinlog.core.reprocess import ReprocessError, count_candidates
+    from pinlog.core.reprocess import count_candidates
     from pinlog.core.reprocess import reprocess as run_reprocess
 
     if profile == presets:
@@ -262,10 +259,7 @@ def reprocess(
             f"{len(report.dispatch.dispatched)}, failed calls {len(report.dispatch.failed_calls)}"
             "; the rescan recovers the rest")
 
-    try:
-        run_with_engine(settings, work)
-    except (ReprocessError, RuntimeError) as exc:
-        exit_with_error(str(exc))
+    run_with_engine(settings, work)
 
 
 @app.command()

@@ -10,13 +10,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.ai.errors import ModelError
 from pinlog.ai.ports import close_resource
 from pinlog.ai.presets import (
-    PresetFileError,
     PresetLoadReport,
     default_preset_path,
     load_preset_file,
@@ -50,10 +47,7 @@ def load(
     changes nothing.
     """
     settings = settings_or_exit()
-    try:
-        presets = load_preset_file(file)
-    except PresetFileError as exc:
-        exit_with_error(str(exc), 2)
+    presets = load_preset_file(file)
 
     async def work(engine: AsyncEngine) -> PresetLoadReport:
         from pinlog.ai.providers import build_provider
@@ -67,13 +61,7 @@ def load(
 
     try:
         report = run_with_engine(settings, work)
-    except PresetFileError as exc:
-        exit_with_error(str(exc), 2)
-    except ModelError as exc:
-        exit_with_error(f"embedding failed: {exc}")
-    except ProgrammingError:
-        exit_with_error("ai tables are missing: run `pinlog migrate` first")
-    except ValueError as exc:  # provider settings
+    except ValueError as exc:  # provider settings (PresetFileError: a code conflict)
         exit_with_error(str(exc), 2)
     source = file or default_preset_path()
     console.print(f"presets from {source.name}: {len(presets)}; {report.summary()}")
@@ -90,11 +78,7 @@ def list_presets() -> None:
     """Show every preset: id, code, name, category, visibility, active, embedded for the
     current profile."""
     settings = settings_or_exit()
-
-    try:
-        rows = run_with_engine(settings, lambda engine: preset_overview(engine, settings.profile))
-    except ProgrammingError:
-        exit_with_error("ai tables are missing: run `pinlog migrate` first")
+    rows = run_with_engine(settings, lambda engine: preset_overview(engine, settings.profile))
     wide = Console(width=max(console.width, 120))  # never truncate codes, even in a pipe
     table = Table(title=f"keyword presets (profile {settings.profile})")
     for column in ("id", "code", "name", "category", "visibility", "active", "embedded", "version"):

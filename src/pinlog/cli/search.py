@@ -27,8 +27,8 @@ def search(
     Runs the ai side in this process unless PINLOG_AI_BASE_URL points at a running one.
     """
     from pinlog.composition import running_components
-    from pinlog.core.search import SearchRejected, SearchResult, SearchUnavailable, member_search
-    from pinlog.core.services import CoreError, CoreService
+    from pinlog.core.search import SearchResult, member_search
+    from pinlog.core.services import CoreService
 
     settings = without_rescan(settings_or_exit())
     if not query.strip() or len(query) > SEARCH_QUERY_MAX_CHARS:
@@ -41,12 +41,7 @@ def search(
             return await member_search(engine, settings, parts.core.search_client,
                                        member_id, query, limit)
 
-    try:
-        results = run_with_engine(settings, work)
-    except CoreError as exc:
-        exit_with_error(exc.message)
-    except (SearchUnavailable, SearchRejected, RuntimeError) as exc:
-        exit_with_error(f"search failed: {exc}")
+    results = run_with_engine(settings, work)
     if as_json:
         typer.echo(json.dumps({"results": [{
             "recordId": r.record_id, "contextId": r.context_id, "similarity": r.similarity,

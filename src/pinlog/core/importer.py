@@ -227,11 +227,11 @@ def _check_member_ref(ref: str) -> None:
         InvalidInput: blank, over :data:`MAX_PLACE_ID_CHARS` characters, or containing NUL.
     """
     if not ref.strip():
-        raise InvalidInput("member: must not be empty")
+        raise InvalidInput(None, "member: must not be empty")
     if len(ref) > MAX_PLACE_ID_CHARS:
-        raise InvalidInput(f"member: longer than {MAX_PLACE_ID_CHARS} characters")
+        raise InvalidInput(None, f"member: longer than {MAX_PLACE_ID_CHARS} characters")
     if "\x00" in ref:
-        raise InvalidInput("member: must not contain NUL characters")
+        raise InvalidInput(None, "member: must not contain NUL characters")
 
 
 def _place(place: ImportPlace) -> PlaceInput:

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog.contracts import ProcessClient
 from pinlog.core.rescan import DispatchReport, resend
 from pinlog.db.sql import SqlStatements
+from pinlog.errors import PinlogError
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ Mode = Literal["profile", "presets"]
 DEFAULT_BATCH_SIZE = 500
 
 
-class ReprocessError(RuntimeError):
+class ReprocessError(PinlogError, RuntimeError):
     """Reprocessing cannot run (e.g. ``--presets`` with no preset loaded for the profile)."""
 
 

@@ -19,6 +19,7 @@ from pinlog.contracts import (REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, Sea
                               SearchResponse)
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
+from pinlog.errors import PinlogError
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -28,11 +29,11 @@ core_queries = Queries("pinlog.core", "core.sql")
 SearchFn = Callable[[SearchRequest], Awaitable[SearchResponse]]
 
 
-class SearchUnavailable(RuntimeError):
+class SearchUnavailable(PinlogError, RuntimeError):
     """The ai side could not answer the search (→ 503); the message is a fixed string."""
 
 
-class SearchRejected(RuntimeError):
+class SearchRejected(PinlogError, RuntimeError):
     """The ai side refused the search (e.g. profile mismatch, → 422 with ``detail``)."""
 
     def __init__(self, detail: dict[str, object]) -> None:

@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog.contracts import ProcessRequest
 from pinlog.db.sql import Queries
+from pinlog.errors import PinlogError
 from pinlog.settings import Settings
 from pinlog.states import Status
 
@@ -43,15 +44,9 @@ AiStatus = Literal["processing", "ready", "failed"]
 
 # ===== errors ===================================================================================
 
-class CoreError(Exception):
+class CoreError(PinlogError):
     """Base of the service errors. ``code`` is a fixed machine-readable string; ``message`` a fixed
     human sentence that never contains member data."""
-
-    code = "ERROR"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class NotFound(CoreError):
@@ -64,19 +59,20 @@ class NotFound(CoreError):
 class InvalidInput(CoreError):
     """Bad input (empty/whitespace text, text over the limit, bad coordinates…); nothing written.
 
-    Attributes:
-        field: the offending field (``text``, ``place.lat`` …) when the message is
-            ``"<field> <problem>"``; ``problem`` is the rest of the sentence.
+    Args:
+        field: the offending field in the API's spelling (``text``, ``place.lat``,
+            ``externalRef`` …), or None when the problem is not about one field.
+        problem: a fixed sentence without input values (``"must not be empty"``).
+
+    The message is ``"<field> <problem>"`` (or ``problem`` alone without a field).
     """
 
     code = "INVALID_INPUT"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        head, _, rest = message.partition(" ")
-        known = head == "text" or head.startswith("place.") or head == "externalRef"
-        self.field: str | None = head if known else None
-        self.problem: str = rest if known else message
+    def __init__(self, field: str | None, problem: str) -> None:
+        super().__init__(f"{field} {problem}" if field else problem)
+        self.field = field
+        self.problem = problem
 
 
 class MemberExists(CoreError):
@@ -202,16 +198,16 @@ def ai_status(embedding_status: str | None, keyword_status: str | None) -> AiSta
 def _check_string(name: str, value: Any, limit: int, *, required: bool) -> str | None:
     if value is None:
         if required:
-            raise InvalidInput(f"{name} is required")
+            raise InvalidInput(name, "is required")
         return None
     if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be a string")
+        raise InvalidInput(name, "must be a string")
     if required and not value.strip():
-        raise InvalidInput(f"{name} must not be empty")
+        raise InvalidInput(name, "must not be empty")
     if len(value) > limit:
-        raise InvalidInput(f"{name} is longer than {limit} characters")
+        raise InvalidInput(name, f"is longer than {limit} characters")
     if "\x00" in value:
-        raise InvalidInput(f"{name} must not contain NUL characters")
+        raise InvalidInput(name, "must not contain NUL characters")
     return value
 
 
@@ -223,15 +219,15 @@ def validate_text(text: Any, max_chars: int) -> str:
         InvalidInput: with a fixed message naming the rule.
     """
     if not isinstance(text, str):
-        raise InvalidInput("text must be a string")
+        raise InvalidInput("text", "must be a string")
     if not text.strip():
-        raise InvalidInput("text must not be empty or whitespace")
+        raise InvalidInput("text", "must not be empty or whitespace")
     if len(text) > max_chars:
-        raise InvalidInput(f"text is longer than {max_chars} characters")
+        raise InvalidInput("text", f"is longer than {max_chars} characters")
     if "\x00" in text:
-        raise InvalidInput("text must not contain NUL characters")
+        raise InvalidInput("text", "must not contain NUL characters")
     if not _utf8_encodable(text):
-        raise InvalidInput("text must be valid Unicode text")
+        raise InvalidInput("text", "must be valid Unicode text")
     return text
 
 
@@ -256,9 +252,9 @@ def validate_place(place: PlaceInput) -> PlaceInput:
     _check_string("place.roadAddress", place.road_address, MAX_ADDRESS_CHARS, required=False)
     for name, value, bound in (("place.lat", place.lat, 90.0), ("place.lng", place.lng, 180.0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidInput(f"{name} must be a number")
+            raise InvalidInput(name, "must be a number")
         if not math.isfinite(value) or not -bound <= value <= bound:
-            raise InvalidInput(f"{name} must be between {-bound:g} and {bound:g}")
+            raise InvalidInput(name, f"must be between {-bound:g} and {bound:g}")
     return place
 
 
@@ -327,8 +323,8 @@ class CoreService:
                 by_ref = (await conn.execute(q("active_member_by_ref"),
                                              {"external_ref": value})).scalar()
         if by_id is not None and by_ref is not None and by_id != by_ref:
-            raise InvalidInput(f"{value!r} is both a member id and another member's external "
-                               f"ref: say id:{value} or ref:{value}")
+            raise InvalidInput(None, f"{value!r} is both a member id and another member's "
+                                     f"external ref: say id:{value} or ref:{value}")
         found = by_id if by_id is not None else by_ref
         if found is None:
             raise NotFound("member not found")

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import psutil
 
+from pinlog.errors import PinlogError
+
 log = logging.getLogger(__name__)
 
 DATABASE_NAME = "pinlog"
@@ -38,7 +40,7 @@ DATABASE_NAME = "pinlog"
 KEEP_RUNNING_MARKER = ".pinlog_keep_running"
 
 
-class EmbeddedDatabaseError(RuntimeError):
+class EmbeddedDatabaseError(PinlogError, RuntimeError):
     """The embedded server could not be started or stopped (message names the log file)."""
 
 

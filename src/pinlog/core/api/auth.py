@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 
 import jwt
 
+from pinlog.errors import PinlogError
 from pinlog.settings import Settings
 
 
-class InvalidToken(Exception):
+class InvalidToken(PinlogError):
     """The token is missing, malformed, expired, signed with another key or names no member id.
     The message is fixed and never contains the token."""
 

@@ -1,7 +1,9 @@
 """Error responses of the public API: fixed strings, ``{"error": CODE, "message": ...}``.
 
-:class:`CoreRoute` turns service errors (:class:`pinlog.core.services.CoreError`), authentication
-failures and request validation errors into JSON responses for every route of this package, so
+:class:`CoreRoute` turns service errors (:class:`pinlog.core.services.CoreError`), search errors
+(:class:`pinlog.core.search.SearchRejected`, :class:`~pinlog.core.search.SearchUnavailable`),
+authentication failures and request validation errors into JSON responses for every route of
+this package — :func:`error_response` is the one map from an error to its answer — so
 the app-level handlers (not owned by core) need no change. Validation errors never echo the
 input (the member's text is personal data): only the field path and a fixed problem sentence.
 """
@@ -16,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
+from pinlog.core.search import SearchRejected, SearchUnavailable
 from pinlog.core.services import (
     CoreError,
     ForcedDeleteRequired,
@@ -26,10 +29,16 @@ from pinlog.core.services import (
     RecordExists,
     RecordHasContexts,
 )
+from pinlog.errors import PinlogError
 
 
-class Unauthorized(Exception):
+class Unauthorized(PinlogError):
     """Missing/invalid token or a withdrawn member → 401."""
+
+    code = "UNAUTHORIZED"
+
+    def __init__(self, message: str = "missing or invalid token") -> None:
+        super().__init__(message)
 
 
 UNAUTHORIZED_BODY = {"error": "UNAUTHORIZED", "message": "missing or invalid token"}
@@ -84,8 +93,14 @@ def validation_response(exc: RequestValidationError) -> JSONResponse:
         "problems": problems})
 
 
-def error_response(exc: CoreError) -> JSONResponse:
-    """Map a service error to its HTTP response (404, 409, 422)."""
+def error_response(exc: CoreError | SearchRejected | SearchUnavailable) -> JSONResponse:
+    """Map a service or search error to its HTTP response (404, 409, 422, 503)."""
+    if isinstance(exc, SearchRejected):
+        return JSONResponse(status_code=422, content={
+            "error": "SEARCH_REJECTED", "message": "embedding profile mismatch between core and ai"})
+    if isinstance(exc, SearchUnavailable):
+        return JSONResponse(status_code=503, content={
+            "error": "SEARCH_UNAVAILABLE", "message": "search is unavailable, retry later"})
     body: dict[str, Any] = {"error": exc.code, "message": exc.message}
     if isinstance(exc, NotFound):
         status = 404
@@ -121,7 +136,7 @@ class CoreRoute(APIRoute):
             except Unauthorized:
                 return JSONResponse(status_code=401, content=UNAUTHORIZED_BODY,
                                     headers={"WWW-Authenticate": "Bearer"})
-            except CoreError as exc:
+            except (CoreError, SearchRejected, SearchUnavailable) as exc:
                 return error_response(exc)
 
         return route_handler

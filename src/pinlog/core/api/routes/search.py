@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from pydantic import Field, field_validator
 
 from pinlog.core.api.deps import Member
 from pinlog.core.api.errors import R401, R422, CoreRoute
 from pinlog.core.api.schemas import PlaceOut, _In, _not_blank, _Out
-from pinlog.core.search import SearchRejected, SearchUnavailable, member_search
+from pinlog.core.search import member_search
 
 router = APIRouter(prefix="/v1/search", tags=["search"], route_class=CoreRoute,
                    responses={**R401, **R422})
@@ -39,20 +38,13 @@ class SearchOut(_Out):
 
 @router.post("", response_model=SearchOut, response_model_by_alias=True,
              responses={503: {"description": "search unavailable"}})
-async def search(body: SearchIn, member_id: Member, request: Request) -> SearchOut | JSONResponse:
+async def search(body: SearchIn, member_id: Member, request: Request) -> SearchOut:
     """Records of the current member ranked by meaning, each with its best-matching context,
     that context's similarity (cosine) and owner-view keywords. Another member's data never
     appears; deleted or edited contexts never come back (every hit is re-verified)."""
     core = request.app.state.core
-    try:
-        results = await member_search(core.engine, core.settings, core.search_client,
-                                      member_id, body.query, body.limit)
-    except SearchRejected:
-        return JSONResponse(status_code=422, content={
-            "error": "SEARCH_REJECTED", "message": "embedding profile mismatch between core and ai"})
-    except SearchUnavailable:
-        return JSONResponse(status_code=503, content={
-            "error": "SEARCH_UNAVAILABLE", "message": "search is unavailable, retry later"})
+    results = await member_search(core.engine, core.settings, core.search_client,
+                                  member_id, body.query, body.limit)  # errors: CoreRoute
     return SearchOut(results=[SearchResultOut(
         record_id=r.record_id, context_id=r.context_id, similarity=r.similarity,
         place=PlaceOut.of(r.place), text=r.text, keywords=r.keywords) for r in results])
