@@ -24,7 +24,8 @@ def search(
 ) -> None:
     """Search a member's records by meaning (SPEC §10), as the member would through /v1/search.
 
-    Runs the ai side in this process unless PINLOG_AI_BASE_URL points at a running one.
+    ``--json`` prints the body ``POST /v1/search`` answers. Runs the ai side in this process
+    unless PINLOG_AI_BASE_URL points at a running one.
     """
     from pinlog.composition import running_components
     from pinlog.core.search import SearchResult, member_search
@@ -42,12 +43,11 @@ def search(
                                        member_id, query, limit)
 
     results = run_with_engine(settings, work)
-    if as_json:
-        typer.echo(json.dumps({"results": [{
-            "recordId": r.record_id, "contextId": r.context_id, "similarity": r.similarity,
-            "place": {"externalPlaceId": r.place.external_place_id, "name": r.place.name,
-                      "address": r.place.address, "lat": r.place.lat, "lng": r.place.lng},
-            "text": r.text, "keywords": r.keywords} for r in results]}, ensure_ascii=False))
+    if as_json:  # the body of POST /v1/search, from the same schema
+        from pinlog.core.api.routes.search import SearchOut
+
+        body = SearchOut.of(results).model_dump(mode="json", by_alias=True)
+        typer.echo(json.dumps(body, ensure_ascii=False))
         return
     table = Table(title=f"{len(results)} result(s)")
     for column in ("#", "similarity", "record", "place", "matched note", "keywords"):

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 from pinlog.core.api.deps import Member
 from pinlog.core.api.errors import R401, R422, CoreRoute
 from pinlog.core.api.schemas import PlaceOut, _In, _not_blank, _Out
-from pinlog.core.search import member_search
+from pinlog.core.search import SearchResult, member_search
 
 router = APIRouter(prefix="/v1/search", tags=["search"], route_class=CoreRoute,
                    responses={**R401, **R422})
@@ -33,7 +33,16 @@ class SearchResultOut(_Out):
 
 
 class SearchOut(_Out):
+    """The body of ``POST /v1/search`` — and of ``pinlog search --json`` (one schema for both)."""
+
     results: list[SearchResultOut]
+
+    @classmethod
+    def of(cls, results: list[SearchResult]) -> SearchOut:
+        """Build from :func:`pinlog.core.search.member_search`'s verified hits, in rank order."""
+        return cls(results=[SearchResultOut(
+            record_id=r.record_id, context_id=r.context_id, similarity=r.similarity,
+            place=PlaceOut.of(r.place), text=r.text, keywords=r.keywords) for r in results])
 
 
 @router.post("", response_model=SearchOut, response_model_by_alias=True,
@@ -45,6 +54,4 @@ async def search(body: SearchIn, member_id: Member, request: Request) -> SearchO
     core = request.app.state.core
     results = await member_search(core.engine, core.settings, core.search_client,
                                   member_id, body.query, body.limit)  # errors: CoreRoute
-    return SearchOut(results=[SearchResultOut(
-        record_id=r.record_id, context_id=r.context_id, similarity=r.similarity,
-        place=PlaceOut.of(r.place), text=r.text, keywords=r.keywords) for r in results])
+    return SearchOut.of(results)
