@@ -22,6 +22,9 @@ from pinlog.db.embedded import EmbeddedDatabase
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
 
+#: Fixtures registered once for the whole suite (fake provider/judge, seeded presets).
+pytest_plugins = ("tests.support.fixtures",)
+
 TEST_SECRET = "test-internal-secret-0123456789"
 TEST_JWT_SECRET = "test-jwt-secret-0123456789-abcdefghijklmnop"
 

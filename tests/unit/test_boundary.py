@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 import pinlog.ai
 import pinlog.core
@@ -56,45 +59,48 @@ def _core_tables(text: str) -> list[str]:
     return [m.group(0).strip() for m in CORE_TABLE.finditer(text)]
 
 
-def test_the_checks_catch_violations():
-    assert _core_imports("import pinlog.core.api")
-    assert _core_imports("from pinlog.core import runtime")
-    assert _core_imports("from pinlog import core")
-    assert _core_imports("from pinlog.core.rescan import claim")
-    assert _core_imports("import importlib\nimportlib.import_module('pinlog.core.api')")
-    assert not _core_imports("from pinlog import metrics\nimport pinlog.contracts")
-    assert _ai_side_imports("from pinlog.ai.search import ProfileMismatch")
-    assert _ai_side_imports("import pinlog.ai")
-    assert _ai_side_imports("from pinlog import ai")
-    assert _ai_side_imports("def f():\n    from pinlog.composition import running_components")
-    assert _ai_side_imports("import importlib\nimportlib.import_module('pinlog.ai.runtime')")
-    assert not _ai_side_imports("from pinlog.contracts import SearchRequest\nimport pinlog.aix")
-    assert _core_tables("SELECT body FROM core.context WHERE id = :id")
-    assert _core_tables('q = "select * from CORE.member"')
-    assert _core_tables('SELECT 1 FROM "core"."record"')
-    assert not _core_tables("SELECT * FROM ai.context_ai_state")
-    assert not _core_tables("see pinlog.core.rescan for the claim")
+CHECK_CASES = [  # (check, source, is a violation)
+    (_core_imports, "import pinlog.core.api", True),
+    (_core_imports, "from pinlog.core import runtime", True),
+    (_core_imports, "from pinlog import core", True),
+    (_core_imports, "from pinlog.core.rescan import claim", True),
+    (_core_imports, "import importlib\nimportlib.import_module('pinlog.core.api')", True),
+    (_core_imports, "from pinlog import metrics\nimport pinlog.contracts", False),
+    (_ai_side_imports, "from pinlog.ai.search import ProfileMismatch", True),
+    (_ai_side_imports, "import pinlog.ai", True),
+    (_ai_side_imports, "from pinlog import ai", True),
+    (_ai_side_imports, "def f():\n    from pinlog.composition import running_components", True),
+    (_ai_side_imports, "import importlib\nimportlib.import_module('pinlog.ai.runtime')", True),
+    (_ai_side_imports, "from pinlog.contracts import SearchRequest\nimport pinlog.aix", False),
+    (_core_tables, "SELECT body FROM core.context WHERE id = :id", True),
+    (_core_tables, 'q = "select * from CORE.member"', True),
+    (_core_tables, 'SELECT 1 FROM "core"."record"', True),
+    (_core_tables, "SELECT * FROM ai.context_ai_state", False),
+    (_core_tables, "see pinlog.core.rescan for the claim", False),
+]
+
+
+@pytest.mark.parametrize(("check", "source", "violation"), CHECK_CASES)
+def test_the_checks_catch_violations(check, source, violation):
+    assert bool(check(source)) is violation
+
+
+def _offenders(root: Path, files: list[Path], check: Callable[[str], list[str]]) -> dict[str, list[str]]:
+    """``{relative path: findings}`` for every file of ``files`` where ``check`` finds something."""
+    assert files
+    found = {str(p.relative_to(root)): check(p.read_text(encoding="utf-8")) for p in files}
+    return {k: v for k, v in found.items() if v}
 
 
 def test_ai_package_never_imports_core():
-    files = sorted(AI_DIR.rglob("*.py"))
-    assert files
-    offenders = {str(p.relative_to(AI_DIR)): _core_imports(p.read_text(encoding="utf-8"))
-                 for p in files}
-    assert {k: v for k, v in offenders.items() if v} == {}
+    assert _offenders(AI_DIR, sorted(AI_DIR.rglob("*.py")), _core_imports) == {}
 
 
 def test_core_package_never_imports_ai_or_the_composition_root():
-    files = sorted(CORE_DIR.rglob("*.py"))
-    assert files
-    offenders = {str(p.relative_to(CORE_DIR)): _ai_side_imports(p.read_text(encoding="utf-8"))
-                 for p in files}
-    assert {k: v for k, v in offenders.items() if v} == {}
+    assert _offenders(CORE_DIR, sorted(CORE_DIR.rglob("*.py")), _ai_side_imports) == {}
 
 
 def test_ai_code_and_sql_name_no_core_table():
     files = sorted([*AI_DIR.rglob("*.py"), *AI_DIR.rglob("*.sql")])
     assert any(p.suffix == ".sql" for p in files)
-    offenders = {str(p.relative_to(AI_DIR)): _core_tables(p.read_text(encoding="utf-8"))
-                 for p in files}
-    assert {k: v for k, v in offenders.items() if v} == {}
+    assert _offenders(AI_DIR, files, _core_tables) == {}

@@ -14,9 +14,8 @@ from fastapi import FastAPI
 from pinlog.app import create_app
 from pinlog.core.api.auth import issue_token
 from pinlog.settings import Settings
-from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.ai.conftest import ai_settings_for
-from tests.integration.ai.support import DIM, PROFILE, TEXT_VECTORS, seed_presets
+from tests.integration.ai.support import seed_presets
 
 
 @dataclass
@@ -67,16 +66,6 @@ async def full_app(settings: Settings, db_url: str, provider, judge,
 def adv_settings(tmp_path, db_url) -> Settings:
     # generous model timeouts: a test may hold a model call at a gate for a while
     return ai_settings_for(tmp_path, db_url, embedding_timeout=30.0, llm_timeout=30.0)
-
-
-@pytest.fixture
-def provider() -> FakeEmbeddingProvider:
-    return FakeEmbeddingProvider(PROFILE, DIM, vectors=TEXT_VECTORS)
-
-
-@pytest.fixture
-def judge() -> FakeJudge:
-    return FakeJudge()
 
 
 @pytest.fixture

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from pinlog.ai.pipeline import Pipeline
 from pinlog.settings import Settings
-from tests.fakes import FakeEmbeddingProvider, FakeJudge
-from tests.integration.ai.support import (DIM, PROFILE, TEXT_VECTORS, ai_settings_for,
-                                          seed_presets)
+from tests.integration.ai.support import ai_settings_for
 
 
 class RecordingSleep:
@@ -30,21 +27,6 @@ class RecordingSleep:
 @pytest.fixture
 def ai_settings(tmp_path: Path, db_url: str) -> Settings:
     return ai_settings_for(tmp_path, db_url)
-
-
-@pytest.fixture
-def provider() -> FakeEmbeddingProvider:
-    return FakeEmbeddingProvider(PROFILE, DIM, vectors=TEXT_VECTORS)
-
-
-@pytest.fixture
-def judge() -> FakeJudge:
-    return FakeJudge()
-
-
-@pytest.fixture
-def presets(sync_conn: psycopg.Connection) -> None:
-    seed_presets(sync_conn)
 
 
 @pytest.fixture

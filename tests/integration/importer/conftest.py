@@ -96,11 +96,6 @@ def provider() -> FakeEmbeddingProvider:
 
 
 @pytest.fixture
-def judge() -> FakeJudge:
-    return FakeJudge()
-
-
-@pytest.fixture
 def isettings(tmp_path: Path, db_url: str) -> Settings:
     return import_settings(tmp_path, db_url)
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 from fastapi import FastAPI
 
@@ -19,7 +18,7 @@ from pinlog.app import create_app
 from pinlog.core.api.auth import issue_token
 from pinlog.settings import Settings
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
-from tests.integration.ai.support import DIM, PROFILE, ai_settings_for, seed_presets
+from tests.integration.ai.support import DIM, PROFILE, ai_settings_for
 
 QUERY = "the query"
 
@@ -45,16 +44,6 @@ def search_settings(tmp_path: Path, db_url: str) -> Settings:
 def provider() -> FakeEmbeddingProvider:
     """Fake provider: :data:`QUERY` → ``e_0``; other texts get deterministic vectors."""
     return FakeEmbeddingProvider(PROFILE, DIM, vectors={QUERY: at_cosine(1.0)})
-
-
-@pytest.fixture
-def judge() -> FakeJudge:
-    return FakeJudge()
-
-
-@pytest.fixture
-def presets(sync_conn: psycopg.Connection) -> None:
-    seed_presets(sync_conn)
 
 
 @dataclass
