@@ -132,8 +132,9 @@ class RecordHasContexts(ForcedDeleteRequired):
 # ===== inputs and views =========================================================================
 
 @dataclass(frozen=True)
-class PlaceInput:
-    """A place as sent by the client (snapshot stored on first save, SPEC §2.1).
+class Place:
+    """A place: as sent by the client (checked by :func:`validate_place`; the snapshot stored on
+    first save, SPEC §2.1) and as shown back (records, search hits) — one type for both.
 
     ``lat`` in degrees −90..90, ``lng`` in degrees −180..180; strings without NUL characters.
     """
@@ -146,14 +147,9 @@ class PlaceInput:
     road_address: str | None = None
 
 
-@dataclass(frozen=True)
-class PlaceView:
-    external_place_id: str
-    name: str
-    address: str | None
-    road_address: str | None
-    lat: float
-    lng: float
+#: Former names of :class:`Place` (a place in, a place shown back): the same type.
+PlaceInput = Place
+PlaceView = Place
 
 
 @dataclass(frozen=True)
@@ -657,7 +653,7 @@ class CoreService:
                 log.exception("dispatch enqueue failed", extra={"context_id": request.context_id})
 
 
-def _place(row: Any) -> PlaceView:
-    return PlaceView(external_place_id=row["external_place_id"], name=row["name"],
-                     address=row["address"], road_address=row["road_address"],
-                     lat=float(row["lat"]), lng=float(row["lng"]))
+def _place(row: Any) -> Place:
+    return Place(external_place_id=row["external_place_id"], name=row["name"],
+                 address=row["address"], road_address=row["road_address"],
+                 lat=float(row["lat"]), lng=float(row["lng"]))

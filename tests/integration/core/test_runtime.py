@@ -11,6 +11,21 @@ from tests.integration.core.conftest import place
 from tests.integration.core.support import Receiver, dispatch_count, state_row
 
 
+async def _one_context(runtime: CoreRuntime, *, check_ready: bool = False) -> int:
+    """Start ``runtime``, create a member and a record (one context), wait until its dispatch
+    was attempted, stop; return the context id. ``check_ready``: assert readiness while running."""
+    await runtime.start()
+    try:
+        member = await runtime.service.create_member()
+        _, context_id = await runtime.service.create_record(member, place(), "메모")
+        await runtime.dispatcher.join()
+        if check_ready:
+            assert await runtime.ready()
+    finally:
+        await runtime.stop()
+    return context_id
+
+
 async def test_in_process_path_sends_committed_contexts(engine, settings, db_url):
     seen: list[tuple[int, tuple[str, str] | None]] = []
 
@@ -21,13 +36,7 @@ async def test_in_process_path_sends_committed_contexts(engine, settings, db_url
 
     runtime = CoreRuntime(settings, engine, in_process_submit=submit)
     assert isinstance(runtime.client, InProcessClient)
-    await runtime.start()
-    try:
-        member = await runtime.service.create_member()
-        _, context_id = await runtime.service.create_record(member, place(), "메모")
-        await runtime.dispatcher.join()
-    finally:
-        await runtime.stop()
+    context_id = await _one_context(runtime)
     assert seen == [(context_id, ("PENDING", "PENDING"))]
 
 
@@ -37,13 +46,7 @@ async def test_in_process_submit_failures_never_reach_the_user(engine, settings,
 
     before = dispatch_count("error")
     runtime = CoreRuntime(settings, engine, in_process_submit=submit)
-    await runtime.start()
-    try:
-        member = await runtime.service.create_member()
-        _, context_id = await runtime.service.create_record(member, place(), "메모")
-        await runtime.dispatcher.join()
-    finally:
-        await runtime.stop()
+    context_id = await _one_context(runtime)
     assert dispatch_count("error") == before + 1
     assert state_row(sync_conn, context_id) == ("PENDING", "PENDING")
 
@@ -63,13 +66,7 @@ async def test_http_client_when_ai_base_url_is_set(engine, settings, db_url):
         runtime = CoreRuntime(settings.model_copy(update={"ai_base_url": receiver.url}), engine,
                               in_process_submit=None)
         assert isinstance(runtime.client, HttpProcessClient)
-        await runtime.start()
-        try:
-            member = await runtime.service.create_member()
-            _, context_id = await runtime.service.create_record(member, place(), "메모")
-            await runtime.dispatcher.join()
-        finally:
-            await runtime.stop()
+        context_id = await _one_context(runtime)
     assert [(r.body["contextId"], r.state) for r in receiver.received] == [
         (context_id, ("PENDING", "PENDING"))]
 
@@ -78,14 +75,7 @@ async def test_without_any_ai_side_rows_stay_pending(engine, settings, sync_conn
     runtime = CoreRuntime(settings, engine)
     assert isinstance(runtime.client, UnconfiguredClient)
     before = dispatch_count("unconfigured")
-    await runtime.start()
-    try:
-        member = await runtime.service.create_member()
-        _, context_id = await runtime.service.create_record(member, place(), "메모")
-        await runtime.dispatcher.join()
-        assert await runtime.ready()
-    finally:
-        await runtime.stop()
+    context_id = await _one_context(runtime, check_ready=True)
     assert dispatch_count("unconfigured") == before + 1
     assert state_row(sync_conn, context_id) == ("PENDING", "PENDING")
 

@@ -82,9 +82,7 @@ class PlaceOut(_Out):
 
     @classmethod
     def of(cls, place: PlaceView) -> PlaceOut:
-        return cls(external_place_id=place.external_place_id, name=place.name,
-                   address=place.address, road_address=place.road_address,
-                   lat=place.lat, lng=place.lng)
+        return cls.model_validate(place, from_attributes=True)
 
 
 class ContextOut(_Out):
