@@ -17,11 +17,9 @@ psycopg's ``%(name)s`` form.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -37,16 +35,9 @@ Q = Queries("pinlog.ai", "state.sql")
 LAST_ERROR_MAX = 500
 
 
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
-_COMMENT = re.compile(r"^\s*--.*$", re.MULTILINE)
-
-
-@lru_cache(maxsize=None)
 def native_sql(name: str, stage: Stage | None = None) -> str:
-    """The statement ``name`` of ``state.sql`` for psycopg: comments dropped, ``{stage}``
-    substituted by the Stage value only, ``:param`` → ``%(param)s``."""
-    sql = Q(name, stage).text
-    return _PARAM.sub(r"%(\1)s", _COMMENT.sub("", sql)).strip()
+    """The statement ``name`` of ``state.sql`` for psycopg (:meth:`pinlog.db.sql.Queries.native`)."""
+    return Q.native(name, stage)
 
 
 async def _execute(conn: AsyncConnection, name: str, params: Mapping[str, Any] | None = None,

@@ -1,4 +1,4 @@
-"""Named SQL statements loaded from ``.sql`` files (one visible place per component).
+"""The one SQL loader: named statements from ``.sql`` files (one visible place per component).
 
 File format::
 
@@ -6,13 +6,18 @@ File format::
     -- Rule: SPEC §3 ... (comment lines kept as documentation)
     UPDATE ...;
 
-Statements may contain ``{stage}`` (and ``{other}``), which is only ever replaced by the
-value of a :class:`pinlog.states.Stage` — the one thing interpolated into SQL (SPEC §3).
-Everything else is a bound parameter (``:name``).
+A statement may contain two kinds of ``{marker}``, both resolved from static text only — never
+from data (SPEC §3):
 
-:class:`SqlStatements` (core's rescan, reprocess and status files) instead splices named
-*fragments* of the same file (``{expired}``): static SQL text from the file, never data; it does
-not take a Stage.
+- ``{stage}`` / ``{other}``: replaced by the value of a :class:`pinlog.states.Stage` (the one
+  runtime value ever interpolated into SQL);
+- ``{fragment}``: the name of another block of the same file (e.g. core's ``{expired}``
+  predicate in ``rescan.sql``), spliced in recursively without its comment lines, so a
+  predicate shared by several statements is written once.
+
+Everything else is a bound parameter (``:name``). :meth:`Queries.native` gives the psycopg form
+(``%(name)s``) for statements sent on the driver connection (pipelines, see
+:func:`driver_connection`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from pinlog.states import Stage
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _MARKER = re.compile(r"\{([a-z_]+)\}")
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+_COMMENT = re.compile(r"^\s*--.*$", re.MULTILINE)
+_STAGE_MARKERS = ("stage", "other")
 
 
 class Queries:
@@ -53,69 +61,67 @@ class Queries:
                 raise ValueError(f"{self.source_name}: query {name!r} defined twice")
             self._raw[name] = body.rstrip(";").strip()
         self._cache: dict[tuple[str, Stage | None], TextClause] = {}
+        self._native: dict[tuple[str, Stage | None], str] = {}
 
     def names(self) -> list[str]:
         """All statement names in file order."""
         return list(self._raw)
 
     def raw(self, name: str) -> str:
-        """The SQL text of ``name`` (with comments), before stage substitution."""
+        """The SQL text of ``name`` (with comments), before any marker is resolved."""
         return self._raw[name]
 
+    def sql(self, name: str, stage: Stage | None = None, _depth: int = 0) -> str:
+        """The SQL text of ``name`` with every marker resolved (see the module docstring).
+
+        Raises:
+            KeyError: unknown name, or a ``{fragment}`` naming no block of the file.
+            TypeError: the statement uses ``{stage}``/``{other}`` and ``stage`` is not a Stage.
+            ValueError: fragments nested more than 8 deep.
+        """
+        if _depth > 8:
+            raise ValueError(f"fragment nesting too deep at {name!r}")
+        raw = self._raw[name]
+        if _depth:  # a spliced fragment: drop its comment lines, keep the SQL
+            raw = "\n".join(line for line in raw.splitlines()
+                            if not line.lstrip().startswith("--")).strip()
+
+        def resolve(match: re.Match[str]) -> str:
+            marker = match.group(1)
+            if marker in _STAGE_MARKERS:
+                if not isinstance(stage, Stage):
+                    raise TypeError(f"{name} needs a Stage, got {type(stage).__name__}")
+                return stage.value if marker == "stage" else stage.other.value
+            return self.sql(marker, stage, _depth + 1)
+
+        return _MARKER.sub(resolve, raw)
+
     def __call__(self, name: str, stage: Stage | None = None) -> TextClause:
-        """The statement ``name`` as a SQLAlchemy ``TextClause``.
+        """The statement ``name`` as a SQLAlchemy ``TextClause`` (cached).
 
         Args:
             stage: required when the statement uses ``{stage}``; only a ``Stage`` is accepted.
 
         Raises:
-            KeyError: unknown name.
-            TypeError: ``stage`` is not a ``Stage``.
+            KeyError, TypeError: as :meth:`sql`.
         """
         key = (name, stage)
         if key not in self._cache:
-            sql = self._raw[name]
-            if "{stage}" in sql or "{other}" in sql:
-                if not isinstance(stage, Stage):
-                    raise TypeError(f"{name} needs a Stage, got {type(stage).__name__}")
-                sql = sql.replace("{stage}", stage.value).replace("{other}", stage.other.value)
-            self._cache[key] = text(sql)
+            self._cache[key] = text(self.sql(name, stage))
         return self._cache[key]
 
+    def native(self, name: str, stage: Stage | None = None) -> str:
+        """The statement for psycopg (cached): comments dropped, markers resolved,
+        ``:param`` → ``%(param)s``."""
+        key = (name, stage)
+        if key not in self._native:
+            sql = _COMMENT.sub("", self.sql(name, stage))
+            self._native[key] = _PARAM.sub(r"%(\1)s", sql).strip()
+        return self._native[key]
 
-class SqlStatements:
-    """Named statements of one ``.sql`` file with named *fragments* spliced in.
 
-    A statement may contain ``{fragment}`` markers naming another block of the same file (e.g.
-    ``{expired}``); they are replaced by that block's text, recursively, when the statement is
-    first used. Only static SQL from the file is spliced — never a runtime value (SPEC §3).
-
-    Raises:
-        KeyError: a marker names no block of the file.
-    """
-
-    def __init__(self, package: str, filename: str) -> None:
-        self._queries = Queries(package, filename)
-        self._cache: dict[str, TextClause] = {}
-
-    def sql(self, name: str, _depth: int = 0) -> str:
-        """The SQL text of ``name`` with every fragment marker resolved."""
-        if _depth > 8:
-            raise ValueError(f"fragment nesting too deep at {name!r}")
-        raw = self._queries.raw(name)
-        if _depth:  # a spliced fragment: drop its comment lines, keep the SQL
-            raw = "\n".join(line for line in raw.splitlines()
-                            if not line.lstrip().startswith("--")).strip()
-
-        def splice(match: re.Match[str]) -> str:
-            return self.sql(match.group(1), _depth + 1)
-
-        return _MARKER.sub(splice, raw)
-
-    def __call__(self, name: str) -> TextClause:
-        if name not in self._cache:
-            self._cache[name] = text(self.sql(name))
-        return self._cache[name]
+#: Former name of :class:`Queries` for files with fragments (one loader now).
+SqlStatements = Queries
 
 
 async def driver_connection(conn: AsyncConnection) -> psycopg.AsyncConnection[Any]:

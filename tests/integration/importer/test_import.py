@@ -268,24 +268,36 @@ async def test_wait_for_stages_gives_up_at_the_timeout(tmp_path, parts, engine, 
 
 # --- the nudge ---------------------------------------------------------------------------------
 
+def _four_notes_one_job_at_a_time(tmp_path, db_url):
+    """Settings whose ai side queues one job and runs one at a time, and a file of 4 notes."""
+    settings = import_settings(tmp_path, db_url, work_queue_size=1, worker_concurrency=1)
+    lines = [note("alice", f"r{i}", f"ext-{i}", f"메모 {i}") for i in range(4)]
+    return settings, parse_import_file(write_jsonl(tmp_path / "n.jsonl", lines),
+                                       max_text_chars=settings.max_text_chars)
+
+
+async def _import_while_the_first_embedding_is_held(parts, provider, parsed):
+    """Import ``parsed`` while the first embedding call is held (later requests are refused
+    with 503), then let it go and wait for the ai side's accepted jobs; returns the report."""
+    gate = provider.hold()
+    report = await import_lines(parts.core.service, parsed)
+    await parts.core.dispatcher.join()
+    await gate.wait_entered()
+    gate.open()
+    await parts.ai.join()
+    return report
+
+
 async def test_a_refused_dispatch_is_nudged_by_wait_for_stages_and_finishes(
         tmp_path, db_url, engine, presets, sync_conn, provider, judge):
     """The ai work queue holds one job and runs one at a time; while the first embedding is held,
     later process requests are refused with 503 (the PENDING rows are already committed). Nothing
     re-sends them but the import's nudge — no rescan runs here."""
-    settings = import_settings(tmp_path, db_url, work_queue_size=1, worker_concurrency=1)
-    lines = [note("alice", f"r{i}", f"ext-{i}", f"메모 {i}") for i in range(4)]
-    parsed = parse_import_file(write_jsonl(tmp_path / "n.jsonl", lines),
-                               max_text_chars=settings.max_text_chars)
+    settings, parsed = _four_notes_one_job_at_a_time(tmp_path, db_url)
     nudged: list[list[int]] = []
     async with running_components(settings, engine,
                                   ai_kwargs={"provider": provider, "judge": judge}) as parts:
-        gate = provider.hold()
-        report = await import_lines(parts.core.service, parsed)
-        await parts.core.dispatcher.join()
-        await gate.wait_entered()
-        gate.open()
-        await parts.ai.join()
+        report = await _import_while_the_first_embedding_is_held(parts, provider, parsed)
         ids = report.context_ids
         stuck = [cid for cid in ids if state(sync_conn, cid)[:2] == ("PENDING", "PENDING")]
         assert len(stuck) >= 2, "at most one job runs and one waits: the rest were refused"
@@ -307,18 +319,10 @@ async def test_a_refused_dispatch_is_nudged_by_wait_for_stages_and_finishes(
 async def test_wait_without_a_nudge_leaves_a_refused_context_pending(
         tmp_path, db_url, engine, presets, sync_conn, provider, judge):
     """The control of the previous test: the same refusal without a nudge never finishes."""
-    settings = import_settings(tmp_path, db_url, work_queue_size=1, worker_concurrency=1)
-    lines = [note("alice", f"r{i}", f"ext-{i}", f"메모 {i}") for i in range(4)]
-    parsed = parse_import_file(write_jsonl(tmp_path / "n.jsonl", lines),
-                               max_text_chars=settings.max_text_chars)
+    settings, parsed = _four_notes_one_job_at_a_time(tmp_path, db_url)
     async with running_components(settings, engine,
                                   ai_kwargs={"provider": provider, "judge": judge}) as parts:
-        gate = provider.hold()
-        report = await import_lines(parts.core.service, parsed)
-        await parts.core.dispatcher.join()
-        await gate.wait_entered()
-        gate.open()
-        await parts.ai.join()
+        report = await _import_while_the_first_embedding_is_held(parts, provider, parsed)
         assert await wait_for_stages(engine, report.context_ids, timeout=1.0, poll=0.05) is False
     assert count(sync_conn, "SELECT count(*) FROM ai.context_ai_state "
                  "WHERE embedding_status = 'PENDING'") >= 2

@@ -24,12 +24,12 @@ def _code(sql: str) -> str:
 def test_the_expiry_predicate_is_written_once_and_shared_by_claim_and_finalizer():
     code = _code(SOURCE)
     q = statements()
-    fragment = _code(q._queries.raw("expired"))
+    fragment = _code(q.raw("expired"))
     for param in (":pending_expiry", ":processing_expiry"):
         assert code.count(param) == fragment.count(param) > 0  # only inside `expired`
     for name in ("claim", "finalize_exhausted"):
-        assert "{expired}" in q._queries.raw(name)
-        assert "pending_expiry" not in _code(q._queries.raw(name))
+        assert "{expired}" in q.raw(name)
+        assert "pending_expiry" not in _code(q.raw(name))
     expired = _code(q.sql("expired")).strip()
     assert expired in q.sql("claim") and expired in q.sql("finalize_exhausted")
     # guarded: each appears in the lock query and again in the UPDATE's WHERE
