@@ -14,24 +14,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import psycopg
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from pinlog.contracts import ProcessRequest
 from pinlog.core.rescan import RescanLoop, expiry_params, statements
-from pinlog.db import migrate
-from pinlog.db.embedded import EmbeddedDatabase
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from scratch_db import scratch_database  # bench/scratch_db.py (run as a script)
 
 STALE = 100
 SIZES = (10_000, 1_000_000)
@@ -110,18 +106,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
 
-    server = None
-    base = os.environ.get("PINLOG_TEST_DATABASE_URL")
-    if not base:
-        server = EmbeddedDatabase(Path(tempfile.mkdtemp(prefix="pinlog-bench-")))
-        server.start()
-        base = server.url("postgres")
-    name = f"pinlog_bench_{uuid.uuid4().hex[:8]}"
-    try:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        url = make_url(base).set(database=name).render_as_string(hide_password=False)
-        migrate.upgrade(url)
+    with scratch_database() as url:
         results = {}
         for total in SIZES:
             t0 = time.perf_counter()
@@ -145,13 +130,6 @@ def main() -> int:
                 print("!! the claim did not use the partial index")
                 return 1
         return 0 if ratio <= 1.5 else 1
-    finally:
-        try:
-            with psycopg.connect(base, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            if server is not None:
-                server.stop()
 
 
 if __name__ == "__main__":
