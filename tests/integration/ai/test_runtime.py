@@ -84,6 +84,22 @@ class CountingBatcher(MicroBatcher):
         return await super().embed(texts, kind)
 
 
+async def _all_jobs_meet_at_a_held_model_call(runtime, provider, batcher, sync_conn, jobs: int, *,
+                                              wait_entered: bool = False) -> None:
+    """Hold the model, submit contexts 1..``jobs``, wait until the batcher has seen its target
+    number of waiting texts (every running job inside a model call), release, and join."""
+    gate = provider.hold()
+    for cid in range(1, jobs + 1):
+        insert_state(sync_conn, cid)
+        assert await runtime.submit(request(cid, f"text {cid}")) == 202
+    if wait_entered:
+        await gate.wait_entered()
+    await asyncio.wait_for(batcher.reached.wait(), 10)
+    provider.gate = None
+    gate.open()
+    await runtime.join()
+
+
 async def test_concurrent_jobs_are_bounded_and_embeddings_batched(tmp_path, db_url, provider,
                                                                   judge, presets, sync_conn):
     """Many accepted jobs: at most ``job_concurrency`` run at once, and their embedding calls are
@@ -94,15 +110,8 @@ async def test_concurrent_jobs_are_bounded_and_embeddings_batched(tmp_path, db_u
     runtime = AiRuntime(settings, engine, provider=batcher, judge=judge)
     await runtime.start()
     try:
-        gate = provider.hold()
-        for cid in range(1, 21):
-            insert_state(sync_conn, cid)
-            assert await runtime.submit(request(cid, f"text {cid}")) == 202
-        await gate.wait_entered()
-        await asyncio.wait_for(batcher.reached.wait(), 10)  # all 6 running jobs are waiting
-        provider.gate = None
-        gate.open()
-        await runtime.join()
+        await _all_jobs_meet_at_a_held_model_call(runtime, provider, batcher, sync_conn, 20,
+                                                  wait_entered=True)  # 6 running jobs wait
     finally:
         await runtime.stop()
         await batcher.aclose()
@@ -140,14 +149,7 @@ async def test_more_jobs_than_connections_while_db_steps_stay_within_the_pool(
     await runtime.start()
     try:
         out["peak"] = 0  # start-up checks are not job steps
-        gate = provider.hold()
-        for cid in range(1, 9):
-            insert_state(sync_conn, cid)
-            assert await runtime.submit(request(cid, f"text {cid}")) == 202
-        await asyncio.wait_for(batcher.reached.wait(), 10)  # all 8 jobs inside a model call
-        provider.gate = None
-        gate.open()
-        await runtime.join()
+        await _all_jobs_meet_at_a_held_model_call(runtime, provider, batcher, sync_conn, 8)
     finally:
         await runtime.stop()
         await batcher.aclose()
