@@ -376,23 +376,27 @@ async def test_wrong_vector_length_is_permanent_and_never_stored(ai_settings, en
     assert row.embedding_status == "FAILED" and "wrong vector length" in row.last_error
 
 
-async def test_keyword_transient_error_keeps_completed_embedding(pipeline, sync_conn, judge):
+async def _run_with_a_failing_judge(pipeline, sync_conn, judge, error: type, message: str):
+    """Run context 1 while the judge's next call raises ``error(message)``; return
+    ``(JobResult, state row)``."""
     insert_state(sync_conn, 1)
-    judge.fail_next(TransientModelError, message="upstream 429")
-    result = await pipeline.run(request(1))
+    judge.fail_next(error, message=message)
+    return await pipeline.run(request(1)), read_state(sync_conn, 1)
+
+
+async def test_keyword_transient_error_keeps_completed_embedding(pipeline, sync_conn, judge):
+    result, row = await _run_with_a_failing_judge(pipeline, sync_conn, judge,
+                                                  TransientModelError, "upstream 429")
     assert (result.embedding, result.keyword) == ("completed", "transient")
-    row = read_state(sync_conn, 1)
     assert (row.embedding_status, row.keyword_status) == ("COMPLETED", "PROCESSING")
     assert row.last_error == "keyword transient: upstream 429"
     assert len(embedding_rows(sync_conn, 1)) == 1 and keyword_rows(sync_conn, 1) == []
 
 
 async def test_keyword_permanent_error_never_rolls_back_the_embedding(pipeline, sync_conn, judge):
-    insert_state(sync_conn, 1)
-    judge.fail_next(PermanentModelError, message="upstream 401")
-    result = await pipeline.run(request(1))
+    result, row = await _run_with_a_failing_judge(pipeline, sync_conn, judge,
+                                                  PermanentModelError, "upstream 401")
     assert (result.embedding, result.keyword) == ("completed", "permanent")
-    row = read_state(sync_conn, 1)
     assert (row.embedding_status, row.keyword_status) == ("COMPLETED", "FAILED")
     assert row.last_error == "keyword permanent: upstream 401"
     assert len(embedding_rows(sync_conn, 1)) == 1
