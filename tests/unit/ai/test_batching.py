@@ -61,18 +61,28 @@ async def test_a_lone_request_is_flushed_after_the_wait():
     await batcher.aclose()
 
 
+async def _behind_a_held_call(fake, batcher, first, others, *, before_queueing=None):
+    """Embed ``first`` (a ``(text, kind)`` pair) and hold its provider call; run
+    ``before_queueing()``; queue ``others`` behind it; release; return every outcome (results
+    or exceptions) in order."""
+    gate = fake.hold()
+    head = asyncio.create_task(batcher.embed([first[0]], first[1]))
+    await gate.wait_entered()
+    fake.gate = None
+    if before_queueing is not None:
+        before_queueing()
+    tail = [asyncio.create_task(batcher.embed([text], kind)) for text, kind in others]
+    await asyncio.sleep(0)  # let the queued calls reach the batcher (ordering, not timing)
+    gate.open()
+    return await asyncio.gather(head, *tail, return_exceptions=True)
+
+
 async def test_kinds_are_never_mixed_in_one_call():
     fake = FakeEmbeddingProvider()
     batcher = MicroBatcher(fake, batch_size=32, wait_ms=1)
-    gate = fake.hold()
-    first = asyncio.create_task(batcher.embed(["p0"], "passage"))
-    await gate.wait_entered()
-    fake.gate = None
-    others = [asyncio.create_task(batcher.embed(["p1"], "passage")),
-              asyncio.create_task(batcher.embed(["q1"], "query"))]
-    await asyncio.sleep(0)
-    gate.open()
-    await asyncio.gather(first, *others)
+    results = await _behind_a_held_call(fake, batcher, ("p0", "passage"),
+                                        [("p1", "passage"), ("q1", "query")])
+    assert not any(isinstance(r, BaseException) for r in results)
     assert fake.kinds == ["passage", "passage", "query"]
     await batcher.aclose()
 
@@ -80,15 +90,9 @@ async def test_kinds_are_never_mixed_in_one_call():
 async def test_transient_error_reaches_every_waiter_of_the_batch():
     fake = FakeEmbeddingProvider()
     batcher = MicroBatcher(fake, batch_size=32, wait_ms=1)
-    gate = fake.hold()
-    first = asyncio.create_task(batcher.embed(["a"], "passage"))
-    await gate.wait_entered()
-    fake.gate = None
-    fake.fail_next(TransientModelError, times=2)  # the held call, then the coalesced batch
-    pair = [asyncio.create_task(batcher.embed([t], "passage")) for t in ("b", "c")]
-    await asyncio.sleep(0)
-    gate.open()
-    results = await asyncio.gather(first, *pair, return_exceptions=True)
+    results = await _behind_a_held_call(  # fails the held call, then the coalesced batch
+        fake, batcher, ("a", "passage"), [("b", "passage"), ("c", "passage")],
+        before_queueing=lambda: fake.fail_next(TransientModelError, times=2))
     assert fake.batches == [1, 2]
     assert all(isinstance(r, TransientModelError) for r in results)
     await batcher.aclose()
