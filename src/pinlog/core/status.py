@@ -15,7 +15,7 @@ from pinlog.db.sql import SqlStatements
 from pinlog.settings import Settings
 from pinlog.states import Stage, Status
 
-_q = SqlStatements("pinlog.core", "status.sql")
+_q = SqlStatements("pinlog.core", "status.sql", fragments_from=("rescan.sql",))
 
 #: Rows shown under "recent failures" by default.
 RECENT_FAILURES = 10

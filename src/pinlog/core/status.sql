@@ -1,4 +1,6 @@
 -- The database picture for /metrics and `pinlog status` (SPEC §12). Read-only. Owned by core.
+-- The `unfinished` and `age` markers are rescan.sql's fragments (written once there; spliced by
+-- pinlog.db.sql.Queries).
 
 -- name: rows_per_stage_status
 -- State rows per stage × status. One pass over the table (the only O(table) read here).
@@ -9,11 +11,11 @@ SELECT 'keyword', keyword_status, count(*)
 FROM ai.context_ai_state GROUP BY keyword_status
 
 -- name: unfinished_by_retry_count
--- retry_count distribution of unfinished rows (the partial rescan index's predicate, verbatim,
--- so this costs O(unfinished rows)).
+-- retry_count distribution of unfinished rows (rescan.sql's `unfinished` fragment: the partial
+-- rescan index's predicate verbatim, so this costs O(unfinished rows)).
 SELECT retry_count, count(*) AS n
 FROM ai.context_ai_state
-WHERE (embedding_status IN ('PENDING','PROCESSING') OR keyword_status IN ('PENDING','PROCESSING'))
+WHERE {unfinished}
 GROUP BY retry_count ORDER BY retry_count
 
 -- name: unfinished_summary
@@ -24,10 +26,10 @@ SELECT
     count(*) FILTER (WHERE retry_count >= :max_retries) AS exhausted_unfinished,
     count(*) FILTER (WHERE keyword_status = 'PENDING' AND embedding_status = 'FAILED') AS dead_ends,
     count(*) AS unfinished,
-    extract(epoch FROM now() - min(greatest(updated_at, coalesce(rescanned_at, updated_at))))
+    extract(epoch FROM now() - min({age}))
         AS oldest_unfinished_seconds
 FROM ai.context_ai_state
-WHERE (embedding_status IN ('PENDING','PROCESSING') OR keyword_status IN ('PENDING','PROCESSING'))
+WHERE {unfinished}
 
 -- name: recent_failures
 -- The most recent rows with a FAILED stage and their last_error (already redacted by the writer).

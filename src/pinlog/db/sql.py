@@ -12,8 +12,9 @@ from data (SPEC §3):
 - ``{stage}`` / ``{other}``: replaced by the value of a :class:`pinlog.states.Stage` (the one
   runtime value ever interpolated into SQL);
 - ``{fragment}``: the name of another block of the same file (e.g. core's ``{expired}``
-  predicate in ``rescan.sql``), spliced in recursively without its comment lines, so a
-  predicate shared by several statements is written once.
+  predicate in ``rescan.sql``) or of a file named in ``fragments_from``, spliced in
+  recursively without its comment lines, so a predicate shared by several statements (and
+  files) is written once.
 
 Everything else is a bound parameter (``:name``). :meth:`Queries.native` gives the psycopg form
 (``%(name)s``) for statements sent on the driver connection (pipelines, see
@@ -45,23 +46,34 @@ class Queries:
     Args:
         package: package holding the file, e.g. ``"pinlog.ai"``.
         filename: e.g. ``"state.sql"``.
+        fragments_from: other files of ``package`` whose blocks may be spliced in as
+            ``{fragment}`` (e.g. ``status.sql`` reuses ``rescan.sql``'s ``{unfinished}``); they
+            are not statements of this file.
 
     Raises:
         ValueError: a name is defined twice.
     """
 
-    def __init__(self, package: str, filename: str) -> None:
-        source = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    def __init__(self, package: str, filename: str, *, fragments_from: tuple[str, ...] = ()) -> None:
         self.source_name = f"{package}/{filename}"
-        self._raw: dict[str, str] = {}
+        self._raw = self._blocks(package, filename)
+        self._fragments: dict[str, str] = {}
+        for other in fragments_from:
+            self._fragments.update(self._blocks(package, other))
+        self._cache: dict[tuple[str, Stage | None], TextClause] = {}
+        self._native: dict[tuple[str, Stage | None], str] = {}
+
+    @staticmethod
+    def _blocks(package: str, filename: str) -> dict[str, str]:
+        source = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+        blocks: dict[str, str] = {}
         parts = _NAME.split(source)
         for i in range(1, len(parts), 2):
             name, body = parts[i], parts[i + 1].strip()
-            if name in self._raw:
-                raise ValueError(f"{self.source_name}: query {name!r} defined twice")
-            self._raw[name] = body.rstrip(";").strip()
-        self._cache: dict[tuple[str, Stage | None], TextClause] = {}
-        self._native: dict[tuple[str, Stage | None], str] = {}
+            if name in blocks:
+                raise ValueError(f"{package}/{filename}: query {name!r} defined twice")
+            blocks[name] = body.rstrip(";").strip()
+        return blocks
 
     def names(self) -> list[str]:
         """All statement names in file order."""
@@ -81,7 +93,7 @@ class Queries:
         """
         if _depth > 8:
             raise ValueError(f"fragment nesting too deep at {name!r}")
-        raw = self._raw[name]
+        raw = self._raw[name] if not _depth or name in self._raw else self._fragments[name]
         if _depth:  # a spliced fragment: drop its comment lines, keep the SQL
             raw = "\n".join(line for line in raw.splitlines()
                             if not line.lstrip().startswith("--")).strip()

@@ -79,3 +79,20 @@ def test_rescan_settings_are_validated(field, value, message):
 
 def test_default_settings_are_valid():
     validate_rescan_settings(Settings.model_construct())
+
+
+def test_status_reuses_the_rescan_fragments_verbatim():
+    """`pinlog status` counts unfinished rows with the rescan's own predicate and age (written
+    once in rescan.sql), so its reads stay on the partial index."""
+    from pinlog.core.status import _q as status_q
+
+    rescan = statements()
+    unfinished = _code(rescan.sql("unfinished")).strip()
+    age = _code(rescan.sql("age")).strip()
+    for name in ("unfinished_by_retry_count", "unfinished_summary"):
+        assert "{unfinished}" in status_q.raw(name)
+        assert unfinished in status_q.sql(name)
+        assert "{" not in status_q.sql(name)
+    assert age in status_q.sql("unfinished_summary")
+    assert status_q.names() == ["rows_per_stage_status", "unfinished_by_retry_count",
+                                "unfinished_summary", "recent_failures"]
