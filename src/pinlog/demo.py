@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -30,6 +31,10 @@ from pinlog.core.search import member_search
 from pinlog.db import migrate
 from pinlog.db.engine import create_engine, embedded_for, resolve_database_url
 from pinlog.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from pinlog.core.runtime import CoreRuntime
+    from pinlog.core.services import CoreService
 
 
 @dataclass
@@ -123,9 +128,9 @@ async def run_demo(settings: Settings, url: str, inputs: DemoInputs, *, timeout:
     return result
 
 
-async def _print_records(service: object, outcome: ImportOutcome, console: Console) -> None:
+async def _print_records(service: CoreService, outcome: ImportOutcome, console: Console) -> None:
     for member, member_id in outcome.report.member_ids.items():
-        views = await service.list_records(member_id, limit=500)  # type: ignore[attr-defined]
+        views = await service.list_records(member_id, limit=500)
         table = Table(title=f"{member} — {len(views)} record(s)", show_lines=False)
         table.add_column("place")
         table.add_column("keywords")
@@ -139,7 +144,7 @@ async def _print_records(service: object, outcome: ImportOutcome, console: Conso
         console.print(table)
 
 
-async def _run_queries(engine: AsyncEngine, settings: Settings, core: object, path: Path,
+async def _run_queries(engine: AsyncEngine, settings: Settings, core: CoreRuntime, path: Path,
                        outcome: ImportOutcome, result: DemoResult, console: Console) -> None:
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     names = {record_id: key for key, record_id in outcome.report.record_keys.items()}
@@ -148,7 +153,7 @@ async def _run_queries(engine: AsyncEngine, settings: Settings, core: object, pa
         if member_id is None:
             continue
         expected = outcome.report.record_keys.get((line["member"], line.get("expected_record", "")))
-        hits = await member_search(engine, settings, core.search_client,  # type: ignore[attr-defined]
+        hits = await member_search(engine, settings, core.search_client,
                                    member_id, line["query"], limit=3)
         result.queries += 1
         rank = next((i for i, h in enumerate(hits, 1) if h.record_id == expected), None)

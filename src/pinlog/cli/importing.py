@@ -7,7 +7,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -20,6 +20,9 @@ from pinlog.composition import running_components
 from pinlog.core.importer import (ImportReport, ParsedFile, StageSummary, active_context_ids,
                                   import_lines, parse_import_file, summarize, wait_for_stages)
 from pinlog.settings import Settings
+
+if TYPE_CHECKING:
+    from pinlog.core.runtime import CoreRuntime
 
 #: Dispatch back-pressure: above this many queued requests the import waits for the queue.
 DISPATCH_HIGH_WATER = 50
@@ -51,14 +54,15 @@ async def run_import(engine: AsyncEngine, settings: Settings, parsed: ParsedFile
     """Import ``parsed`` (ai side in-process unless ``PINLOG_AI_BASE_URL``), optionally wait.
 
     Raises:
-        RuntimeError: the in-process ai side refused to start (no presets, not migrated).
+        StartupError: the in-process ai side refused to start (no presets, not migrated).
     """
     async with running_components(settings, engine, ai=settings.ai_base_url is None) as parts:
+        assert parts.core is not None
         return await import_with(parts.core, engine, settings, parsed, wait=wait,
                                  timeout=timeout, console=console)
 
 
-async def import_with(core: Any, engine: AsyncEngine, settings: Settings, parsed: ParsedFile, *,
+async def import_with(core: CoreRuntime, engine: AsyncEngine, settings: Settings, parsed: ParsedFile, *,
                       wait: bool, timeout: float, console: Console,
                       include_existing: bool = False) -> ImportOutcome:
     """Import ``parsed`` through a running core runtime (``core.service``, ``core.dispatcher``,

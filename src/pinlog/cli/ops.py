@@ -14,7 +14,7 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -31,13 +31,20 @@ from pinlog.cli.app import (
     settings_or_exit,
     without_rescan,
 )
+from pinlog.contracts import ProcessClient
 from pinlog.settings import Settings
+
+if TYPE_CHECKING:
+    from pinlog.ai.runtime import AiRuntime
+    from pinlog.core.reprocess import ReprocessReport
+    from pinlog.core.rescan import RoundReport
 
 console = Console()
 
 
 @asynccontextmanager
-async def process_client(settings: Settings, engine: AsyncEngine) -> AsyncIterator[tuple[Any, Any]]:
+async def process_client(settings: Settings, engine: AsyncEngine
+                         ) -> AsyncIterator[tuple[ProcessClient, AiRuntime | None]]:
     """Yield ``(client, ai_runtime_or_None)`` for an operator command.
 
     HTTP (:class:`pinlog.core.dispatch.HttpProcessClient`) when ``PINLOG_AI_BASE_URL`` is set;
@@ -71,7 +78,7 @@ def _ids(values: list[int], limit: int = 20) -> str:
     return shown + (f", … (+{len(values) - limit})" if len(values) > limit else "")
 
 
-def _print_round(report: Any) -> None:
+def _print_round(report: RoundReport) -> None:
     table = Table(title="rescan round", show_header=True)
     table.add_column("step")
     table.add_column("rows", justify="right")
@@ -238,7 +245,7 @@ def reprocess(
             moved_total += moved
             progress.update(task, advance=examined, moved=moved_total)
 
-        async def go(client: Any) -> Any:
+        async def go(client: ProcessClient | None) -> ReprocessReport:
             return await run_reprocess(engine, settings, mode,  # type: ignore[arg-type]
                                        client=client, batch_size=batch_size,
                                        on_batch=on_batch)
