@@ -8,6 +8,7 @@ IDENTITY), so tests do not depend on order.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -35,18 +36,24 @@ def _with_database(url: str, database: str) -> str:
 
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:
-    """libpq URL of a maintenance database on the test server."""
+    """libpq URL of a maintenance database on the test server.
+
+    The embedded server's folder (``pinlog-test-*`` in the temp dir, ~60 MB) is removed at session
+    end, so repeated runs leave nothing behind."""
     external = os.environ.get("PINLOG_TEST_DATABASE_URL")
     if external:
         yield external
         return
     root = Path(tempfile.mkdtemp(prefix="pinlog-test-"))
-    server = EmbeddedDatabase(root)
-    server.start()
     try:
-        yield server.url("postgres")
+        server = EmbeddedDatabase(root)
+        server.start()
+        try:
+            yield server.url("postgres")
+        finally:
+            server.stop()
     finally:
-        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def create_database(server_url: str, prefix: str) -> str:

@@ -25,6 +25,7 @@ from tests.integration.ai.support import (
     seed_presets,
     statuses,
 )
+from tests.sqltext import sql_code
 
 EXPIRY = timedelta(minutes=10)
 ALL = [s.value for s in Status]
@@ -187,7 +188,7 @@ async def test_embedding_upsert_never_revives_is_deleted(engine, sync_conn):
 
 
 async def test_embedding_upsert_replaces_a_live_row_but_keeps_is_deleted_out_of_its_update():
-    sql = state.Q.raw("upsert_embedding")
+    sql = sql_code(state.Q.raw("upsert_embedding"))  # comments name is_deleted too
     update_list = sql.split("DO UPDATE", 1)[1].split("WHERE", 1)[0]
     assert "is_deleted" not in update_list
     assert "embedding = EXCLUDED.embedding" in update_list

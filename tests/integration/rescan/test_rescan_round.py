@@ -231,6 +231,39 @@ async def test_scenario_17_cancelled_is_never_overwritten_by_failed(
     assert state(sync_conn, deleting)["embedding_status"] == "CANCELLED"
 
 
+# --- half-cancelled rows (one stage CANCELLED, the other PENDING/PROCESSING) ------------------
+# CURRENT RULE (rescan.sql `expired`: "any stage CANCELLED → never expired"): the rescan leaves
+# such a row exactly as it is — it is neither claimed (no retry spent, no request) nor finalized
+# (never FAILED next to CANCELLED), and no event is written. SPEC §7.2 announces a change (the
+# next round ends the unfinished stage CANCELLED too, with an event row): when that lands, THIS
+# TEST FAILS ON PURPOSE and must be rewritten deliberately to pin the new rule — do not loosen it.
+HALF_CANCELLED = [(emb, kw) for unfinished in ("PENDING", "PROCESSING")
+                  for emb, kw in (("CANCELLED", unfinished), (unfinished, "CANCELLED"))]
+
+
+@pytest.mark.parametrize("retry", [0, 2, 3, 5], ids=lambda r: f"retry{r}")
+@pytest.mark.parametrize("emb,kw", HALF_CANCELLED, ids=lambda s: s)
+async def test_half_cancelled_rows_are_neither_claimed_nor_finalized_current_rule(
+        sync_conn, engine, make_rescan_settings, client, emb, kw, retry):
+    """Every half-cancelled shape, retries left (0, 2) and used up (3 = max, 5), expired by both
+    clocks (updated_at and rescanned_at far past every expiry), through one real round next to
+    rows that the same round does claim and finalize (so the round demonstrably ran)."""
+    half = make_context(sync_conn, emb=emb, kw=kw, retry=retry, age_s=OLD, rescanned_age_s=OLD,
+                        last_error="embedding transient: upstream 503")
+    claimable = make_context(sync_conn, emb=emb.replace("CANCELLED", "PENDING"),
+                             kw=kw.replace("CANCELLED", "PENDING"), age_s=OLD)
+    exhausted = make_context(sync_conn, emb=emb.replace("CANCELLED", "PENDING"),
+                             kw=kw.replace("CANCELLED", "PENDING"), age_s=OLD, retry=3)
+    before = state(sync_conn, half)
+
+    report = await RescanLoop(make_rescan_settings(), engine, client).run_round()
+
+    assert report.claimed_ids == [claimable] and client.ids == [claimable]
+    assert report.finalized_ids == [exhausted] and report.dead_ends == 0
+    assert state(sync_conn, half) == before  # statuses, retry_count, clocks, last_error
+    assert events(sync_conn, half) == []
+
+
 async def test_scenario_18_context_deleted_after_the_claim_is_not_called(
         sync_conn, engine, make_rescan_settings, client, caplog):
     deleted = make_context(sync_conn, age_s=OLD)

@@ -10,15 +10,16 @@ import pytest
 
 from pinlog.core.rescan import SqlStatements, statements, validate_rescan_settings
 from pinlog.settings import Settings
+from tests.sqltext import sql_code
 
 SOURCE = resources.files("pinlog.core").joinpath("rescan.sql").read_text(encoding="utf-8")
 MIGRATION = resources.files("pinlog.db.migrations.versions").joinpath(
     "0001_initial_schema.py").read_text(encoding="utf-8")
 
-
-def _code(sql: str) -> str:
-    """SQL without comment lines."""
-    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+# Every text assertion below runs on the SQL without its comments (tests/sqltext.py): the
+# statements' comments name their rules ("FOR UPDATE SKIP LOCKED …"), so a check on the raw text
+# could never fail.
+_code = sql_code
 
 
 def test_the_expiry_predicate_is_written_once_and_shared_by_claim_and_finalizer():
@@ -28,13 +29,14 @@ def test_the_expiry_predicate_is_written_once_and_shared_by_claim_and_finalizer(
     for param in (":pending_expiry", ":processing_expiry"):
         assert code.count(param) == fragment.count(param) > 0  # only inside `expired`
     for name in ("claim", "finalize_exhausted"):
-        assert "{expired}" in q.raw(name)
+        assert "{expired}" in _code(q.raw(name))
         assert "pending_expiry" not in _code(q.raw(name))
     expired = _code(q.sql("expired")).strip()
-    assert expired in q.sql("claim") and expired in q.sql("finalize_exhausted")
+    claim, finalize = _code(q.sql("claim")), _code(q.sql("finalize_exhausted"))
+    assert expired in claim and expired in finalize
     # guarded: each appears in the lock query and again in the UPDATE's WHERE
-    assert q.sql("claim").count(expired) == 2
-    assert q.sql("finalize_exhausted").count(expired) == 2
+    assert claim.count(expired) == 2
+    assert finalize.count(expired) == 2
 
 
 def test_claim_orders_by_exactly_the_partial_index_expression_and_skips_locked_rows():
@@ -44,15 +46,15 @@ def test_claim_orders_by_exactly_the_partial_index_expression_and_skips_locked_r
     expression, predicate = index.group(1), " ".join(index.group(2).split())
     q = statements()
     for name in ("claim", "finalize_exhausted", "finalize_dead_ends"):
-        sql = q.sql(name)
+        sql = _code(q.sql(name))
         assert f"ORDER BY {expression}\n" in sql
-        assert "FOR UPDATE SKIP LOCKED" in sql
+        assert re.search(r"\bLIMIT :batch_size\s+FOR UPDATE SKIP LOCKED\s*\)", sql), name
         assert predicate in " ".join(sql.split())  # the index predicate, verbatim
-    assert "updated_at = now()" not in q.sql("claim")  # SPEC §7.3
+    assert "updated_at = now()" not in _code(q.sql("claim"))  # SPEC §7.3
 
 
 def test_finalizer_is_a_whitelist():
-    sql = " ".join(statements().sql("finalize_exhausted").split())
+    sql = " ".join(_code(statements().sql("finalize_exhausted")).split())
     for stage in ("embedding_status", "keyword_status"):
         assert (f"{stage} = CASE WHEN s.{stage} IN ('PENDING','PROCESSING') "
                 f"THEN 'FAILED' ELSE s.{stage} END") in sql
@@ -90,9 +92,9 @@ def test_status_reuses_the_rescan_fragments_verbatim():
     unfinished = _code(rescan.sql("unfinished")).strip()
     age = _code(rescan.sql("age")).strip()
     for name in ("unfinished_by_retry_count", "unfinished_summary"):
-        assert "{unfinished}" in status_q.raw(name)
-        assert unfinished in status_q.sql(name)
-        assert "{" not in status_q.sql(name)
-    assert age in status_q.sql("unfinished_summary")
+        assert "{unfinished}" in _code(status_q.raw(name))
+        assert unfinished in _code(status_q.sql(name))
+        assert "{" not in _code(status_q.sql(name))
+    assert age in _code(status_q.sql("unfinished_summary"))
     assert status_q.names() == ["rows_per_stage_status", "unfinished_by_retry_count",
                                 "unfinished_summary", "recent_failures"]
