@@ -201,6 +201,24 @@ async def test_scenario_16_finalizer_fails_only_unfinished_stages(
     assert sorted(e[0] for e in events(sync_conn, both)) == ["embedding", "keyword"]
 
 
+async def test_finalizer_whitelist_keeps_a_finished_keyword_stage(
+        sync_conn, engine, make_rescan_settings, client):
+    """The whitelist from the keyword side (scenario 16 shows the embedding side): an unfinished
+    embedding next to a finished keyword stage (e.g. a manual fix or an adopted database) → only
+    the embedding becomes FAILED; COMPLETED and FAILED keyword stages are kept, no keyword event."""
+    completed_kw = make_context(sync_conn, emb="PROCESSING", kw="COMPLETED", age_s=OLD, retry=3)
+    failed_kw = make_context(sync_conn, emb="PENDING", kw="FAILED", age_s=OLD, retry=3)
+
+    report = await RescanLoop(make_rescan_settings(), engine, client).run_round()
+
+    assert sorted(report.finalized_ids) == [completed_kw, failed_kw] and client.requests == []
+    for cid, kw in ((completed_kw, "COMPLETED"), (failed_kw, "FAILED")):
+        row = state(sync_conn, cid)
+        assert (row["embedding_status"], row["keyword_status"]) == ("FAILED", kw)
+        assert [e[:4] for e in events(sync_conn, cid)] == [
+            ("embedding", "PROCESSING" if kw == "COMPLETED" else "PENDING", "FAILED", "finalizer")]
+
+
 async def test_scenario_17_cancelled_is_never_overwritten_by_failed(
         sync_conn, db_url, make_rescan_settings, client):
     cancelled = make_context(sync_conn, emb="CANCELLED", kw="CANCELLED", age_s=OLD, retry=3)
