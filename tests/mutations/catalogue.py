@@ -109,7 +109,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         STATE_SQL,
         "AND (s.keyword_status = 'PENDING'",
         "AND (s.keyword_status IN ('PENDING', 'COMPLETED')",
-        (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",),
+        (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
+         f"{PIPELINE}::test_a_finished_keyword_stage_is_never_restarted_by_the_job"),
     ),
     Mutation(
         "start_keyword_reclaims_live_processing",

@@ -156,6 +156,20 @@ async def test_scenario_07_only_the_keyword_stage_reruns(pipeline, sync_conn, pr
     assert [k for k, *_ in keyword_rows(sync_conn, 1)] == [301]
 
 
+@pytest.mark.parametrize("finished", ["COMPLETED", "FAILED"])
+async def test_a_finished_keyword_stage_is_never_restarted_by_the_job(pipeline, sync_conn,
+                                                                      provider, judge, finished):
+    """SPEC §3: the ai side never changes a COMPLETED stage and never moves FAILED → PROCESSING.
+    A row whose embedding still has work (e.g. an adopted database) runs its embedding stage; the
+    keyword start refuses the finished keyword stage: no judge call, no keyword event."""
+    insert_state(sync_conn, 1, "PENDING", finished)
+    await pipeline.run(request(1, QUIET_TEXT))
+    assert statuses(sync_conn, 1) == ("COMPLETED", finished)
+    assert provider.calls == 1 and judge.calls == 0
+    assert keyword_rows(sync_conn, 1) == []
+    assert [e[0] for e in events(sync_conn, 1)] == ["embedding", "embedding"]
+
+
 async def test_scenario_07_keyword_rerun_after_reprocess_reuses_embedding(pipeline, sync_conn,
                                                                           provider, judge):
     insert_state(sync_conn, 1, "COMPLETED", "PENDING")
