@@ -49,6 +49,8 @@ SERVICES = "src/pinlog/core/services.py"
 CANDIDATES = "src/pinlog/ai/candidates.py"
 PIPELINE_PY = "src/pinlog/ai/pipeline.py"
 AUTH = "src/pinlog/core/api/auth.py"
+AI_API = "src/pinlog/ai/api.py"
+REPROCESS_SQL = "src/pinlog/core/reprocess.sql"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -60,6 +62,8 @@ SERVICES_T = "tests/integration/core/test_services.py"
 ROLLBACK = "tests/integration/core/test_rollback.py"
 JUDGES = "tests/unit/judges/test_candidates_and_similarity.py"
 AUTH_T = "tests/unit/core/test_auth.py"
+AI_API_T = "tests/integration/ai/test_api.py"
+REPROCESS_T = "tests/integration/rescan/test_reprocess_and_status.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -176,6 +180,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ON CONFLICT (context_id) DO UPDATE",
         (f"{GUARDS}::test_embedding_upsert_only_while_processing",),
     ),
+    Mutation(
+        "keyword_insert_without_guard",
+        "SPEC §5.2 step 3 save: keyword rows only while keyword PROCESSING and embedding COMPLETED",
+        STATE_SQL,
+        " WHERE s.context_id = :context_id\n   AND s.keyword_status = 'PROCESSING'\n"
+        "   AND s.embedding_status = 'COMPLETED';",
+        " WHERE s.context_id = :context_id;",
+        (f"{GUARDS}::test_keyword_writes_are_guarded",),
+    ),
     # ---- rescan / finalizer (core/rescan.sql, SPEC §7) ---------------------------------------
     Mutation(
         "claim_waits_on_locked_rows",
@@ -279,6 +292,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    AND embedding_status <> 'CANCELLED' AND keyword_status <> 'CANCELLED'\n",
         "    AND embedding_status <> 'CANCELLED'\n",
         (f"{ROUND}::test_half_cancelled_rows_are_neither_claimed_nor_finalized_current_rule",),
+    ),
+    Mutation(
+        "processing_expiry_replaced_by_pending_expiry",
+        "SPEC §7.1/§7.3: PENDING and PROCESSING use different expiries",
+        RESCAN_SQL,
+        "(embedding_status = 'PROCESSING' AND {age} < now() - CAST(:processing_expiry AS interval))",
+        "(embedding_status = 'PROCESSING' AND {age} < now() - CAST(:pending_expiry AS interval))",
+        (f"{ROUND}::test_pending_and_processing_expiries_differ_and_come_from_settings",),
+    ),
+    Mutation(
+        "keyword_pending_expires_while_embedding_is_live",
+        "rescan.sql `expired`: a PENDING keyword waits for a live embedding (its clock is the "
+        "embedding's PROCESSING expiry)",
+        RESCAN_SQL,
+        "OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'",
+        "OR (keyword_status = 'PENDING'",
+        (f"{ROUND}::test_pending_and_processing_expiries_differ_and_come_from_settings",),
+    ),
+    Mutation(
+        "reprocess_profile_moves_unfinished_stages",
+        "SPEC §7.5: reprocess is the only COMPLETED → PENDING path (never FAILED/CANCELLED)",
+        REPROCESS_SQL,
+        "    s.embedding_status = 'COMPLETED'\n    AND EXISTS",
+        "    s.embedding_status IN ('COMPLETED', 'FAILED', 'CANCELLED')\n    AND EXISTS",
+        (f"{REPROCESS_T}::test_reprocess_profile_moves_only_completed_stages_of_another_profile",),
     ),
     # ---- search filters (ai/search.sql, core/search.sql, SPEC §10) ---------------------------
     Mutation(
@@ -423,5 +461,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            or not 0 < int(sub) < 2**63):",
         "            ):",
         (f"{AUTH_T}::test_rejected",),
+    ),
+    # ---- internal secret (ai/api.py, SPEC §5.1) ----------------------------------------------
+    Mutation(
+        "internal_secret_not_compared",
+        "SPEC §5.1: X-Internal-Secret must match a configured secret, else 401",
+        AI_API,
+        '        match |= hmac.compare_digest(given, secret.encode("utf-8"))',
+        "        match = True",
+        (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",),
     ),
 )
