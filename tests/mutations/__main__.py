@@ -178,14 +178,40 @@ def database_server(work: Path) -> Iterator[str]:
     if external:
         yield external
         return
-    from pinlog.db.embedded import EmbeddedDatabase
+    import psycopg
+
+    from pinlog.db.embedded import EmbeddedDatabase, EmbeddedDatabaseError
 
     server = EmbeddedDatabase(work / "pg-server")
     server.start()
     try:
-        yield server.url("postgres")
+        url = server.url("postgres")
+        # A throwaway server: no durability needed. Without fsync the ~50 test databases cost
+        # little I/O on a shared machine and the shutdown checkpoint is quick.
+        with psycopg.connect(url, autocommit=True) as conn:
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                conn.execute(f"ALTER SYSTEM SET {setting} = off")
+            conn.execute("SELECT pg_reload_conf()")
+        yield url
     finally:
-        server.stop()
+        try:
+            server.stop(timeout=120)
+        except EmbeddedDatabaseError:
+            # still checkpointing under load: immediate shutdown (its data is thrown away)
+            print("warning: the mutation database did not stop in time; immediate shutdown",
+                  file=sys.stderr)
+            _quit_postmaster(work / "pg-server")
+
+
+def _quit_postmaster(data_dir: Path) -> None:
+    """Immediate shutdown (SIGQUIT) of the postmaster whose pid file is under ``data_dir``."""
+    import signal
+
+    for pid_file in data_dir.rglob("postmaster.pid"):
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)
+        except (OSError, ValueError, IndexError):
+            pass
 
 
 def _caught(nodes: Sequence[str]) -> str:
