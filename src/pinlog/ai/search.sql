@@ -26,3 +26,18 @@ SELECT record_id, context_id, similarity
 FROM best_per_record
 ORDER BY similarity DESC, record_id
 LIMIT :limit
+
+-- name: score_contexts
+-- SPEC §10: cosine of the contexts core's lexical channel found (core merges the channels).
+-- The same four filters as search_member, each alone sufficient to exclude stale data (SPEC
+-- §11 #3, #19): a context of another member, deleted, not COMPLETED or of another profile is
+-- simply not returned.
+SELECT e.record_id, e.context_id,
+       1 - (e.embedding <=> CAST(:query_vector AS vector)) AS similarity
+FROM ai.context_embedding AS e
+JOIN ai.context_ai_state AS s ON s.context_id = e.context_id
+WHERE e.context_id = ANY(CAST(:context_ids AS bigint[]))
+  AND e.user_id = :user_id                          -- filter: member
+  AND e.is_deleted = false                          -- filter: is_deleted
+  AND s.embedding_status = 'COMPLETED'              -- filter: status
+  AND e.embedding_profile = :profile                -- filter: profile

@@ -1,8 +1,12 @@
-"""Personal search, core side (SPEC §10): ask the ai side, then re-verify every hit.
+"""Personal search, core side (SPEC §10): lexical channel, ai vector channel, relevance
+decision and merge (:mod:`pinlog.core.relevance`), then re-verification of every hit.
 
-The ai side ranks the member's embeddings; core then keeps only hits whose context is still
-active and whose record is active, both owned by the member, and decorates them with the
-place, the matched context's text and the owner-view keywords of that context (SPEC §8).
+core matches the query's lexical terms against the member's own words (active note bodies and
+saved places' names/addresses, ``lexical_matches``), asks the ai side for the records its
+vector channel vouches for and for the cosine of the lexically matched contexts, decides which
+records have evidence and orders them, then keeps only hits whose context is still active and
+whose record is active, both owned by the member, and decorates them with the place, the
+matched context's text and the owner-view keywords of that context (SPEC §8).
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from dataclasses import dataclass
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.contracts import (REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, SearchRequest,
-                              SearchResponse)
+from pinlog.contracts import (MAX_SCORED_CONTEXTS, REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER,
+                              SearchHit, SearchRequest, SearchResponse)
+from pinlog.core.relevance import Candidate, Decision, RelevanceRule, decide
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.settings import Settings
+from pinlog.text import lexical_terms
 
 log = logging.getLogger(__name__)
 queries = Queries("pinlog.core", "search.sql")
@@ -43,7 +49,8 @@ class SearchRejected(PinlogError, RuntimeError):
 
 @dataclass(frozen=True)
 class SearchResult:
-    """One verified hit: the record, its matched context and that context's similarity."""
+    """One verified hit: the record, its matched context, that context's cosine similarity and
+    the channels that matched (``matched_by``: ``vector``, ``text``, ``place``; SPEC §10)."""
 
     record_id: int
     context_id: int
@@ -51,6 +58,7 @@ class SearchResult:
     place: PlaceView
     text: str
     keywords: list[str]
+    matched_by: tuple[str, ...] = ("vector",)
 
 
 class HttpSearchClient:
@@ -90,15 +98,21 @@ class HttpSearchClient:
 
 
 async def verify_hits(engine: AsyncEngine, member_id: int,
-                      response: SearchResponse) -> list[SearchResult]:
-    """Keep the hits core still vouches for, in the ai side's order (SPEC §10).
+                      response: SearchResponse | list[Decision]) -> list[SearchResult]:
+    """Keep the hits core still vouches for, in the given order (SPEC §10).
+
+    Args:
+        response: the ai side's response (its ``results``, matched by the vector channel) or
+            the merged decisions of :func:`pinlog.core.relevance.decide`.
 
     Returns:
         verified results with place, matched context text and owner-view keywords.
     """
-    if not response.results:
+    hits: list[SearchHit] | list[Decision] = (
+        response.results if isinstance(response, SearchResponse) else response)
+    if not hits:
         return []
-    context_ids = [hit.context_id for hit in response.results]
+    context_ids = [hit.context_id for hit in hits]
     async with engine.connect() as conn:
         rows = {int(r["context_id"]): r for r in (await conn.execute(
             queries("verify_hits"), {"context_ids": context_ids, "member_id": member_id}
@@ -109,7 +123,7 @@ async def verify_hits(engine: AsyncEngine, member_id: int,
                                           {"context_ids": list(rows)})).mappings().all():
                 keywords.setdefault(int(kw["context_id"]), []).append(kw["display_name"])
     results = []
-    for hit in response.results:
+    for hit in hits:
         row = rows.get(hit.context_id)
         if row is None or int(row["record_id"]) != hit.record_id:
             log.info("search hit dropped by core verification",
@@ -120,18 +134,67 @@ async def verify_hits(engine: AsyncEngine, member_id: int,
             place=PlaceView(external_place_id=row["external_place_id"], name=row["name"],
                             address=row["address"], road_address=row["road_address"],
                             lat=float(row["lat"]), lng=float(row["lng"])),
-            text=row["body"], keywords=keywords.get(hit.context_id, [])))
+            text=row["body"], keywords=keywords.get(hit.context_id, []),
+            matched_by=getattr(hit, "matched_by", ("vector",))))
     return results
+
+
+def relevance_rule(settings: Settings) -> RelevanceRule:
+    """The relevance decision's parameters in force (``PINLOG_SEARCH_TEXT_MIN_COVERAGE``,
+    ``PINLOG_SEARCH_RRF_K``)."""
+    return RelevanceRule(min_coverage=settings.search_text_min_coverage,
+                         rrf_k=settings.search_rrf_k)
+
+
+async def lexical_matches(engine: AsyncEngine, member_id: int,
+                          terms: list[str]) -> dict[int, Candidate]:
+    """The lexical channel (SPEC §10): record id → candidate with the query terms found in each
+    active note (``note_terms``) and in the place (``place_terms``), for every record of the
+    member with at least one matching term. At most :data:`MAX_SCORED_CONTEXTS` contexts, those
+    with the most matched terms first."""
+    if not terms:
+        return {}
+    tsquery = " | ".join(f"'{t}'" for t in terms)  # each term is a \w+ run: no quoting needed
+    async with engine.connect() as conn:
+        rows = (await conn.execute(queries("lexical_matches"), {
+            "member_id": member_id, "terms": terms, "tsquery": tsquery,
+            "max_rows": MAX_SCORED_CONTEXTS})).mappings().all()
+    found: dict[int, Candidate] = {}
+    for row in rows:
+        candidate = found.setdefault(int(row["record_id"]), Candidate(int(row["record_id"])))
+        candidate.note_terms[int(row["context_id"])] = frozenset(row["note_terms"] or ())
+        candidate.place_terms = frozenset(row["place_terms"] or ())
+    return found
+
+
+def merge_channels(lexical: dict[int, Candidate], response: SearchResponse) -> list[Candidate]:
+    """One candidate per record from the lexical matches and the ai side's answer: the vector
+    channel's results (flagged ``vector``) and the cosines of the scored contexts."""
+    candidates = dict(lexical)
+    for hit in response.scored:
+        candidate = candidates.setdefault(hit.record_id, Candidate(hit.record_id))
+        candidate.similarities[hit.context_id] = hit.similarity
+    for hit in response.results:
+        candidate = candidates.setdefault(hit.record_id, Candidate(hit.record_id))
+        candidate.similarities[hit.context_id] = hit.similarity
+        candidate.vector = True
+        candidate.vector_context_id = hit.context_id
+    return list(candidates.values())
 
 
 async def member_search(engine: AsyncEngine, settings: Settings, search: SearchFn | None,
                         member_id: int, query: str, limit: int = 20) -> list[SearchResult]:
-    """Search the member's records by meaning (SPEC §10).
+    """Search the member's records by meaning and by their own words (SPEC §10).
 
     Args:
         search: the ai side's search (in-process ``AiRuntime.search`` or :class:`HttpSearchClient`).
-        query: 1..2000 characters; embedded whole, once.
+        query: 1..2000 characters; embedded whole, once; its lexical terms are matched against
+            the member's active notes and saved places.
         limit: 1..100 records.
+
+    Returns:
+        records with evidence from at least one channel, best first (``[]`` for an off-topic
+        query or one without any word).
 
     Raises:
         SearchUnavailable: no ai side configured or it failed.
@@ -139,7 +202,12 @@ async def member_search(engine: AsyncEngine, settings: Settings, search: SearchF
     """
     if search is None:
         raise SearchUnavailable("search unavailable")
+    terms = lexical_terms(query)
+    lexical = await lexical_matches(engine, member_id, terms)
+    context_ids = [cid for c in lexical.values() for cid in c.note_terms][:MAX_SCORED_CONTEXTS]
     request = SearchRequest(user_id=member_id, query=query, limit=limit,
-                            embedding_profile=settings.profile)
+                            embedding_profile=settings.profile, context_ids=context_ids)
     response = await search(request)
-    return await verify_hits(engine, member_id, response)
+    decisions = decide(merge_channels(lexical, response), len(terms), relevance_rule(settings),
+                       limit)
+    return await verify_hits(engine, member_id, decisions)

@@ -1,0 +1,58 @@
+"""Lexical search channel (SPEC §10): analysed terms of note bodies and of saved places.
+
+``core.context.lexemes`` holds the terms of the note body and ``core.place.lexemes`` those of
+the place's name, address and road address, both as ``tsvector`` built from
+:func:`pinlog.text.lexical_terms` (character bigrams of Hangul, lower-cased Latin words) with a
+GIN index. core fills them when it writes the row (a context body and a place are immutable,
+so they are never recomputed); existing rows are backfilled here, in batches. NULL means "no
+terms" (an unbackfilled row simply never matches lexically).
+
+Revision ID: 0002_issue10_lexical
+Revises: 0001
+Create Date: 2026-11-30
+"""
+
+from alembic import op
+from sqlalchemy import text
+
+revision = "0002_issue10_lexical"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+BATCH = 1000
+
+
+def _backfill(table: str, columns: str) -> None:
+    from pinlog.text import lexical_terms
+
+    conn = op.get_bind()
+    last = 0
+    while True:
+        rows = conn.execute(text(
+            f"SELECT id, concat_ws(' ', {columns}) FROM {table} "
+            "WHERE id > :last AND lexemes IS NULL ORDER BY id LIMIT :batch"),
+            {"last": last, "batch": BATCH}).all()
+        if not rows:
+            return
+        for row_id, body in rows:
+            conn.execute(text(f"UPDATE {table} SET lexemes = array_to_tsvector(CAST(:terms AS text[])) "
+                              "WHERE id = :id"), {"terms": lexical_terms(body or ""), "id": row_id})
+        last = rows[-1][0]
+
+
+def upgrade() -> None:
+    op.execute("ALTER TABLE core.context ADD COLUMN IF NOT EXISTS lexemes tsvector NULL")
+    op.execute("ALTER TABLE core.place ADD COLUMN IF NOT EXISTS lexemes tsvector NULL")
+    _backfill("core.context", "body")
+    _backfill("core.place", "name, address, road_address")
+    op.execute("CREATE INDEX IF NOT EXISTS context_lexemes_idx ON core.context USING gin (lexemes) "
+               "WHERE deleted_at IS NULL")
+    op.execute("CREATE INDEX IF NOT EXISTS place_lexemes_idx ON core.place USING gin (lexemes)")
+
+
+def downgrade() -> None:
+    op.execute("DROP INDEX IF EXISTS core.context_lexemes_idx")
+    op.execute("DROP INDEX IF EXISTS core.place_lexemes_idx")
+    op.execute("ALTER TABLE core.context DROP COLUMN IF EXISTS lexemes")
+    op.execute("ALTER TABLE core.place DROP COLUMN IF EXISTS lexemes")
