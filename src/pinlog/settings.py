@@ -147,7 +147,7 @@ class Settings(BaseSettings):
     search_short_query_floor: float | None = Field(None, description="Per profile when unset.")
     search_ratio: float | None = Field(None, description="Per profile when unset.")
     search_text_min_coverage: float = Field(
-        0.4, gt=0, le=1, description="Lexical evidence: share of the query's terms a record's "
+        0.35, gt=0, le=1, description="Lexical evidence: share of the query's terms a record's "
         "notes and place must contain.")
     search_rrf_k: int = Field(60, ge=1, le=10_000, description="Reciprocal rank fusion constant.")
     search_rewrite: Literal["off", "llm"] = Field(

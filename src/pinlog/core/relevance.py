@@ -39,7 +39,7 @@ class RelevanceRule:
             the rank differences.
     """
 
-    min_coverage: float = 0.4
+    min_coverage: float = 0.35
     rrf_k: int = 60
 
 
