@@ -68,9 +68,11 @@ LIMIT 1;
 SELECT id FROM core.place WHERE external_place_id = :external_place_id;
 
 -- name: insert_record
--- SPEC §2.1: at most one active record per (member, place) — a conflict returns no row.
-INSERT INTO core.record (member_id, place_id)
-VALUES (:member_id, :place_id)
+-- SPEC §2.1: at most one active record per (member, place) — a conflict returns no row. SPEC §10:
+-- the place's lexical terms are copied onto the record (a place is never updated, so the copy
+-- never goes stale): the lexical channel then reads only the member's own rows.
+INSERT INTO core.record (member_id, place_id, place_lexemes)
+VALUES (:member_id, :place_id, (SELECT p.lexemes FROM core.place AS p WHERE p.id = :place_id))
 ON CONFLICT (member_id, place_id) WHERE deleted_at IS NULL DO NOTHING
 RETURNING id;
 

@@ -69,11 +69,12 @@ class Candidate:
         """The record's best cosine over its scored contexts (None if none was scored)."""
         return max(self.similarities.values()) if self.similarities else None
 
-    def matched_terms(self) -> frozenset[str]:
-        """Query terms found in any active note of the record or in its place."""
+    def matched_terms(self, *, all_notes: bool = False) -> frozenset[str]:
+        """Query terms found in the record's place or in its notes — only the scored ones (a
+        note without an embedding is not searchable yet), or all with ``all_notes``."""
         found: set[str] = set(self.place_terms)
         for context_id, terms in self.note_terms.items():
-            if context_id in self.similarities:
+            if all_notes or context_id in self.similarities:
                 found |= terms
         return frozenset(found)
 

@@ -150,21 +150,29 @@ async def lexical_matches(engine: AsyncEngine, member_id: int,
                           terms: list[str]) -> dict[int, Candidate]:
     """The lexical channel (SPEC §10): record id → candidate with the query terms found in each
     active note (``note_terms``) and in the place (``place_terms``), for every record of the
-    member with at least one matching term. At most :data:`MAX_SCORED_CONTEXTS` contexts, those
-    with the most matched terms first."""
+    member with at least one matching term; each record lists all its active contexts (a
+    record found by its place shows its best note by cosine)."""
     if not terms:
         return {}
+    wanted = frozenset(terms)
     tsquery = " | ".join(f"'{t}'" for t in terms)  # each term is a \w+ run: no quoting needed
     async with engine.connect() as conn:
         rows = (await conn.execute(queries("lexical_matches"), {
-            "member_id": member_id, "terms": terms, "tsquery": tsquery,
-            "max_rows": MAX_SCORED_CONTEXTS})).mappings().all()
+            "member_id": member_id, "terms": terms, "tsquery": tsquery})).all()
     found: dict[int, Candidate] = {}
-    for row in rows:
-        candidate = found.setdefault(int(row["record_id"]), Candidate(int(row["record_id"])))
-        candidate.note_terms[int(row["context_id"])] = frozenset(row["note_terms"] or ())
-        candidate.place_terms = frozenset(row["place_terms"] or ())
+    for context_id, record_id, note_terms, place_terms in rows:
+        candidate = found.setdefault(int(record_id), Candidate(int(record_id)))
+        candidate.note_terms[int(context_id)] = wanted.intersection(note_terms or ())
+        candidate.place_terms = wanted.intersection(place_terms or ())
     return found
+
+
+def contexts_to_score(lexical: dict[int, Candidate]) -> list[int]:
+    """The lexically matched records' contexts the ai side is asked to score, records with the
+    most matched terms first, at most :data:`MAX_SCORED_CONTEXTS`."""
+    ordered = sorted(lexical.values(), key=lambda c: (-len(c.matched_terms(all_notes=True)),
+                                                      c.record_id))
+    return [cid for c in ordered for cid in sorted(c.note_terms)][:MAX_SCORED_CONTEXTS]
 
 
 def merge_channels(lexical: dict[int, Candidate], response: SearchResponse) -> list[Candidate]:
@@ -204,7 +212,7 @@ async def member_search(engine: AsyncEngine, settings: Settings, search: SearchF
         raise SearchUnavailable("search unavailable")
     terms = lexical_terms(query)
     lexical = await lexical_matches(engine, member_id, terms)
-    context_ids = [cid for c in lexical.values() for cid in c.note_terms][:MAX_SCORED_CONTEXTS]
+    context_ids = contexts_to_score(lexical)
     request = SearchRequest(user_id=member_id, query=query, limit=limit,
                             embedding_profile=settings.profile, context_ids=context_ids)
     response = await search(request)
