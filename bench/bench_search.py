@@ -54,7 +54,7 @@ from pinlog.ai.presets import load_preset_file
 from pinlog.ai.providers import build_batched_provider
 from pinlog.ai.search import SearchCuts, queries, search, to_pgvector
 from pinlog.contracts import SearchRequest, SearchResponse
-from pinlog.core.search import contexts_to_score, lexical_matches, member_search
+from pinlog.core.search import lexical_matches, member_search, records_to_score, relevance_rule
 from pinlog.core.search import queries as core_queries
 from pinlog.db import migrate
 from pinlog.db.embedded import EmbeddedDatabase
@@ -196,7 +196,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 #: The statements of one search, as EXPLAINed (component, statement name).
-STATEMENTS = (("core", "lexical_matches"), ("ai", "search_member"), ("ai", "score_contexts"),
+STATEMENTS = (("core", "lexical_matches"), ("ai", "search_member"), ("ai", "score_records"),
               ("core", "verify_hits"))
 
 
@@ -226,15 +226,15 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
         vector = (await provider.inner.embed([q], "query"))[0]
         terms = lexical_terms(q)
         lexical = await lexical_matches(engine, MEMBER, terms)
-        context_ids = contexts_to_score(lexical)
+        record_ids = records_to_score(lexical, len(terms), relevance_rule(settings))
         params = {
-            "lexical_matches": {"member_id": MEMBER, "terms": terms,
+            "lexical_matches": {"member_id": MEMBER,
                                 "tsquery": " | ".join(f"'{t}'" for t in terms)},
             "search_member": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
                               "profile": provider.profile, "limit": limit},
-            "score_contexts": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
-                               "profile": provider.profile, "context_ids": context_ids},
-            "verify_hits": {"member_id": MEMBER, "context_ids": context_ids[:limit]},
+            "score_records": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
+                              "profile": provider.profile, "record_ids": record_ids},
+            "verify_hits": {"member_id": MEMBER, "context_ids": list(range(1, limit + 1))},
         }
         plans = {}
         async with engine.connect() as conn:
@@ -246,7 +246,7 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
                                                       "'[<query vector>]'::vector", plan)
         return {"total": totals, "embed": embeds, "rest": rest, "counts": counts, "plans": plans,
                 "plan_query": f"{len(terms)} lexical terms, {len(lexical)} lexically matched "
-                              f"records, {len(context_ids)} scored contexts"}
+                              f"records, {len(record_ids)} of them scored"}
     finally:
         await engine.dispose()
 

@@ -5,8 +5,9 @@ For every query of ``search_queries.jsonl`` and ``search_queries_more.jsonl`` (p
 the default provider, scores records exactly as the search SQL does (cosine, best context per
 record), matches the query's lexical terms against the notes and the place name/address
 exactly as core's ``lexical_matches`` does (:func:`pinlog.text.lexical_terms`), and runs the
-code the server runs: :func:`pinlog.ai.search.apply_cuts` (vector evidence) and
-:func:`pinlog.core.relevance.decide` (relevance decision + RRF merge).
+code the server runs: :func:`pinlog.ai.search.apply_cuts` (vector evidence),
+:func:`pinlog.core.search.records_to_score` and :func:`pinlog.core.relevance.decide` (relevance
+decision + RRF merge).
 
 Prints, per query, the old rule (issue 6: vector only, the top hit always kept) next to the new
 one: the rank of the expected record, or the number of results for an off-topic query. Then a
@@ -34,6 +35,7 @@ from pinlog.ai.providers import build_provider
 from pinlog.ai.search import SearchCuts, apply_cuts
 from pinlog.contracts import SearchHit
 from pinlog.core.relevance import Candidate, RelevanceRule, decide
+from pinlog.core.search import records_to_score
 from pinlog.settings import load_settings
 from pinlog.text import content_terms, lexical_terms
 
@@ -95,6 +97,7 @@ class Bench:
         """Per query, the record keys the new rule returns, best first."""
         out = []
         cuts = SearchCuts(p.floor, p.short_floor, p.ratio)
+        rule = RelevanceRule(p.min_coverage, p.rrf_k)
         for q, qt, hits, lexical, sims, rid, records in self.cases:
             vector = apply_cuts(hits, q["query"], cuts)
             cands: dict[int, Candidate] = {}
@@ -102,14 +105,17 @@ class Bench:
                 c = cands.setdefault(record_id, Candidate(record_id))
                 c.note_terms = dict(lex["notes"])
                 c.place_terms = frozenset(lex["place"])
-                for i, n in enumerate(self.notes):  # score every context of a matched record
+            # as core's records_to_score: the ai side scores every context of the records that
+            # can pass the lexical test
+            for record_id in records_to_score(cands, len(qt), rule):
+                for i, n in enumerate(self.notes):
                     if n["member"] == q["member"] and rid[n["record"]] == record_id:
-                        c.similarities[i + 1] = sims[i]
+                        cands[record_id].similarities[i + 1] = sims[i]
             for h in vector:
                 c = cands.setdefault(h.record_id, Candidate(h.record_id))
                 c.similarities[h.context_id] = h.similarity
                 c.vector, c.vector_context_id = True, h.context_id
-            decisions = decide(cands.values(), len(qt), RelevanceRule(p.min_coverage, p.rrf_k), 20)
+            decisions = decide(cands.values(), len(qt), rule, 20)
             out.append((q, [records[d.record_id - 1] for d in decisions]))
         return out
 
@@ -215,10 +221,10 @@ async def main() -> None:
         for i, (q, _) in enumerate(new):
             fitted = choose(bench, [j for j in range(len(queries)) if j != i], table)
             got = table[fitted][i][1]
-            if q["expected_record"]:
-                hits["pos"] += got[:1] == [q["expected_record"]]
-            else:
-                hits["neg"] += not got
+            ok = got[:1] == [q["expected_record"]] if q["expected_record"] else not got
+            hits["pos" if q["expected_record"] else "neg"] += ok
+            if not ok:
+                print(f"  held out {q['query']!r}: {describe(q, got)} with {fitted.label()}")
         r1, npos, empty, nneg = score(new)
         print(f"leave-one-out (refit on {len(queries) - 1}, score the held-out one): positives at "
               f"rank 1 {hits['pos']}/{npos}; off-topic empty {hits['neg']}/{nneg}")

@@ -61,25 +61,25 @@ class ProcessRequest(_StrictCamel):
     _text = field_validator("text")(_storable_text)
 
 
-#: Most contexts a search may ask the ai side to score besides its own hits (SPEC §10).
-MAX_SCORED_CONTEXTS = 1000
+#: Most records a search may ask the ai side to score besides its own hits (SPEC §10).
+MAX_SCORED_RECORDS = 1000
 
 
 class SearchRequest(_StrictCamel):
     """Body of ``POST /internal/v1/search`` (SPEC §10).
 
-    ``contextIds`` (optional, at most :data:`MAX_SCORED_CONTEXTS`): contexts core's lexical
-    channel found; the ai side returns their cosine similarity in ``scored`` (same filters as
-    the search: member, not deleted, COMPLETED, profile), whether or not the vector channel
-    vouches for them.
+    ``recordIds`` (optional, at most :data:`MAX_SCORED_RECORDS`): records core's lexical channel
+    found; the ai side returns the cosine similarity of each of their contexts in ``scored``
+    (same filters as the search: member, not deleted, COMPLETED, profile), whether or not the
+    vector channel vouches for them.
     """
 
     user_id: int = Field(gt=0, le=BIGINT_MAX)
     query: str = Field(min_length=1, max_length=2000)
     limit: int = Field(20, ge=1, le=100)
     embedding_profile: str = Field(min_length=1)
-    context_ids: list[Annotated[int, Field(gt=0, le=BIGINT_MAX)]] = Field(
-        default_factory=list, max_length=MAX_SCORED_CONTEXTS)
+    record_ids: list[Annotated[int, Field(gt=0, le=BIGINT_MAX)]] = Field(
+        default_factory=list, max_length=MAX_SCORED_RECORDS)
 
     _query = field_validator("query")(_storable_text)
 
@@ -98,8 +98,8 @@ class SearchResponse(_Camel):
 
     ``results``: one hit per record, best first — only records the vector channel vouches for
     (cosine at or above the profile's calibrated floor for the query's length); an off-topic
-    query gets none. ``scored``: one entry per requested ``contextIds`` entry that is still
-    searchable, with its cosine (any order).
+    query gets none. ``scored``: one entry per searchable context of the requested ``recordIds``,
+    with its cosine (any order).
     """
 
     results: list[SearchHit]

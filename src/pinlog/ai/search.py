@@ -5,8 +5,8 @@ an LLM rewrite, :mod:`pinlog.ai.rewrite`), compared by exact cosine against the 
 COMPLETED, not-deleted embeddings of the same profile, one row per record. Only hits the vector
 channel vouches for are returned: cosine at or above the profile's calibrated floor for the
 query's length (and within a ratio of the best hit). There is no "keep the top hit" rule: an
-off-topic query gets no result. The contexts core's lexical channel found (``contextIds``) are
-scored too, so core can merge the channels and report their cosine (SPEC §10).
+off-topic query gets no result. The contexts of the records core's lexical channel found
+(``recordIds``) are scored too, so core can merge the channels and report their cosine (SPEC §10).
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ async def search(
     async with engine.connect() as conn:
         rows = (await conn.execute(queries("search_member"),
                                    {**params, "limit": request.limit})).all()
-        scored_rows = (await conn.execute(queries("score_contexts"), {
-            **params, "context_ids": list(request.context_ids)})).all() if request.context_ids else []
+        scored_rows = (await conn.execute(queries("score_records"), {
+            **params, "record_ids": list(request.record_ids)})).all() if request.record_ids else []
     hits = [_hit(r) for r in rows]
     kept = apply_cuts(hits, request.query, cuts) if apply else hits
     metrics.SEARCH_REQUESTS.labels("ok").inc()

@@ -29,16 +29,16 @@ FROM best_per_record
 ORDER BY similarity DESC, record_id
 LIMIT :limit
 
--- name: score_contexts
--- SPEC §10: cosine of the contexts core's lexical channel found (core merges the channels).
--- The same four filters as search_member, each alone sufficient to exclude stale data (SPEC
--- §11 #3, #19): a context of another member, deleted, not COMPLETED or of another profile is
--- simply not returned.
+-- name: score_records
+-- SPEC §10: cosine of every context of the records core's lexical channel found (core merges
+-- the channels). The same four filters as search_member, each alone sufficient to exclude
+-- stale data (SPEC §11 #3, #19): a context of another member, deleted, not COMPLETED or of
+-- another profile is simply not returned.
 SELECT e.record_id, e.context_id,
        1 - (e.embedding <=> CAST(:query_vector AS vector)) AS similarity
 FROM ai.context_embedding AS e
 JOIN ai.context_ai_state AS s ON s.context_id = e.context_id
-WHERE e.context_id = ANY(CAST(:context_ids AS bigint[]))
+WHERE e.record_id = ANY(CAST(:record_ids AS bigint[]))
   AND e.user_id = :user_id                          -- filter: member
   AND e.is_deleted = false                          -- filter: is_deleted
   AND s.embedding_status = 'COMPLETED'              -- filter: status

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.contracts import (MAX_SCORED_CONTEXTS, REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER,
+from pinlog.contracts import (MAX_SCORED_RECORDS, REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER,
                               SearchHit, SearchRequest, SearchResponse)
 from pinlog.core.relevance import Candidate, Decision, RelevanceRule, decide
 from pinlog.core.services import PlaceView
@@ -149,30 +149,35 @@ def relevance_rule(settings: Settings) -> RelevanceRule:
 async def lexical_matches(engine: AsyncEngine, member_id: int,
                           terms: list[str]) -> dict[int, Candidate]:
     """The lexical channel (SPEC §10): record id → candidate with the query terms found in each
-    active note (``note_terms``) and in the place (``place_terms``), for every record of the
-    member with at least one matching term; each record lists all its active contexts (a
-    record found by its place shows its best note by cosine)."""
+    of its active notes that contains any (``note_terms``) and in its place (``place_terms``),
+    for every active record of the member with at least one matching term."""
     if not terms:
         return {}
     wanted = frozenset(terms)
     tsquery = " | ".join(f"'{t}'" for t in terms)  # each term is a \w+ run: no quoting needed
     async with engine.connect() as conn:
         rows = (await conn.execute(queries("lexical_matches"), {
-            "member_id": member_id, "terms": terms, "tsquery": tsquery})).all()
+            "member_id": member_id, "tsquery": tsquery})).all()
     found: dict[int, Candidate] = {}
     for context_id, record_id, note_terms, place_terms in rows:
         candidate = found.setdefault(int(record_id), Candidate(int(record_id)))
-        candidate.note_terms[int(context_id)] = wanted.intersection(note_terms or ())
-        candidate.place_terms = wanted.intersection(place_terms or ())
+        if context_id is not None:
+            candidate.note_terms[int(context_id)] = wanted.intersection(note_terms or ())
+        else:
+            candidate.place_terms = wanted.intersection(place_terms or ())
     return found
 
 
-def contexts_to_score(lexical: dict[int, Candidate]) -> list[int]:
-    """The lexically matched records' contexts the ai side is asked to score, records with the
-    most matched terms first, at most :data:`MAX_SCORED_CONTEXTS`."""
-    ordered = sorted(lexical.values(), key=lambda c: (-len(c.matched_terms(all_notes=True)),
-                                                      c.record_id))
-    return [cid for c in ordered for cid in sorted(c.note_terms)][:MAX_SCORED_CONTEXTS]
+def records_to_score(lexical: dict[int, Candidate], query_terms: int,
+                     rule: RelevanceRule) -> list[int]:
+    """The lexically matched records whose contexts the ai side is asked to score: those that
+    can pass the lexical test (records below it are shown only if the vector channel vouches
+    for them, and then the ai side returns them anyway), most matched terms first, at most
+    :data:`MAX_SCORED_RECORDS`."""
+    passing = [c for c in lexical.values()
+               if query_terms and len(c.matched_terms(all_notes=True)) / query_terms >= rule.min_coverage]
+    passing.sort(key=lambda c: (-len(c.matched_terms(all_notes=True)), c.record_id))
+    return [c.record_id for c in passing[:MAX_SCORED_RECORDS]]
 
 
 def merge_channels(lexical: dict[int, Candidate], response: SearchResponse) -> list[Candidate]:
@@ -211,11 +216,11 @@ async def member_search(engine: AsyncEngine, settings: Settings, search: SearchF
     if search is None:
         raise SearchUnavailable("search unavailable")
     terms = lexical_terms(query)
+    rule = relevance_rule(settings)
     lexical = await lexical_matches(engine, member_id, terms)
-    context_ids = contexts_to_score(lexical)
     request = SearchRequest(user_id=member_id, query=query, limit=limit,
-                            embedding_profile=settings.profile, context_ids=context_ids)
+                            embedding_profile=settings.profile,
+                            record_ids=records_to_score(lexical, len(terms), rule))
     response = await search(request)
-    decisions = decide(merge_channels(lexical, response), len(terms), relevance_rule(settings),
-                       limit)
+    decisions = decide(merge_channels(lexical, response), len(terms), rule, limit)
     return await verify_hits(engine, member_id, decisions)

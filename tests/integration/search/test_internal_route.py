@@ -116,7 +116,7 @@ async def test_configured_cuts_are_in_force_and_cut_the_top_hit_too(tmp_path, db
     async with running_app(settings, db_url, provider, judge, ("ai",)) as app:
         response = await app.http.post(SEARCH_PATH, json=body(),
                                        headers={SECRET_HEADER: TEST_SECRET})
-        scored = await app.http.post(SEARCH_PATH, json={**body(), "contextIds": [2, 999]},
+        scored = await app.http.post(SEARCH_PATH, json={**body(), "recordIds": [71, 999]},
                                      headers={SECRET_HEADER: TEST_SECRET})
     assert response.status_code == 200 and response.json() == {"results": [], "scored": []}
     assert scored.json()["results"] == []

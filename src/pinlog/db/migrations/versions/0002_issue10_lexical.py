@@ -4,10 +4,14 @@
 the place's name, address and road address, both as ``tsvector`` built from
 :func:`pinlog.text.lexical_terms` (character bigrams of Hangul, lower-cased Latin words);
 ``core.record.place_lexemes`` is a copy of its place's terms, so that search reads only the
-member's own rows. GIN indexes on the note and record terms (active rows). core fills them when
-it writes the row (a context body and a place are immutable, so they are never recomputed);
-existing rows are backfilled here, in batches. NULL means "no terms" (such a row never matches
-lexically).
+member's own rows. core fills them when it writes the row (a context body and a place are
+immutable, so they are never recomputed); existing rows are backfilled here, in batches. NULL
+means "no terms" (such a row never matches lexically).
+
+No GIN index: search reads the member's rows through the existing member indexes and tests
+them with ``@@`` (O(the member's rows)); a GIN index over every member's terms was measured
+slower at 1M rows, since a common term's posting list is mostly other members' rows
+(``bench/bench_search.py``, README "Search").
 
 Revision ID: 0002_issue10_lexical
 Revises: 0001
@@ -51,15 +55,9 @@ def upgrade() -> None:
     _backfill("core.place", "name, address, road_address")
     op.execute("UPDATE core.record AS r SET place_lexemes = p.lexemes FROM core.place AS p "
                "WHERE p.id = r.place_id AND r.place_lexemes IS NULL")
-    op.execute("CREATE INDEX IF NOT EXISTS context_lexemes_idx ON core.context USING gin (lexemes) "
-               "WHERE deleted_at IS NULL")
-    op.execute("CREATE INDEX IF NOT EXISTS record_place_lexemes_idx ON core.record "
-               "USING gin (place_lexemes) WHERE deleted_at IS NULL")
 
 
 def downgrade() -> None:
-    op.execute("DROP INDEX IF EXISTS core.context_lexemes_idx")
-    op.execute("DROP INDEX IF EXISTS core.record_place_lexemes_idx")
     op.execute("ALTER TABLE core.record DROP COLUMN IF EXISTS place_lexemes")
     op.execute("ALTER TABLE core.context DROP COLUMN IF EXISTS lexemes")
     op.execute("ALTER TABLE core.place DROP COLUMN IF EXISTS lexemes")
