@@ -137,7 +137,7 @@ def populate(url: str, seeds: np.ndarray, texts: list[str], places: list[str], s
         # members: 1 = the searched one, then one per 1,000 other contexts
         others = -(-(total - size) // OTHER_BLOCK)
         conn.execute("INSERT INTO core.member (external_ref) SELECT 'm' || g "
-                     "FROM generate_series(1, %s) AS g", (1 + others,))
+                     "FROM generate_series(1, %s::int) AS g", (1 + others,))
         # member of context g, and a record id unique per member (≈1.5 contexts per record)
         member_of = f"(CASE WHEN g <= {size} THEN 1 ELSE 2 + (g - {size} - 1) / {OTHER_BLOCK} END)"
         local = f"(CASE WHEN g <= {size} THEN g - 1 ELSE mod(g - {size} - 1, {OTHER_BLOCK}) END)"
@@ -147,12 +147,12 @@ def populate(url: str, seeds: np.ndarray, texts: list[str], places: list[str], s
             "INSERT INTO core.place (id, external_place_id, name, lat, lng, lexemes) "
             "OVERRIDING SYSTEM VALUE "
             f"SELECT DISTINCT ON (r) r, 'p' || r, s.name, 37.5, 127.0, s.place_lexemes "
-            f"FROM (SELECT g, {record_of} AS r FROM generate_series(1, %s) AS g) AS x "
+            f"FROM (SELECT g, {record_of} AS r FROM generate_series(1, %s::int) AS g) AS x "
             f"JOIN seed AS s ON s.i = x.g %% {n} ORDER BY r", (total,))
         conn.execute(
             "INSERT INTO core.record (id, member_id, place_id, place_lexemes) "
             "OVERRIDING SYSTEM VALUE SELECT DISTINCT ON (r) r, m, r, p.lexemes "
-            f"FROM (SELECT {record_of} AS r, {member_of} AS m FROM generate_series(1, %s) AS g) "
+            f"FROM (SELECT {record_of} AS r, {member_of} AS m FROM generate_series(1, %s::int) AS g) "
             "AS x JOIN core.place AS p ON p.id = x.r ORDER BY r", (total,))
         # 5 % of the member's contexts invalidated: every 20th CANCELLED + deleted (core and
         # ai agree), every 20th + 10 deleted with only is_deleted set on the ai side
@@ -160,12 +160,12 @@ def populate(url: str, seeds: np.ndarray, texts: list[str], places: list[str], s
             "INSERT INTO core.context (id, record_id, member_id, body, lexemes, deleted_at) "
             f"OVERRIDING SYSTEM VALUE SELECT g, {record_of}, {member_of}, s.body, s.lexemes, "
             "CASE WHEN g %% 20 IN (0, 10) THEN now() END "
-            f"FROM generate_series(1, %s) AS g JOIN seed AS s ON s.i = g %% {n}", (total,))
+            f"FROM generate_series(1, %s::int) AS g JOIN seed AS s ON s.i = g %% {n}", (total,))
         conn.execute(
             "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status) "
             "SELECT g, CASE WHEN g %% 20 = 0 THEN 'CANCELLED' ELSE 'COMPLETED' END, "
             "CASE WHEN g %% 20 = 0 THEN 'CANCELLED' ELSE 'COMPLETED' END "
-            "FROM generate_series(1, %s) AS g", (total,))
+            "FROM generate_series(1, %s::int) AS g", (total,))
         with conn.cursor() as cur, cur.copy(
                 "COPY ai.context_embedding (context_id, user_id, record_id, embedding, "
                 "embedding_profile, text_sha256, is_deleted) FROM STDIN") as copy:
@@ -182,7 +182,7 @@ def populate(url: str, seeds: np.ndarray, texts: list[str], places: list[str], s
                 "INSERT INTO ai.context_embedding (context_id, user_id, record_id, embedding, "
                 "embedding_profile, text_sha256, is_deleted) "
                 f"SELECT g, {member_of}, {record_of}, CAST(%s AS vector), %s, %s, g %% 20 = 10 "
-                "FROM generate_series(%s, %s) AS g", (other, profile, sha, size + 1, total))
+                "FROM generate_series(%s::int, %s::int) AS g", (other, profile, sha, size + 1, total))
         for table in ("ai.context_embedding", "ai.context_ai_state", "core.context", "core.record",
                       "core.place", "core.member"):
             conn.execute(f"VACUUM ANALYZE {table}")
@@ -195,13 +195,31 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
+#: search_member as shipped before issue 10 (state table joined: the planner hashed all of it).
+OLD_SEARCH_MEMBER = """
+WITH scored AS (
+    SELECT e.record_id, e.context_id,
+           1 - (e.embedding <=> CAST(:query_vector AS vector)) AS similarity
+    FROM ai.context_embedding AS e
+    JOIN ai.context_ai_state AS s ON s.context_id = e.context_id
+    WHERE e.user_id = :user_id AND e.is_deleted = false
+      AND s.embedding_status = 'COMPLETED' AND e.embedding_profile = :profile
+),
+best_per_record AS (
+    SELECT DISTINCT ON (record_id) record_id, context_id, similarity
+    FROM scored ORDER BY record_id, similarity DESC, context_id
+)
+SELECT record_id, context_id, similarity FROM best_per_record
+ORDER BY similarity DESC, record_id LIMIT :limit
+"""
+
 #: The statements of one search, as EXPLAINed (component, statement name).
 STATEMENTS = (("core", "lexical_matches"), ("ai", "search_member"), ("ai", "score_records"),
               ("core", "verify_hits"))
 
 
 async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: SearchCuts,
-                  query_texts: list[str], limit: int) -> dict[str, object]:
+                  query_texts: list[str], limit: int, sql_runs: int = 50) -> dict[str, object]:
     engine = create_engine(url, pool_size=2)
 
     async def ai_search(request: SearchRequest) -> SearchResponse:  # the in-process adapter
@@ -244,7 +262,26 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
                     text("EXPLAIN (ANALYZE, BUFFERS) " + raw), params[name])).all())
                 plans[f"{component} {name}"] = re.sub(r"'\[[^\]]*\]'::vector",
                                                       "'[<query vector>]'::vector", plan)
+        # SQL alone, side by side in one run: the vector statement before and after issue 10,
+        # and the lexical statement, alternating over the same query vectors/texts
+        sql_times: dict[str, list[float]] = {"search_member (before: join)": [],
+                                             "search_member": [], "lexical_matches": []}
+        vectors = await provider.inner.embed(query_texts[:sql_runs], "query")
+        async with engine.connect() as conn:
+            for qt, qv in zip(query_texts[:sql_runs], vectors, strict=False):
+                vparams = {"query_vector": to_pgvector(qv), "user_id": MEMBER,
+                           "profile": provider.profile, "limit": limit}
+                qterms = lexical_terms(qt) or ["x"]
+                for label, statement, p in (
+                        ("search_member (before: join)", text(OLD_SEARCH_MEMBER), vparams),
+                        ("search_member", queries("search_member"), vparams),
+                        ("lexical_matches", core_queries("lexical_matches"),
+                         {"member_id": MEMBER, "tsquery": " | ".join(f"'{t}'" for t in qterms)})):
+                    t0 = time.perf_counter()
+                    (await conn.execute(statement, p)).all()
+                    sql_times[label].append(time.perf_counter() - t0)
         return {"total": totals, "embed": embeds, "rest": rest, "counts": counts, "plans": plans,
+                "sql": sql_times,
                 "plan_query": f"{len(terms)} lexical terms, {len(lexical)} lexically matched "
                               f"records, {len(record_ids)} of them scored"}
     finally:
@@ -337,6 +374,12 @@ def main() -> int:
               f"{statistics.mean(r['counts']):>10.1f}")  # type: ignore[arg-type]
     print("(milliseconds; embed = the provider call for the query; sql+rest = everything else "
           "of pinlog.core.search.member_search: 4 SQL statements, decision, merge)")
+    print("\nSQL alone (one statement, round trip included), the same query vectors/texts "
+          "alternating:")
+    for size, r in results.items():
+        for label, times in r["sql"].items():  # type: ignore[union-attr]
+            print(f"{size:>9,} | {label:30} p50 {pct(times, .5) * ms:7.1f}  p95 "
+                  f"{pct(times, .95) * ms:7.1f}")
     for size, r in results.items():
         print(f"\n===== plans at {size:,} contexts ({r['plan_query']})")
         for name, plan in r["plans"].items():  # type: ignore[union-attr]
