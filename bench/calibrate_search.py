@@ -34,7 +34,7 @@ from pinlog.ai.calibration import calibration_for
 from pinlog.ai.providers import build_provider
 from pinlog.ai.search import SearchCuts, apply_cuts
 from pinlog.contracts import SearchHit
-from pinlog.core.relevance import Candidate, RelevanceRule, decide
+from pinlog.core.relevance import RecordEvidence, RelevanceRule, decide
 from pinlog.core.search import records_to_score
 from pinlog.settings import load_settings
 from pinlog.text import content_terms, lexical_terms
@@ -100,9 +100,9 @@ class Bench:
         rule = RelevanceRule(p.min_coverage, p.rrf_k)
         for q, qt, hits, lexical, sims, rid, records in self.cases:
             vector = apply_cuts(hits, q["query"], cuts)
-            cands: dict[int, Candidate] = {}
+            cands: dict[int, RecordEvidence] = {}
             for record_id, lex in lexical.items():
-                c = cands.setdefault(record_id, Candidate(record_id))
+                c = cands.setdefault(record_id, RecordEvidence(record_id))
                 c.note_terms = dict(lex["notes"])
                 c.place_terms = frozenset(lex["place"])
             # as core's records_to_score: the ai side scores every context of the records that
@@ -112,7 +112,7 @@ class Bench:
                     if n["member"] == q["member"] and rid[n["record"]] == record_id:
                         cands[record_id].similarities[i + 1] = sims[i]
             for h in vector:
-                c = cands.setdefault(h.record_id, Candidate(h.record_id))
+                c = cands.setdefault(h.record_id, RecordEvidence(h.record_id))
                 c.similarities[h.context_id] = h.similarity
                 c.vector, c.vector_context_id = True, h.context_id
             decisions = decide(cands.values(), len(qt), rule, 20)

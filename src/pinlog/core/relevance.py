@@ -44,7 +44,7 @@ class RelevanceRule:
 
 
 @dataclass
-class Candidate:
+class RecordEvidence:
     """What the channels know about one record of the member.
 
     Attributes:
@@ -90,7 +90,7 @@ class Decision:
     score: float
 
 
-def coverage(candidate: Candidate, query_terms: int) -> float:
+def coverage(candidate: RecordEvidence, query_terms: int) -> float:
     """Share of the query's ``query_terms`` distinct lexical terms the record contains (0..1)."""
     return len(candidate.matched_terms()) / query_terms if query_terms else 0.0
 
@@ -104,7 +104,7 @@ def _ranks(values: dict[int, float]) -> dict[int, int]:
     return {record_id: first[v] for record_id, v in values.items()}
 
 
-def decide(candidates: Iterable[Candidate], query_terms: int, rule: RelevanceRule,
+def decide(candidates: Iterable[RecordEvidence], query_terms: int, rule: RelevanceRule,
            limit: int) -> list[Decision]:
     """The records to show, best first, at most ``limit`` (SPEC §10).
 

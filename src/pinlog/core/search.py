@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.contracts import (MAX_SCORED_RECORDS, REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER,
                               SearchHit, SearchRequest, SearchResponse)
-from pinlog.core.relevance import Candidate, Decision, RelevanceRule, decide
+from pinlog.core.relevance import RecordEvidence, Decision, RelevanceRule, decide
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
@@ -147,7 +147,7 @@ def relevance_rule(settings: Settings) -> RelevanceRule:
 
 
 async def lexical_matches(engine: AsyncEngine, member_id: int,
-                          terms: list[str]) -> dict[int, Candidate]:
+                          terms: list[str]) -> dict[int, RecordEvidence]:
     """The lexical channel (SPEC §10): record id → candidate with the query terms found in each
     of its active notes that contains any (``note_terms``) and in its place (``place_terms``),
     for every active record of the member with at least one matching term."""
@@ -158,9 +158,9 @@ async def lexical_matches(engine: AsyncEngine, member_id: int,
     async with engine.connect() as conn:
         rows = (await conn.execute(queries("lexical_matches"), {
             "member_id": member_id, "tsquery": tsquery})).all()
-    found: dict[int, Candidate] = {}
+    found: dict[int, RecordEvidence] = {}
     for context_id, record_id, note_terms, place_terms in rows:
-        candidate = found.setdefault(int(record_id), Candidate(int(record_id)))
+        candidate = found.setdefault(int(record_id), RecordEvidence(int(record_id)))
         if context_id is not None:
             candidate.note_terms[int(context_id)] = wanted.intersection(note_terms or ())
         else:
@@ -168,7 +168,7 @@ async def lexical_matches(engine: AsyncEngine, member_id: int,
     return found
 
 
-def records_to_score(lexical: dict[int, Candidate], query_terms: int,
+def records_to_score(lexical: dict[int, RecordEvidence], query_terms: int,
                      rule: RelevanceRule) -> list[int]:
     """The lexically matched records whose contexts the ai side is asked to score: those that
     can pass the lexical test (records below it are shown only if the vector channel vouches
@@ -180,15 +180,15 @@ def records_to_score(lexical: dict[int, Candidate], query_terms: int,
     return [c.record_id for c in passing[:MAX_SCORED_RECORDS]]
 
 
-def merge_channels(lexical: dict[int, Candidate], response: SearchResponse) -> list[Candidate]:
+def merge_channels(lexical: dict[int, RecordEvidence], response: SearchResponse) -> list[RecordEvidence]:
     """One candidate per record from the lexical matches and the ai side's answer: the vector
     channel's results (flagged ``vector``) and the cosines of the scored contexts."""
     candidates = dict(lexical)
     for hit in response.scored:
-        candidate = candidates.setdefault(hit.record_id, Candidate(hit.record_id))
+        candidate = candidates.setdefault(hit.record_id, RecordEvidence(hit.record_id))
         candidate.similarities[hit.context_id] = hit.similarity
     for hit in response.results:
-        candidate = candidates.setdefault(hit.record_id, Candidate(hit.record_id))
+        candidate = candidates.setdefault(hit.record_id, RecordEvidence(hit.record_id))
         candidate.similarities[hit.context_id] = hit.similarity
         candidate.vector = True
         candidate.vector_context_id = hit.context_id

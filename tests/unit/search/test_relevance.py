@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pinlog.core.relevance import Candidate, RelevanceRule, coverage, decide
+from pinlog.core.relevance import RecordEvidence, RelevanceRule, coverage, decide
 from pinlog.text import lexical_terms
 
 RULE = RelevanceRule(min_coverage=0.35, rrf_k=60)
@@ -30,7 +30,7 @@ def test_lexical_terms_are_safe_tsquery_lexemes():
 
 
 def cand(record_id, sims, *, vector=False, notes=None, place=()):
-    return Candidate(record_id, similarities=dict(sims), vector=vector,
+    return RecordEvidence(record_id, similarities=dict(sims), vector=vector,
                      vector_context_id=next(iter(sims)) if vector else None,
                      note_terms={k: frozenset(v) for k, v in (notes or {}).items()},
                      place_terms=frozenset(place))
