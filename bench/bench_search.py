@@ -38,7 +38,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -46,7 +45,6 @@ import numpy as np
 import psycopg
 import yaml
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from pinlog.ai.calibration import calibration_for
 from pinlog.ai.ports import EmbedKind
@@ -56,11 +54,10 @@ from pinlog.ai.search import SearchCuts, queries, search, to_pgvector
 from pinlog.contracts import SearchRequest, SearchResponse
 from pinlog.core.search import lexical_matches, member_search, records_to_score, relevance_rule
 from pinlog.core.search import queries as core_queries
-from pinlog.db import migrate
-from pinlog.db.embedded import EmbeddedDatabase
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
 from pinlog.text import lexical_terms
+from scratch_db import scratch_database  # bench/scratch_db.py (run as a script)
 
 MEMBER = 1
 SEED_TEXTS = 300
@@ -309,14 +306,6 @@ def main() -> int:
         query_pool = (query_pool * (args.queries // max(1, len(query_pool)) + 1))
     query_texts = query_pool[:args.queries]
 
-    server = None
-    base = os.environ.get("PINLOG_TEST_DATABASE_URL")
-    if not base:
-        server = EmbeddedDatabase(Path(tempfile.mkdtemp(prefix="pinlog-bench-")))
-        server.start()
-        base = server.url("postgres")
-    name = f"pinlog_bench_{uuid.uuid4().hex[:8]}"
-
     async def embed_seeds(provider) -> np.ndarray:  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
         vectors = await provider.embed(stored_texts, "passage")
@@ -325,11 +314,7 @@ def main() -> int:
         return np.asarray(vectors, dtype=np.float32)
 
     results: dict[int, dict[str, object]] = {}
-    try:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        url = make_url(base).set(database=name).render_as_string(hide_password=False)
-        migrate.upgrade(url)
+    with scratch_database() as url:
 
         async def run_all() -> None:
             batched = build_batched_provider(settings)  # what AiRuntime.search embeds through
@@ -348,13 +333,6 @@ def main() -> int:
                 await batched.aclose()
 
         asyncio.run(run_all())
-    finally:
-        try:
-            with psycopg.connect(base, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            if server is not None:
-                server.stop()
 
     ms = 1000.0
     print(f"\n{args.queries} sequential searches per size (member_search: lexical + vector "

@@ -110,9 +110,11 @@ _JAMO = re.compile(r"[\u1100-\u11ff\u3130-\u318f]")
 #: Longest term kept (characters); a longer Latin "word" is cut (tsvector lexemes are bounded).
 MAX_TERM_CHARS = 64
 #: English function words that would otherwise match almost every English note.
-ENGLISH_STOPWORDS = frozenset(
-    "a an and are as at be but by for from had has have i in is it its me my of on or our "
-    "so that the their there this to was we were where which with you your".split())
+ENGLISH_STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "had", "has", "have",
+    "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "that", "the",
+    "their", "there", "this", "to", "was", "we", "were", "where", "which", "with", "you", "your",
+})
 
 
 def lexical_terms(text: str) -> list[str]:

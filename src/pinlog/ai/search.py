@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
@@ -123,6 +125,6 @@ async def search(
     return SearchResponse(results=kept, scored=[_hit(r) for r in scored_rows])
 
 
-def _hit(row) -> SearchHit:  # type: ignore[no-untyped-def]
+def _hit(row: Row[Any]) -> SearchHit:
     return SearchHit(record_id=row.record_id, context_id=row.context_id,
                      similarity=round(float(row.similarity), 6))

@@ -98,7 +98,7 @@ def coverage(candidate: RecordEvidence, query_terms: int) -> float:
 def _ranks(values: dict[int, float]) -> dict[int, int]:
     """Competition ranks (1224) of ``record id → value``, higher value first."""
     ordered = sorted(values.values(), reverse=True)
-    first = {}
+    first: dict[float, int] = {}
     for i, v in enumerate(ordered, start=1):
         first.setdefault(v, i)
     return {record_id: first[v] for record_id, v in values.items()}
