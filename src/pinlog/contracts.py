@@ -7,7 +7,7 @@ JSON is camelCase; unknown fields are rejected (422).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -61,13 +61,25 @@ class ProcessRequest(_StrictCamel):
     _text = field_validator("text")(_storable_text)
 
 
+#: Most records a search may ask the ai side to score besides its own hits (SPEC §10).
+MAX_SCORED_RECORDS = 1000
+
+
 class SearchRequest(_StrictCamel):
-    """Body of ``POST /internal/v1/search`` (SPEC §10)."""
+    """Body of ``POST /internal/v1/search`` (SPEC §10).
+
+    ``recordIds`` (optional, at most :data:`MAX_SCORED_RECORDS`): records core's lexical channel
+    found; the ai side returns the cosine similarity of each of their contexts in ``scored``
+    (same filters as the search: member, not deleted, COMPLETED, profile), whether or not the
+    vector channel vouches for them.
+    """
 
     user_id: int = Field(gt=0, le=BIGINT_MAX)
     query: str = Field(min_length=1, max_length=2000)
     limit: int = Field(20, ge=1, le=100)
     embedding_profile: str = Field(min_length=1)
+    record_ids: list[Annotated[int, Field(gt=0, le=BIGINT_MAX)]] = Field(
+        default_factory=list, max_length=MAX_SCORED_RECORDS)
 
     _query = field_validator("query")(_storable_text)
 
@@ -82,9 +94,16 @@ class SearchHit(_Camel):
 
 
 class SearchResponse(_Camel):
-    """``{"results": [...]}``: one hit per record, best first, after the profile's cuts."""
+    """``{"results": [...], "scored": [...]}``.
+
+    ``results``: one hit per record, best first — only records the vector channel vouches for
+    (cosine at or above the profile's calibrated floor for the query's length); an off-topic
+    query gets none. ``scored``: one entry per searchable context of the requested ``recordIds``,
+    with its cosine (any order).
+    """
 
     results: list[SearchHit]
+    scored: list[SearchHit] = Field(default_factory=list)
 
 
 class ProcessClient(Protocol):

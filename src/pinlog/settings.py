@@ -146,6 +146,15 @@ class Settings(BaseSettings):
     search_floor: float | None = Field(None, description="Per profile when unset.")
     search_short_query_floor: float | None = Field(None, description="Per profile when unset.")
     search_ratio: float | None = Field(None, description="Per profile when unset.")
+    search_text_min_coverage: float = Field(
+        0.35, gt=0, le=1, description="Lexical evidence: share of the query's terms a record's "
+        "notes and place must contain.")
+    search_rrf_k: int = Field(60, ge=1, le=10_000, description="Reciprocal rank fusion constant.")
+    search_rewrite: Literal["off", "llm"] = Field(
+        "off", description="'llm': rewrite the query with PINLOG_LLM_* chat model before embedding.")
+    search_rewrite_model: str | None = Field(
+        None, description="Chat model for the rewrite; the first of PINLOG_LLM_CHAIN when unset.")
+    search_rewrite_timeout: float = Field(2.0, gt=0, le=60, description="Seconds per rewrite call.")
 
     max_text_chars: int = Field(2000, ge=1, le=100_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(

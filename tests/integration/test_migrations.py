@@ -16,15 +16,18 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
     "core.place": {"id": ("bigint", False), "external_place_id": ("text", False),
                    "name": ("text", False), "address": ("text", True), "road_address": ("text", True),
                    "lat": ("double precision", False), "lng": ("double precision", False),
-                   "created_at": ("timestamp with time zone", False)},
+                   "created_at": ("timestamp with time zone", False),
+                   "lexemes": ("tsvector", True)},
     "core.record": {"id": ("bigint", False), "member_id": ("bigint", False),
                     "place_id": ("bigint", False), "created_at": ("timestamp with time zone", False),
                     "updated_at": ("timestamp with time zone", False),
-                    "deleted_at": ("timestamp with time zone", True)},
+                    "deleted_at": ("timestamp with time zone", True),
+                    "place_lexemes": ("tsvector", True)},
     "core.context": {"id": ("bigint", False), "record_id": ("bigint", False),
                      "member_id": ("bigint", False), "body": ("text", False),
                      "created_at": ("timestamp with time zone", False),
-                     "deleted_at": ("timestamp with time zone", True)},
+                     "deleted_at": ("timestamp with time zone", True),
+                     "lexemes": ("tsvector", True)},
     "ai.context_ai_state": {"context_id": ("bigint", False), "embedding_status": ("text", False),
                             "keyword_status": ("text", False), "retry_count": ("integer", False),
                             "updated_at": ("timestamp with time zone", False),
@@ -137,3 +140,36 @@ def test_migrate_twice_is_a_noop_and_downgrade_then_upgrade_works(pg_server_url)
     migrate.upgrade(url)
     with psycopg.connect(url) as conn:
         assert _columns(conn) == before == EXPECTED_COLUMNS
+
+
+def test_lexical_revision_backfills_existing_notes_places_and_records(pg_server_url):
+    """Issue 10: rows written before 0002_issue10_lexical get their lexical terms in the
+    migration (pinlog.text.lexical_terms), records a copy of their place's terms; downgrade
+    removes the columns again."""
+    from pinlog.text import lexical_terms
+
+    url = create_database(pg_server_url, "pinlog_lex")
+    migrate.upgrade(url, "0001")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO core.member DEFAULT VALUES")
+        conn.execute("INSERT INTO core.place (external_place_id, name, address, lat, lng) "
+                     "VALUES ('p1', '피넛커피 충북혁신도시점', 'Seoul Station', 37.5, 127.0)")
+        conn.execute("INSERT INTO core.record (member_id, place_id) VALUES (1, 1)")
+        conn.execute("INSERT INTO core.context (record_id, member_id, body) "
+                     "VALUES (1, 1, '소파가 아주 편했다'), (1, 1, 'Great espresso')")
+    migrate.upgrade(url)
+    with psycopg.connect(url) as conn:
+        notes = dict(conn.execute("SELECT body, tsvector_to_array(lexemes) FROM core.context"))
+        place = conn.execute("SELECT tsvector_to_array(lexemes) FROM core.place").fetchone()[0]
+        record = conn.execute("SELECT tsvector_to_array(place_lexemes) FROM core.record"
+                              ).fetchone()[0]
+    assert {k: sorted(v) for k, v in notes.items()} == {
+        "소파가 아주 편했다": sorted(lexical_terms("소파가 아주 편했다")),
+        "Great espresso": ["espresso", "great"]}
+    assert sorted(place) == sorted(lexical_terms("피넛커피 충북혁신도시점 Seoul Station"))
+    assert "피넛" in place and "station" in place
+    assert sorted(record) == sorted(place)
+    migrate.downgrade(url, "0001")
+    with psycopg.connect(url) as conn:
+        assert "lexemes" not in _columns(conn)["core.context"]
+        assert "place_lexemes" not in _columns(conn)["core.record"]

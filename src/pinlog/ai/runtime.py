@@ -8,6 +8,7 @@ usable preset exists for the current embedding profile (run ``pinlog presets loa
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -55,6 +56,7 @@ class AiRuntime:
         self.pipeline: Pipeline | None = None
         self.queue: WorkQueue | None = None
         self.profile: str | None = None
+        self.rewriter: Any = None  # pinlog.ai.rewrite.QueryRewriter when PINLOG_SEARCH_REWRITE=llm
 
     async def start(self) -> None:
         """Check the database, build provider/judge, start the workers.
@@ -65,10 +67,15 @@ class AiRuntime:
                 ``PINLOG_EMBEDDING_DIMENSION``.
         """
         from pinlog.ai.presets import load_snapshot
+        from pinlog.ai.rewrite import build_rewriter
 
         async with self.engine.connect() as conn:
             if not await state.ai_tables_present(conn):
                 raise StartupError("the ai tables are missing: run `pinlog migrate` first")
+        try:
+            self.rewriter = build_rewriter(self.settings)
+        except ValueError as exc:
+            raise StartupError(str(exc)) from None
         given = self._given_provider
         if isinstance(given, MicroBatcher):
             batched = given
@@ -116,6 +123,8 @@ class AiRuntime:
             await self.provider.aclose(close_provider=self._given_provider is None)
         if self.judge is not None and self._given_judge is None:
             await close_resource(self.judge)
+        if self.rewriter is not None:
+            await close_resource(self.rewriter)
 
     async def ready(self) -> bool:
         """True when the database is reachable and presets are loaded for the profile (SPEC §5.1)."""
@@ -171,4 +180,4 @@ class AiRuntime:
         if self.provider is None:
             raise RuntimeError("the ai runtime is not started")
         cuts = SearchCuts.from_calibration(calibration_for(self.settings))
-        return await search(self.engine, self.provider, request, cuts)
+        return await search(self.engine, self.provider, request, cuts, rewrite=self.rewriter)

@@ -1,16 +1,22 @@
 """Personal natural-language search, ai side (SPEC §10).
 
-The whole query is embedded once (``query`` kind, the profile's query prefix), compared by exact
-cosine against the member's COMPLETED, not-deleted embeddings of the same profile, one row per
-record, then cut by the profile's calibrated floors and a ratio to the top hit. The top hit is
-never cut.
+The whole query is embedded once (``query`` kind, the profile's query prefix; optionally after
+an LLM rewrite, :mod:`pinlog.ai.rewrite`), compared by exact cosine against the member's
+COMPLETED, not-deleted embeddings of the same profile, one row per record. Only hits the vector
+channel vouches for are returned: cosine at or above the profile's calibrated floor for the
+query's length (and within a ratio of the best hit). There is no "keep the top hit" rule: an
+off-topic query gets no result. The contexts of the records core's lexical channel found
+(``recordIds``) are scored too, so core can merge the channels and report their cosine (SPEC §10).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
@@ -36,12 +42,12 @@ class ProfileMismatch(PinlogError, ValueError):
 
 @dataclass(frozen=True)
 class SearchCuts:
-    """Per-profile cuts applied after the SQL (SPEC §10).
+    """Per-profile evidence thresholds of the vector channel, applied after the SQL (SPEC §10).
 
     Attributes:
         floor: absolute cosine floor for multi-word queries.
         short_query_floor: floor for one-word queries (they score lower).
-        ratio: keep hits with ``similarity >= ratio × top``.
+        ratio: keep hits with ``similarity >= ratio × top`` as well (0 disables it).
     """
 
     floor: float
@@ -60,7 +66,9 @@ def is_short_query(query: str) -> bool:
 
 
 def apply_cuts(hits: list[SearchHit], query: str, cuts: SearchCuts) -> list[SearchHit]:
-    """Drop hits under the floor or under ``ratio × top``; the top hit is always kept.
+    """The hits the vector channel vouches for: similarity at or above the floor for the query's
+    length and at or above ``ratio × top``. The top hit is cut like any other (SPEC §10: an
+    off-topic query gets nothing). Order is preserved; hits are not modified.
 
     Args:
         hits: ordered by similarity, best first.
@@ -69,9 +77,11 @@ def apply_cuts(hits: list[SearchHit], query: str, cuts: SearchCuts) -> list[Sear
         return hits
     floor = cuts.short_query_floor if is_short_query(query) else cuts.floor
     top = hits[0].similarity
-    kept = [hits[0]]
-    kept += [h for h in hits[1:] if h.similarity >= floor and h.similarity >= cuts.ratio * top]
-    return kept
+    return [h for h in hits if h.similarity >= floor and h.similarity >= cuts.ratio * top]
+
+
+#: An optional query rewrite applied before embedding: text in, text out, never raises.
+Rewrite = Callable[[str], Awaitable[str]]
 
 
 async def search(
@@ -81,8 +91,14 @@ async def search(
     cuts: SearchCuts,
     *,
     apply: bool = True,
+    rewrite: Rewrite | None = None,
 ) -> SearchResponse:
     """Run one personal search.
+
+    Args:
+        apply: apply the vector-evidence cuts (False: every hit, for calibration/benchmarks).
+        rewrite: optional query rewrite before embedding (must fall back to the query itself
+            on any failure; :class:`pinlog.ai.rewrite.QueryRewriter` does).
 
     Raises:
         ProfileMismatch: ``request.embedding_profile`` differs from ``provider.profile``
@@ -92,15 +108,23 @@ async def search(
     if request.embedding_profile != provider.profile:
         metrics.SEARCH_REQUESTS.labels("profile_mismatch").inc()
         raise ProfileMismatch(request.embedding_profile, provider.profile)
-    vector = (await provider.embed([request.query], "query"))[0]
+    text = await rewrite(request.query) if rewrite is not None else request.query
+    vector = (await provider.embed([text], "query"))[0]
+    params = {"query_vector": to_pgvector(vector), "user_id": request.user_id,
+              "profile": provider.profile}
     async with engine.connect() as conn:
-        rows = (await conn.execute(queries("search_member"), {
-            "query_vector": to_pgvector(vector), "user_id": request.user_id,
-            "profile": provider.profile, "limit": request.limit,
-        })).all()
-    hits = [SearchHit(record_id=r.record_id, context_id=r.context_id,
-                      similarity=round(float(r.similarity), 6)) for r in rows]
+        rows = (await conn.execute(queries("search_member"),
+                                   {**params, "limit": request.limit})).all()
+        scored_rows = (await conn.execute(queries("score_records"), {
+            **params, "record_ids": list(request.record_ids)})).all() if request.record_ids else []
+    hits = [_hit(r) for r in rows]
     kept = apply_cuts(hits, request.query, cuts) if apply else hits
     metrics.SEARCH_REQUESTS.labels("ok").inc()
-    log.info("search", extra={"user_id": request.user_id, "count": len(kept)})
-    return SearchResponse(results=kept)
+    log.info("search", extra={"user_id": request.user_id, "count": len(kept),
+                              "scored": len(scored_rows)})
+    return SearchResponse(results=kept, scored=[_hit(r) for r in scored_rows])
+
+
+def _hit(row: Row[Any]) -> SearchHit:
+    return SearchHit(record_id=row.record_id, context_id=row.context_id,
+                     similarity=round(float(row.similarity), 6))

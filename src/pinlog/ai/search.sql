@@ -5,16 +5,18 @@
 -- excludes stale data (SPEC §11 #3): the user filter keeps other members out (#19), is_deleted
 -- and the COMPLETED join both hide a deleted/edited context, the profile filter never compares
 -- vectors of different spaces. One row per record keeping its best context (DISTINCT ON), then
--- ordered by similarity and limited AFTER the aggregation (#20).
+-- ordered by similarity and limited AFTER the aggregation (#20). The status is checked by a
+-- correlated primary-key probe per row of the member (a scalar subquery is never turned into a
+-- join): a join let the planner hash the whole state table (a sequential scan of every member's
+-- rows, ~285 ms at 1M rows); the probe costs O(the member's rows) at any table size.
 WITH scored AS (
     SELECT e.record_id,
            e.context_id,
            1 - (e.embedding <=> CAST(:query_vector AS vector)) AS similarity
     FROM ai.context_embedding AS e
-    JOIN ai.context_ai_state AS s ON s.context_id = e.context_id
     WHERE e.user_id = :user_id                      -- filter: member
       AND e.is_deleted = false                      -- filter: is_deleted
-      AND s.embedding_status = 'COMPLETED'          -- filter: status
+      AND (SELECT s.embedding_status FROM ai.context_ai_state AS s WHERE s.context_id = e.context_id) = 'COMPLETED' -- filter: status
       AND e.embedding_profile = :profile            -- filter: profile
 ),
 best_per_record AS (
@@ -26,3 +28,18 @@ SELECT record_id, context_id, similarity
 FROM best_per_record
 ORDER BY similarity DESC, record_id
 LIMIT :limit
+
+-- name: score_records
+-- SPEC §10: cosine of every context of the records core's lexical channel found (core merges
+-- the channels). The same four filters as search_member, each alone sufficient to exclude
+-- stale data (SPEC §11 #3, #19): a context of another member, deleted, not COMPLETED or of
+-- another profile is simply not returned.
+SELECT e.record_id, e.context_id,
+       1 - (e.embedding <=> CAST(:query_vector AS vector)) AS similarity
+FROM ai.context_embedding AS e
+JOIN ai.context_ai_state AS s ON s.context_id = e.context_id
+WHERE e.record_id = ANY(CAST(:record_ids AS bigint[]))
+  AND e.user_id = :user_id                          -- filter: member
+  AND e.is_deleted = false                          -- filter: is_deleted
+  AND s.embedding_status = 'COMPLETED'              -- filter: status
+  AND e.embedding_profile = :profile                -- filter: profile

@@ -22,7 +22,8 @@ def search(
     limit: int = typer.Option(10, "--limit", min=1, max=100, help="Most records to show."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
-    """Search a member's records by meaning (SPEC §10), as the member would through /v1/search.
+    """Search a member's records by meaning and by their own words (SPEC §10), as the member
+    would through /v1/search; "matched by" shows which channels matched (vector, text, place).
 
     ``--json`` prints the body ``POST /v1/search`` answers. Runs the ai side in this process
     unless PINLOG_AI_BASE_URL points at a running one.
@@ -50,9 +51,10 @@ def search(
         typer.echo(json.dumps(body, ensure_ascii=False))
         return
     table = Table(title=f"{len(results)} result(s)")
-    for column in ("#", "similarity", "record", "place", "matched note", "keywords"):
+    for column in ("#", "similarity", "matched by", "record", "place", "matched note", "keywords"):
         table.add_column(column)
     for rank, r in enumerate(results, start=1):
-        table.add_row(str(rank), f"{r.similarity:.3f}", str(r.record_id), r.place.name,
-                      r.text if len(r.text) <= 60 else r.text[:59] + "…", ", ".join(r.keywords))
+        table.add_row(str(rank), f"{r.similarity:.3f}", "+".join(r.matched_by), str(r.record_id),
+                      r.place.name, r.text if len(r.text) <= 60 else r.text[:59] + "…",
+                      ", ".join(r.keywords))
     Console().print(table)

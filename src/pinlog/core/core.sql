@@ -48,12 +48,14 @@ WHERE user_id = :member_id AND NOT is_deleted;
 -- ===== places and records ====================================================================
 
 -- name: upsert_place
--- SPEC §2.1: a place is a snapshot taken on first save and never updated. Returns the id of
+-- SPEC §2.1: a place is a snapshot taken on first save and never updated (SPEC §10: its lexical
+-- terms — name, address, road address — are written with it). Returns the id of
 -- the new or the existing row (none only when a concurrent insert committed after this
 -- statement's snapshot: then place_by_external_id, a new statement, sees it).
 WITH ins AS (
-    INSERT INTO core.place (external_place_id, name, address, road_address, lat, lng)
-    VALUES (:external_place_id, :name, :address, :road_address, :lat, :lng)
+    INSERT INTO core.place (external_place_id, name, address, road_address, lat, lng, lexemes)
+    VALUES (:external_place_id, :name, :address, :road_address, :lat, :lng,
+            array_to_tsvector(CAST(:lexemes AS text[])))
     ON CONFLICT (external_place_id) DO NOTHING
     RETURNING id
 )
@@ -66,9 +68,11 @@ LIMIT 1;
 SELECT id FROM core.place WHERE external_place_id = :external_place_id;
 
 -- name: insert_record
--- SPEC §2.1: at most one active record per (member, place) — a conflict returns no row.
-INSERT INTO core.record (member_id, place_id)
-VALUES (:member_id, :place_id)
+-- SPEC §2.1: at most one active record per (member, place) — a conflict returns no row. SPEC §10:
+-- the place's lexical terms are copied onto the record (a place is never updated, so the copy
+-- never goes stale): the lexical channel then reads only the member's own rows.
+INSERT INTO core.record (member_id, place_id, place_lexemes)
+VALUES (:member_id, :place_id, (SELECT p.lexemes FROM core.place AS p WHERE p.id = :place_id))
 ON CONFLICT (member_id, place_id) WHERE deleted_at IS NULL DO NOTHING
 RETURNING id;
 
@@ -125,9 +129,11 @@ WHERE id = :context_id AND record_id = :record_id AND deleted_at IS NULL;
 SELECT count(*) FROM core.context WHERE record_id = :record_id AND deleted_at IS NULL;
 
 -- name: insert_context
--- SPEC §2.1: contexts are immutable; an edit is a new row.
-INSERT INTO core.context (record_id, member_id, body)
-VALUES (:record_id, :member_id, :body)
+-- SPEC §2.1: contexts are immutable; an edit is a new row. SPEC §10: the lexical terms of the
+-- body (pinlog.text.lexical_terms) are written with it and never change; the lexical channel
+-- reads only active contexts, so they stop matching the moment the context is invalidated.
+INSERT INTO core.context (record_id, member_id, body, lexemes)
+VALUES (:record_id, :member_id, :body, array_to_tsvector(CAST(:lexemes AS text[])))
 RETURNING id;
 
 -- name: insert_state

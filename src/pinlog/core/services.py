@@ -28,6 +28,7 @@ from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.settings import Settings
 from pinlog.states import Status
+from pinlog.text import lexical_terms
 
 log = logging.getLogger(__name__)
 q = Queries("pinlog.core", "core.sql")
@@ -551,7 +552,9 @@ class CoreService:
     async def _upsert_place(self, conn: AsyncConnection, place: PlaceInput) -> int:
         params = {"external_place_id": place.external_place_id, "name": place.name,
                   "address": place.address, "road_address": place.road_address,
-                  "lat": float(place.lat), "lng": float(place.lng)}
+                  "lat": float(place.lat), "lng": float(place.lng),
+                  "lexemes": lexical_terms(" ".join(
+                      part for part in (place.name, place.address, place.road_address) if part))}
         place_id = (await conn.execute(q("upsert_place"), params)).scalar()
         if place_id is None:  # inserted concurrently after this statement's snapshot
             place_id = (await conn.execute(q("place_by_external_id"),
@@ -581,7 +584,8 @@ class CoreService:
     async def _insert_context(self, conn: AsyncConnection, record_id: int, member_id: int,
                               text: str, reason: str) -> int:
         context_id = int((await conn.execute(q("insert_context"), {
-            "record_id": record_id, "member_id": member_id, "body": text})).scalar_one())
+            "record_id": record_id, "member_id": member_id, "body": text,
+            "lexemes": lexical_terms(text)})).scalar_one())
         await conn.execute(q("insert_state"), {"context_id": context_id, "reason": reason})
         return context_id
 

@@ -105,8 +105,10 @@ async def test_limit_defaults_to_20(search_settings, db_url, provider, judge, pr
     assert response.status_code == 200 and len(response.json()["results"]) == 20
 
 
-async def test_configured_cuts_are_in_force_and_keep_the_top_hit(tmp_path, db_url, provider,
-                                                                 judge, presets, sync_conn):
+async def test_configured_cuts_are_in_force_and_cut_the_top_hit_too(tmp_path, db_url, provider,
+                                                                    judge, presets, sync_conn):
+    """SPEC §10 (issue 10): no "keep the top hit" rule — under the floor nothing is returned,
+    but requested contexts are still scored (core merges the channels)."""
     settings = search_settings_for(tmp_path, db_url, search_floor=0.99,
                                    search_short_query_floor=0.99, search_ratio=0.99)
     seed(sync_conn, 1, 70, 0.30)
@@ -114,7 +116,12 @@ async def test_configured_cuts_are_in_force_and_keep_the_top_hit(tmp_path, db_ur
     async with running_app(settings, db_url, provider, judge, ("ai",)) as app:
         response = await app.http.post(SEARCH_PATH, json=body(),
                                        headers={SECRET_HEADER: TEST_SECRET})
-    assert [r["recordId"] for r in response.json()["results"]] == [70]
+        scored = await app.http.post(SEARCH_PATH, json={**body(), "recordIds": [71, 999]},
+                                     headers={SECRET_HEADER: TEST_SECRET})
+    assert response.status_code == 200 and response.json() == {"results": [], "scored": []}
+    assert scored.json()["results"] == []
+    assert [(h["recordId"], h["contextId"]) for h in scored.json()["scored"]] == [(71, 2)]
+    assert scored.json()["scored"][0]["similarity"] == pytest.approx(0.29, abs=1e-5)
 
 
 async def test_503_when_the_query_cannot_be_embedded(search_settings, db_url, provider, judge,

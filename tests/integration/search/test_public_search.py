@@ -69,7 +69,8 @@ async def test_public_search_end_to_end(settings_keep_all, db_url, provider, jud
         assert [(r["recordId"], r["contextId"]) for r in results] == [
             (r1["recordId"], r1["contextId"]), (r2["recordId"], window)]
         first = results[0]
-        assert set(first) == {"recordId", "contextId", "similarity", "place", "text", "keywords"}
+        assert set(first) == {"recordId", "contextId", "similarity", "place", "text", "keywords",
+                              "matchedBy"}
         assert first["similarity"] == pytest.approx(0.95, abs=1e-5)
         assert results[1]["similarity"] == pytest.approx(0.7, abs=1e-5)
         assert first["text"] == RAIN and results[1]["text"] == WINDOW

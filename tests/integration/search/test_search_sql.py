@@ -191,12 +191,14 @@ async def test_scenario_20_record_with_three_matching_contexts_appears_once_with
 
 # --- cuts and the profile check --------------------------------------------------------------
 
-async def test_cuts_keep_the_top_hit_and_cut_the_rest(engine, provider, sync_conn):
+async def test_cuts_apply_to_the_top_hit_too_and_cut_the_rest(engine, provider, sync_conn):
     seed(sync_conn, 1, 70, 0.40)
     seed(sync_conn, 2, 71, 0.38)
     seed(sync_conn, 3, 72, 0.10)
     strict = SearchCuts(floor=0.99, short_query_floor=0.99, ratio=0.99)
-    assert [h.record_id for h in (await search(engine, provider, request(), strict)).results] == [70]
+    assert (await search(engine, provider, request(), strict)).results == []  # no top-hit rule
+    floor = SearchCuts(floor=0.39, short_query_floor=0.39, ratio=0.0)
+    assert [h.record_id for h in (await search(engine, provider, request(), floor)).results] == [70]
     ratio = SearchCuts(floor=-1.0, short_query_floor=-1.0, ratio=0.9)   # 0.9 × 0.40 = 0.36
     assert [h.record_id for h in (await search(engine, provider, request(), ratio)).results] == [70, 71]
     raw = await search(engine, provider, request(), strict, apply=False)

@@ -1,5 +1,6 @@
-"""The search cuts applied after the SQL (SPEC §10): per-profile absolute floor (lower for
-one-word queries), relative cut to the top hit, and the top hit is never cut."""
+"""The vector channel's evidence cuts applied after the SQL (SPEC §10): per-profile absolute
+floor (lower for one-word queries) and relative cut to the top hit; the top hit is cut like any
+other (issue 10: an off-topic query gets no result)."""
 
 from __future__ import annotations
 
@@ -30,14 +31,14 @@ def test_no_hits_stays_empty():
 
 
 @pytest.mark.parametrize("query", [MULTI, ONE])
-def test_top_hit_is_kept_even_under_every_floor(query):
-    kept = apply_cuts(hits(0.10, 0.09, 0.05), query, CUTS)
-    assert ids(kept) == [1]
-    assert kept[0].context_id == 101 and kept[0].similarity == 0.10
+def test_top_hit_under_the_floor_is_cut_too(query):
+    assert apply_cuts(hits(0.10, 0.09, 0.05), query, CUTS) == []
+    kept = apply_cuts(hits(0.75, 0.09, 0.05), query, CUTS)  # at/above both floors
+    assert ids(kept) == [1] and kept[0].context_id == 101 and kept[0].similarity == 0.75
 
 
-def test_negative_top_hit_is_still_kept():
-    assert ids(apply_cuts(hits(-0.2, -0.3), MULTI, CUTS)) == [1]
+def test_negative_top_hit_is_cut():
+    assert apply_cuts(hits(-0.2, -0.3), MULTI, CUTS) == []
 
 
 def test_floor_drops_hits_below_it_and_keeps_hits_at_it():

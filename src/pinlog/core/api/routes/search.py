@@ -30,6 +30,7 @@ class SearchResultOut(_Out):
     place: PlaceOut
     text: str
     keywords: list[str]
+    matched_by: list[str] = Field(description="Channels that matched: vector, text, place.")
 
 
 class SearchOut(_Out):
@@ -42,15 +43,18 @@ class SearchOut(_Out):
         """Build from :func:`pinlog.core.search.member_search`'s verified hits, in rank order."""
         return cls(results=[SearchResultOut(
             record_id=r.record_id, context_id=r.context_id, similarity=r.similarity,
-            place=PlaceOut.of(r.place), text=r.text, keywords=r.keywords) for r in results])
+            place=PlaceOut.of(r.place), text=r.text, keywords=r.keywords,
+            matched_by=list(r.matched_by)) for r in results])
 
 
 @router.post("", response_model=SearchOut, response_model_by_alias=True,
              responses={503: {"description": "search unavailable"}})
 async def search(body: SearchIn, member_id: Member, request: Request) -> SearchOut:
-    """Records of the current member ranked by meaning, each with its best-matching context,
-    that context's similarity (cosine) and owner-view keywords. Another member's data never
-    appears; deleted or edited contexts never come back (every hit is re-verified)."""
+    """Records of the current member that match the query by meaning (vector channel) or by
+    their own words (notes, place name/address), best first, each with its matched context,
+    that context's similarity (cosine), owner-view keywords and ``matchedBy`` (vector, text,
+    place). An off-topic query gets ``{"results": []}``. Another member's data never appears;
+    deleted or edited contexts never come back (every hit is re-verified)."""
     core = request.app.state.core
     results = await member_search(core.engine, core.settings, core.search_client,
                                   member_id, body.query, body.limit)  # errors: CoreRoute

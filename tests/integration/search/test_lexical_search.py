@@ -1,0 +1,216 @@
+"""Search relevance end to end (SPEC §10, issue 10): core's lexical channel over the member's
+own words (note bodies, place name/address), the relevance decision (an off-topic query gets
+``[]``), ``matchedBy``, invalidation of the lexical data, and the optional query rewrite.
+
+Core and ai in one process, fake model providers at their Protocols, the real database. The
+vector channel's floors are set to 0.99 so that only vectors the test places near the query
+give vector evidence; every other note's fake vector is a deterministic random direction."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes import FakeEmbeddingProvider
+from tests.integration.ai.support import DIM, PROFILE
+from tests.integration.search.conftest import at_cosine, place_body, running_app, search_settings_for
+from tests.unit.judges.conftest import chat_server, content, hang, status  # noqa: F401 (fixture)
+
+STRICT_VECTOR = {"search_floor": 0.99, "search_short_query_floor": 0.99, "search_ratio": 0.0}
+
+EGGPLANT = "가지튀김이 미쳤음. 다음엔 부모님이랑"
+SOFA = "소파가 아주 편했다는 소문이 자자한 카페"
+ENGLISH = "Tiny espresso bar near the station, great flat white"
+QUIET = "조용해서 책 읽기 좋은 곳"
+REWRITTEN = "피자와 맥주"
+PIZZA_BEER = "친구들이랑 화덕 피자에 생맥주"
+SLANG_NOTE = "피맥 하기 좋은 집"
+
+
+@pytest.fixture
+def provider() -> FakeEmbeddingProvider:
+    # the rewritten query and the pizza-and-beer note are the only vectors near each other
+    return FakeEmbeddingProvider(PROFILE, DIM, vectors={
+        REWRITTEN: at_cosine(1.0), PIZZA_BEER: at_cosine(0.995, axis=3)})
+
+
+@pytest.fixture
+def settings(tmp_path, db_url):
+    return search_settings_for(tmp_path, db_url, **STRICT_VECTOR)
+
+
+async def search(app, auth, query: str, **extra) -> list[dict]:
+    response = await app.http.post("/v1/search", json={"query": query, **extra}, headers=auth)
+    assert response.status_code == 200, response.text
+    return response.json()["results"]
+
+
+async def create(app, auth, n: int, text: str, name: str | None = None) -> dict:
+    response = await app.http.post("/v1/records", json=place_body(n, text, name), headers=auth)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def test_lexical_match_on_a_note_word_a_place_name_and_an_english_note(
+        settings, db_url, provider, judge, presets):
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        eggplant = await create(app, auth, 1, EGGPLANT, "모던아시안누들서비스")
+        peanut = await create(app, auth, 2, SOFA, "피넛커피 충북혁신도시점")
+        english = await create(app, auth, 3, ENGLISH, "Station Coffee")
+        await create(app, auth, 4, QUIET, "동네 북카페")
+        await app.settle()
+
+        # a word of the note (compound split differently in the query)
+        [hit] = await search(app, auth, "가지튀김")
+        assert (hit["recordId"], hit["contextId"]) == (eggplant["recordId"], eggplant["contextId"])
+        assert hit["matchedBy"] == ["text"] and hit["text"] == EGGPLANT
+        assert -1.0 <= hit["similarity"] <= 1.0  # still the cosine of the shown context
+
+        # the saved place's own name, which the note does not contain
+        [hit] = await search(app, auth, "피넛커피")
+        assert hit["recordId"] == peanut["recordId"] and hit["matchedBy"] == ["place"]
+        assert hit["place"]["name"] == "피넛커피 충북혁신도시점"
+
+        # English words, case and plural folded
+        [hit] = await search(app, auth, "Espresso bars")
+        assert hit["recordId"] == english["recordId"] and hit["matchedBy"] == ["text"]
+
+        # off-topic: neither channel has evidence → nothing (no "top hit" is kept)
+        assert await search(app, auth, "세탁소") == []
+        assert await search(app, auth, "여권 재발급 받는 구청") == []
+
+
+@pytest.mark.parametrize("query", ["!!!", "🍕🍺", "ㅋㅋㅋ", "?!... —", "\u200b"])
+async def test_a_query_of_only_punctuation_or_emoji_is_never_a_500(settings, db_url, provider,
+                                                                   judge, presets, query):
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        await create(app, auth, 1, EGGPLANT)
+        await app.settle()
+        response = await app.http.post("/v1/search", json={"query": query}, headers=auth)
+    assert response.status_code in (200, 422), response.text
+    if response.status_code == 200:
+        assert response.json() == {"results": []}
+
+
+async def test_edited_or_deleted_notes_words_never_match_again(settings, db_url, provider, judge,
+                                                               presets, sync_conn):
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        record = await create(app, auth, 1, EGGPLANT, "이름 없는 식당")
+        extra = (await app.http.post(f"/v1/records/{record['recordId']}/contexts",
+                                     json={"text": "트러플감자전 짱맛"}, headers=auth)).json()
+        await app.settle()
+        assert [h["contextId"] for h in await search(app, auth, "가지튀김")] == [record["contextId"]]
+        assert [h["contextId"] for h in await search(app, auth, "트러플")] == [extra["contextId"]]
+
+        # edit: the old body's words never match again, the new body's do
+        edited = await app.http.put(f"/v1/contexts/{record['contextId']}",
+                                    json={"text": "메밀전병이 괜찮았다"}, headers=auth)
+        new_id = edited.json()["contextId"]
+        await app.settle()
+        assert await search(app, auth, "가지튀김") == []
+        assert [h["contextId"] for h in await search(app, auth, "메밀전병")] == [new_id]
+
+        # delete: the deleted note's words never match again
+        assert (await app.http.delete(f"/v1/contexts/{extra['contextId']}",
+                                      headers=auth)).status_code == 204
+        await app.settle()
+        assert await search(app, auth, "트러플") == []
+
+        # even with the ai rows put back (as if the invalidation had not landed), core's
+        # lexical channel reads only active contexts and core re-verifies
+        sync_conn.execute("UPDATE ai.context_embedding SET is_deleted = false")
+        sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'COMPLETED'")
+        assert await search(app, auth, "가지튀김") == []
+        assert await search(app, auth, "트러플") == []
+
+        # deleting the record hides its place name too
+        assert (await app.http.delete(f"/v1/records/{record['recordId']}?force=true",
+                                      headers=auth)).status_code == 204
+        assert await search(app, auth, "이름 없는 식당") == []
+        assert await search(app, auth, "메밀전병") == []
+
+
+async def test_another_members_words_never_match(settings, db_url, provider, judge, presets):
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        _, other_auth = await app.member()
+        mine = await create(app, auth, 1, QUIET, "동네 북카페")
+        theirs = await create(app, other_auth, 2, EGGPLANT, "모던아시안누들서비스")
+        await app.settle()
+        assert await search(app, auth, "가지튀김") == []
+        assert await search(app, auth, "모던아시안누들서비스", limit=100) == []
+        assert [h["recordId"] for h in await search(app, other_auth, "가지튀김")] == [
+            theirs["recordId"]]
+        # the same place saved by both members: each sees only their own record
+        mine_again = await create(app, auth, 2, "여기 국수 맛있음")
+        await app.settle()
+        [hit] = await search(app, auth, "모던아시안누들서비스")
+        assert hit["recordId"] == mine_again["recordId"] != theirs["recordId"]
+        assert mine["recordId"] != hit["recordId"]
+
+
+async def test_both_channels_merge_and_say_which_matched(settings, db_url, provider, judge, presets):
+    """The rewritten query's vector is near PIZZA_BEER (vector evidence); that note also
+    contains "피자" (lexical evidence): matchedBy lists both."""
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        both = await create(app, auth, 1, PIZZA_BEER, "화덕 피자집")
+        await create(app, auth, 2, QUIET)
+        await app.settle()
+        [hit] = await search(app, auth, REWRITTEN)
+        assert hit["recordId"] == both["recordId"]
+        assert hit["matchedBy"] == ["vector", "text", "place"]
+        assert hit["similarity"] == pytest.approx(0.995, abs=1e-5)
+
+
+# --- optional query rewrite (PINLOG_SEARCH_REWRITE=llm) -------------------------------------
+
+def rewrite_settings(tmp_path, db_url, chat_server, **extra):  # noqa: F811
+    return search_settings_for(tmp_path, db_url, **STRICT_VECTOR, search_rewrite="llm",
+                               llm_base_url=chat_server.url, llm_chain=["rewrite-model"],
+                               **extra)
+
+
+async def run_queries(settings, db_url, provider, judge, queries) -> list[list[tuple]]:
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        await create(app, auth, 1, PIZZA_BEER, "화덕집")
+        await create(app, auth, 2, SLANG_NOTE, "동네 술집")
+        await create(app, auth, 3, QUIET)
+        await app.settle()
+        out = []
+        for q in queries:
+            out.append([(h["place"]["externalPlaceId"], tuple(h["matchedBy"]))
+                        for h in await search(app, auth, q)])
+        return out
+
+
+async def test_rewrite_expands_slang_and_is_cached(tmp_path, db_url, provider, judge, presets,
+                                                   chat_server):  # noqa: F811
+    chat_server.script(content(REWRITTEN))
+    settings = rewrite_settings(tmp_path, db_url, chat_server)
+    first, again = await run_queries(settings, db_url, provider, judge, ["피맥", "피맥"])
+    # the slang note by its own word, and the pizza-and-beer note through the rewrite
+    assert set(first) == {("kakao-2", ("text",)), ("kakao-1", ("vector",))}
+    assert again == first
+    assert len(chat_server.requests) == 1  # cached
+    request = chat_server.requests[0]["body"]
+    assert request["model"] == "rewrite-model" and request["messages"][-1]["content"] == "피맥"
+
+
+@pytest.mark.parametrize("failure", ["timeout", "status_500", "empty_answer"])
+async def test_rewrite_failing_or_timing_out_gives_the_same_results_as_without_it(
+        tmp_path, db_url, provider, judge, presets, chat_server, failure):  # noqa: F811
+    reply = {"timeout": hang(), "status_500": status(500), "empty_answer": content("   ")}[failure]
+    chat_server.script(reply)
+    queries = ["피맥", "조용한 곳"]
+    without = await run_queries(search_settings_for(tmp_path, db_url, **STRICT_VECTOR),
+                                db_url, provider, judge, queries)
+    with_failing = await run_queries(
+        rewrite_settings(tmp_path, db_url, chat_server, search_rewrite_timeout=0.3),
+        db_url, provider, judge, queries)
+    assert with_failing == without
+    assert without[0] == [("kakao-2", ("text",))]
+    assert len(chat_server.requests) == 2  # tried for each query, failures are not cached

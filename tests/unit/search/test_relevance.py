@@ -1,0 +1,85 @@
+"""The relevance decision and the channel merge (SPEC §10, :mod:`pinlog.core.relevance`) and the
+lexical terms they count (:func:`pinlog.text.lexical_terms`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pinlog.core.relevance import RecordEvidence, RelevanceRule, coverage, decide
+from pinlog.text import lexical_terms
+
+RULE = RelevanceRule(min_coverage=0.35, rrf_k=60)
+
+
+def test_lexical_terms_bigrams_for_hangul_words_for_latin():
+    assert lexical_terms("피넛커피") == ["피넛", "넛커", "커피"]
+    assert lexical_terms("책") == ["책"]
+    assert lexical_terms("Quiet CAFES near the Station!") == ["quiet", "cafe", "near", "station"]
+    assert lexical_terms("2차로") == ["2", "차로"]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "!!!", "🍕🍺", "ㅋㅋㅋ", "?!... —", "\u200b", "'\\"])
+def test_lexical_terms_of_punctuation_emoji_or_jamo_are_empty(text):
+    assert lexical_terms(text) == []
+
+
+def test_lexical_terms_are_safe_tsquery_lexemes():
+    for text in ("it's a 'quoted' \\ back:slash & | !", "a_b c:d", "é café naïve"):
+        for term in lexical_terms(text):
+            assert term.strip() == term and not set(term) & set("'\\:&|!() ")
+
+
+def cand(record_id, sims, *, vector=False, notes=None, place=()):
+    return RecordEvidence(record_id, similarities=dict(sims), vector=vector,
+                     vector_context_id=next(iter(sims)) if vector else None,
+                     note_terms={k: frozenset(v) for k, v in (notes or {}).items()},
+                     place_terms=frozenset(place))
+
+
+def test_no_evidence_means_no_result_even_for_the_best_cosine():
+    assert decide([cand(1, {10: 0.95}), cand(2, {20: 0.5})], 3, RULE, 20) == []
+
+
+def test_a_record_without_any_scored_context_is_never_shown():
+    assert decide([cand(1, {}, notes={10: {"a", "b"}})], 2, RULE, 20) == []
+
+
+def test_lexical_evidence_needs_the_coverage_threshold():
+    weak = cand(1, {10: 0.1}, notes={10: {"a"}})          # 1/3 < 0.35
+    strong = cand(2, {20: 0.1}, notes={20: {"a", "b"}})   # 2/3
+    assert coverage(weak, 3) == pytest.approx(1 / 3)
+    [d] = decide([weak, strong], 3, RULE, 20)
+    assert (d.record_id, d.context_id, d.matched_by) == (2, 20, ("text",))
+
+
+def test_place_terms_count_and_are_reported():
+    [d] = decide([cand(1, {10: 0.2}, place={"a"})], 1, RULE, 20)
+    assert d.matched_by == ("place",) and d.similarity == 0.2
+
+
+def test_words_of_a_note_without_an_embedding_do_not_count():
+    # context 11 matched lexically but the ai side did not score it (not searchable)
+    c = cand(1, {10: 0.3}, notes={11: {"a", "b"}})
+    assert decide([c], 2, RULE, 20) == []
+
+
+def test_rrf_puts_a_record_with_both_kinds_of_evidence_first_and_shows_the_matching_note():
+    vector_only = cand(1, {10: 0.90}, vector=True)
+    both = cand(2, {20: 0.88, 21: 0.80}, vector=True, notes={21: {"a", "b"}})
+    text_only = cand(3, {30: 0.70}, notes={30: {"a", "b"}})
+    out = decide([vector_only, both, text_only], 2, RULE, 20)
+    # RRF: both (1/62 + 1/61) > text only (1/63 + 1/61) > vector only (1/61)
+    assert [d.record_id for d in out] == [2, 3, 1]
+    assert out[0].matched_by == ("vector", "text")
+    assert (out[0].context_id, out[0].similarity) == (21, 0.80)  # the note whose words matched
+    assert out[2].matched_by == ("vector",) and out[2].context_id == 10
+    assert out[1].matched_by == ("text",)
+    assert decide([vector_only, both, text_only], 2, RULE, 1)[0].record_id == 2  # limit
+
+
+def test_the_decision_does_not_depend_on_how_many_other_records_there_are():
+    target = cand(1, {10: 0.5}, notes={10: {"a"}})
+    alone = decide([target], 2, RULE, 20)
+    crowd = [cand(i, {i * 10: 0.4}) for i in range(2, 10_000)]
+    among = decide([target, *crowd], 2, RULE, 20)
+    assert [d.record_id for d in alone] == [d.record_id for d in among] == [1]
