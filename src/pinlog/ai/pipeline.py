@@ -47,6 +47,7 @@ from pinlog.ai.errors import (
 )
 from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pick, PresetSnapshot
 from pinlog.ai.presets import load_snapshot
+from pinlog.ai.vectors import check_embeddings
 from pinlog.contracts import ProcessRequest
 from pinlog.settings import Settings
 from pinlog.states import Stage, Status
@@ -238,7 +239,8 @@ class Pipeline:
 
         Raises:
             TransientModelError: all attempts failed transiently (incl. timeouts).
-            PermanentModelError: at once (wrong vector length included).
+            PermanentModelError: at once (wrong vector length, non-finite values or a zero /
+                near-zero norm included: :class:`~pinlog.ai.errors.DegenerateVectorError`).
         """
         timeout = self.settings.embedding_timeout
 
@@ -247,13 +249,8 @@ class Pipeline:
                 out = await asyncio.wait_for(self.provider.embed([text], "passage"), timeout)
             except TimeoutError:
                 raise TransientModelError(f"embedding timeout after {timeout:g} s") from None
-            out = np.asarray(out, dtype=np.float32)
-            if out.shape != (1, self.dimension):
-                raise PermanentModelError(
-                    f"wrong vector length: expected {self.dimension}, got {out.shape[-1]}")
-            if not np.all(np.isfinite(out)):
-                raise PermanentModelError("embedding contains non-finite values")
-            return out[0]
+            # wrong length, non-finite or zero/near-zero norm: permanent, never stored (§9)
+            return check_embeddings(out, 1, self.dimension)[0]
 
         s = self.settings
         return await with_retries(once, attempts=s.model_attempts, base=s.backoff_base,

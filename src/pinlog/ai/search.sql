@@ -6,6 +6,10 @@
 -- and the COMPLETED join both hide a deleted/edited context, the profile filter never compares
 -- vectors of different spaces. One row per record keeping its best context (DISTINCT ON), then
 -- ordered by similarity and limited AFTER the aggregation (#20).
+-- Defence in depth (SPEC §9, degenerate vectors): pgvector's cosine of a zero-norm vector (stored
+-- or query) is NaN, and PostgreSQL sorts NaN above every number; a NaN similarity is never
+-- ranked, so one bad row can never become the "top hit" (degenerate vectors are also refused
+-- before they are stored or used as a query).
 WITH scored AS (
     SELECT e.record_id,
            e.context_id,
@@ -20,6 +24,7 @@ WITH scored AS (
 best_per_record AS (
     SELECT DISTINCT ON (record_id) record_id, context_id, similarity
     FROM scored
+    WHERE similarity <> 'NaN'::float8               -- NaN is never ranked
     ORDER BY record_id, similarity DESC, context_id
 )
 SELECT record_id, context_id, similarity

@@ -24,6 +24,7 @@ import numpy as np
 from pinlog import metrics
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import EmbeddingProvider, EmbedKind, close_resource
+from pinlog.ai.vectors import check_embeddings
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,8 @@ class MicroBatcher:
             remote endpoint).
 
     ``embed`` returns ``(len(texts), dimension)`` float32 and raises what the provider raised for
-    its batch; a result of the wrong shape is a :class:`PermanentModelError` (never stored). When
+    its batch; a result of the wrong shape is a :class:`PermanentModelError` (never stored), and
+a degenerate row (zero / near-zero norm, non-finite) fails only the request it belongs to. When
     a batch of several requests fails permanently, each request is retried alone once, so one bad
     input cannot fail its batch-mates.
     """
@@ -196,7 +198,11 @@ class MicroBatcher:
         offset = 0
         for request in group:
             n = len(request.texts)
-            _set_result(request, out[offset:offset + n])
+            try:
+                # a degenerate row fails its own request only (SPEC §9: never stored)
+                _set_result(request, check_embeddings(out[offset:offset + n], n, self.dimension))
+            except PermanentModelError as exc:
+                _set_exception(request, exc)
             offset += n
 
 
