@@ -75,7 +75,8 @@ class JobResult:
 
 
 def text_sha256(text: str) -> bytes:
-    """sha256 of the exact text embedded, as received, UTF-8 (SPEC §5.6)."""
+    """sha256 of the exact text embedded, UTF-8 (SPEC §5.6): the request's text, which the
+    contract already put in the one normalised form (:func:`pinlog.text.normalize`)."""
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
