@@ -280,3 +280,23 @@ SELECT md5(coalesce(string_agg(p.id::text || ':' || p.xmin::text || ':' || e.xmi
   FROM ai.keyword_preset p
   JOIN ai.keyword_preset_embedding e
     ON e.preset_id = p.id AND e.embedding_profile = :profile;
+
+
+-- name: preset_dimensions
+-- Rule: SPEC §9 — a profile names one vector space, so every vector stored for it has the
+-- provider's dimension. Start-up refuses to run when the preset vectors of the current profile
+-- have another length (the model or PINLOG_EMBEDDING_DIMENSION changed under the same name).
+SELECT DISTINCT vector_dims(embedding) AS dims
+  FROM ai.keyword_preset_embedding
+ WHERE embedding_profile = :profile;
+
+
+-- name: other_embedding_dimension
+-- Rule: SPEC §9 — as preset_dimensions, for the stored context embeddings of the current profile:
+-- the first one whose length differs from :dimension, if any (start-up check; stops at the
+-- first offender, one sequential pass over the profile's rows in the worst case).
+SELECT vector_dims(embedding) AS dims
+  FROM ai.context_embedding
+ WHERE embedding_profile = :profile
+   AND vector_dims(embedding) <> :dimension
+ LIMIT 1;
