@@ -243,19 +243,32 @@ class Pipeline:
             PermanentModelError: at once (wrong vector length, non-finite values or a zero /
                 near-zero norm included: :class:`~pinlog.ai.errors.DegenerateVectorError`).
         """
-        timeout = self.settings.embedding_timeout
+        # A micro-batcher times each provider call itself, scaled to the call's work, and
+        # splits a call that timed out; waiting for a batch is then bounded by the stage budget
+        # only (SPEC §6: < processing expiry). A bare provider gets the per-attempt timeout.
+        batched = bool(getattr(self.provider, "enforces_timeouts", False))
+        timeout = None if batched else self.settings.embedding_timeout
 
         async def once() -> np.ndarray:
             try:
-                out = await asyncio.wait_for(self.provider.embed([text], "passage"), timeout)
+                call = self.provider.embed([text], "passage")
+                out = await (asyncio.wait_for(call, timeout) if timeout is not None else call)
             except TimeoutError:
                 raise TransientModelError(f"embedding timeout after {timeout:g} s") from None
             # wrong length, non-finite or zero/near-zero norm: permanent, never stored (§9)
             return check_embeddings(out, 1, self.dimension)[0]
 
         s = self.settings
-        return await with_retries(once, attempts=s.model_attempts, base=s.backoff_base,
-                                  cap=s.backoff_cap, sleep=self._sleep)
+        attempts = with_retries(once, attempts=s.model_attempts, base=s.backoff_base,
+                                cap=s.backoff_cap, sleep=self._sleep)
+        if not batched:
+            return await attempts
+        budget = self.embedding_budget
+        try:
+            return await asyncio.wait_for(attempts, budget)
+        except TimeoutError:
+            raise TransientModelError(
+                f"embedding stage exceeded its budget of {budget:g} s") from None
 
     async def _save_embedding(self, request: ProcessRequest, vector: np.ndarray, sha: bytes) -> bool:
         """Save transaction (SPEC §5.2 step 2). Returns False when a guard discarded it."""
