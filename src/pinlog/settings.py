@@ -152,6 +152,10 @@ class Settings(BaseSettings):
     search_floor: float | None = Field(None, description="Per profile when unset.")
     search_short_query_floor: float | None = Field(None, description="Per profile when unset.")
     search_ratio: float | None = Field(None, description="Per profile when unset.")
+    search_timeout: float = Field(
+        5.0, gt=0, le=600, description="Seconds a search may take (query embedding, which has "
+        "its own lane ahead of background embedding work, plus the SQL) before it answers 503 "
+        "with Retry-After.")
 
     max_text_chars: int = Field(2000, ge=1, le=100_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(

