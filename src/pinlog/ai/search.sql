@@ -9,7 +9,8 @@
 -- Defence in depth (SPEC §9, degenerate vectors): pgvector's cosine of a zero-norm vector (stored
 -- or query) is NaN, and PostgreSQL sorts NaN above every number; a NaN similarity is never
 -- ranked, so one bad row can never become the "top hit" (degenerate vectors are also refused
--- before they are stored or used as a query).
+-- before they are stored or used as a query). Likewise a stored vector of another length under
+-- the same profile (start-up refuses that, SPEC §9) is skipped instead of failing the query.
 WITH scored AS (
     SELECT e.record_id,
            e.context_id,
@@ -20,6 +21,7 @@ WITH scored AS (
       AND e.is_deleted = false                      -- filter: is_deleted
       AND s.embedding_status = 'COMPLETED'          -- filter: status
       AND e.embedding_profile = :profile            -- filter: profile
+      AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500
 ),
 best_per_record AS (
     SELECT DISTINCT ON (record_id) record_id, context_id, similarity

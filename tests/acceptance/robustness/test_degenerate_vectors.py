@@ -100,6 +100,24 @@ async def test_search_sql_never_ranks_a_stored_zero_vector(tmp_path, db_url, syn
     assert all(math.isfinite(h.similarity) for h in response.results)
 
 
+async def test_search_sql_skips_a_stored_vector_of_another_length(tmp_path, db_url, sync_conn,
+                                                                  presets):
+    """Defence in depth for a dimension change under one profile name: no 500."""
+    provider = FakeEmbeddingProvider(PROFILE, DIM, vectors={QUERY: at_cosine(1.0)})
+    insert_state(sync_conn, 1, "COMPLETED", "COMPLETED")
+    insert_embedding(sync_conn, 1, at_cosine(0.9, axis=2), user_id=5, record_id=1)
+    settings = search_settings_for(tmp_path, db_url, **KEEP_ALL)
+    from pinlog.contracts import SearchRequest
+
+    async with running_app(settings, db_url, provider, FakeJudge(), components=("ai",)) as app:
+        # written after start-up (e.g. by a replica configured with another dimension)
+        insert_state(sync_conn, 2, "COMPLETED", "COMPLETED")
+        insert_embedding(sync_conn, 2, [1.0] + [0.0] * 383, user_id=5, record_id=2)
+        response = await app.ai.search(SearchRequest(user_id=5, query=QUERY,
+                                                     embedding_profile=PROFILE))
+    assert [h.context_id for h in response.results] == [1]
+
+
 @pytest.mark.parametrize("rows", [
     [[0.0] * 4], [[1e-12] * 4], [[float("nan"), 1, 0, 0]], [[float("inf"), 0, 0, 0]],
     [[1.0, 0, 0]],
