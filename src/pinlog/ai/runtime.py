@@ -34,6 +34,9 @@ def _dimension_fix(profile: str, what: str, dimension: int) -> str:
             "PINLOG_EMBEDDING_PROFILE, then run `pinlog presets load` and "
             "`pinlog reprocess --profile`")
 
+#: The text embedded once at start-up to learn the provider's real output length (SPEC §9).
+DIMENSION_PROBE_TEXT = "dimension probe"
+
 #: Seconds a caller is told to wait after a 503 (the rescan recovers the row anyway).
 RETRY_AFTER_SECONDS = 5
 
@@ -134,7 +137,7 @@ class AiRuntime:
         from pinlog.ai.errors import ModelError
 
         try:
-            out = await batched.provider.embed(["dimension probe"], "passage")
+            out = await batched.provider.embed([DIMENSION_PROBE_TEXT], "passage")
             got = int(np.asarray(out).shape[-1])
         except ModelError as exc:
             if exc.transient:

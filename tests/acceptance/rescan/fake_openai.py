@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
+from pinlog.ai.runtime import DIMENSION_PROBE_TEXT
+
 DIMENSION = 8
 
 
@@ -71,7 +73,8 @@ class FakeOpenAI:
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     with fake._lock:
                         fake.embedded_texts += texts
-                    self._hold(fake.hold_embeddings)
+                    if texts != [DIMENSION_PROBE_TEXT]:  # the start-up probe is never held
+                        self._hold(fake.hold_embeddings)
                     self._reply({"object": "list", "model": body.get("model"), "data": [
                         {"object": "embedding", "index": i,
                          "embedding": fake.vectors.get(t) or vector(t, fake.dimension)}
