@@ -104,8 +104,10 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
             for j in range(args.backlog):
                 await process(first + j, long_note(j))
             batcher = ai.provider
-            while batcher.pending("passage") == 0:  # the first batch is on the model
+            # a background batch is on the model and more work is waiting
+            while not (batcher.in_flight("passage") and batcher.pending("passage")):
                 await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # let the model thread get going (not an ordering device)
             busy = await searches()
             still = batcher.pending("passage") + ai.queue.depth()
             with psycopg.connect(url) as conn:

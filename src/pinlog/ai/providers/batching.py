@@ -109,6 +109,7 @@ class MicroBatcher:
         self._loop_tasks: list[asyncio.Task[None]] = []
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._running: set[asyncio.Task[None]] = set()
+        self._in_flight = {"passage": 0, "query": 0}
         self._suspects: OrderedDict[bytes, None] = OrderedDict()
         self._seq = 0
         self._closed = False
@@ -140,6 +141,10 @@ class MicroBatcher:
     def pending(self, kind: EmbedKind = "passage") -> int:
         """Requests of ``kind`` waiting for a batch (not yet sent)."""
         return len(self._pending[kind])
+
+    def in_flight(self, kind: EmbedKind = "passage") -> int:
+        """Provider calls of ``kind`` running now."""
+        return self._in_flight[kind]
 
     async def aclose(self, *, close_provider: bool = True) -> None:
         """Stop the batching loops; waiting requests fail with RuntimeError; closes the wrapped
@@ -231,6 +236,7 @@ class MicroBatcher:
             except BaseException:
                 slots.release()
                 raise
+            self._in_flight[kind] += 1
             task = asyncio.create_task(self._run_batch(batch, kind, slots))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
@@ -265,6 +271,7 @@ class MicroBatcher:
             if batch:
                 await self._run_group(batch, kind)
         finally:
+            self._in_flight[kind] -= 1
             slots.release()
 
     async def _call(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
