@@ -89,7 +89,12 @@ class AiRuntime:
         if isinstance(given, MicroBatcher):
             batched = given
         else:
-            batched = build_batched_provider(self.settings, given)
+            try:
+                batched = build_batched_provider(self.settings, given)
+            except ValueError as exc:  # e.g. local-e5 with PINLOG_EMBEDDING_DIMENSION=256
+                raise StartupError(f"embedding provider refused the settings: {exc} (a model "
+                                   "change needs a new PINLOG_EMBEDDING_PROFILE, then `pinlog "
+                                   "presets load` and `pinlog reprocess --profile`)") from None
         if given is not None and batched.profile != self.settings.profile:
             log.warning("injected embedding provider's profile differs from the configured one; "
                         "the provider's profile is used", extra={"profile": batched.profile})
