@@ -41,9 +41,10 @@ def degenerate_rows(matrix: np.ndarray) -> list[int]:
     """Indices of the rows of a ``(n, dim)`` matrix that are not usable embeddings: any
     non-finite value (NaN, ±inf) or an L2 norm below :data:`MIN_NORM` (zero / near-zero)."""
     m = np.asarray(matrix, dtype=np.float64)
-    finite = np.isfinite(m).all(axis=1)
-    norms = np.linalg.norm(np.where(np.isfinite(m), m, 0.0), axis=1)
-    return [i for i in range(m.shape[0]) if not finite[i] or not norms[i] >= MIN_NORM]
+    finite = np.isfinite(m)
+    norms = np.linalg.norm(np.where(finite, m, 0.0), axis=1)
+    bad = ~finite.all(axis=1) | ~(norms >= MIN_NORM)
+    return [int(i) for i in np.flatnonzero(bad)]
 
 
 def check_embeddings(matrix: object, count: int, dimension: int) -> np.ndarray:

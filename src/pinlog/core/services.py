@@ -264,6 +264,7 @@ def validate_place(place: PlaceInput) -> PlaceInput:
     _check_string("place.externalPlaceId", place.external_place_id, MAX_PLACE_ID_CHARS,
                   required=True, normal=False)
     name = _check_string("place.name", place.name, MAX_PLACE_NAME_CHARS, required=True)
+    assert name is not None  # required
     address = _check_string("place.address", place.address, MAX_ADDRESS_CHARS, required=False)
     road = _check_string("place.roadAddress", place.road_address, MAX_ADDRESS_CHARS,
                          required=False)

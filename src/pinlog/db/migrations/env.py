@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import Connection, create_engine, pool
 
 from pinlog.db.migrate import MIGRATION_LOCK_KEY
 
@@ -11,7 +11,7 @@ config = context.config
 url = config.attributes.get("sqlalchemy_url") or config.get_main_option("sqlalchemy.url")
 
 
-def _run_locked(connection: object) -> None:
+def _run_locked(connection: Connection) -> None:
     """Run the migrations in one transaction that first takes the migration advisory lock
     (``pg_advisory_xact_lock``, released at commit/rollback): concurrent ``pinlog migrate`` runs
     on one database wait for each other, and the later ones read the version table only after
