@@ -23,6 +23,7 @@ from pinlog import __version__
 from pinlog.composition import running_components
 from pinlog.db.engine import create_engine, resolve_database_url
 from pinlog.db.migrate import HEAD
+from pinlog.db.process_settings import ProcessRegistry
 from pinlog.settings import Settings, get_settings
 
 Component = Literal["core", "ai"]
@@ -58,7 +59,14 @@ def create_app(
                                           core_kwargs=core_kwargs) as running:
                 app.state.ai = running.ai
                 app.state.core = running.core
-                yield
+                # issue 16 #7: record the rule-relevant settings; ERROR when a live replica
+                # runs with other values (never refuses to start)
+                registry = ProcessRegistry(engine, settings, components)
+                await registry.start()
+                try:
+                    yield
+                finally:
+                    await registry.stop()
         finally:
             await engine.dispose()
 

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from pinlog.text import is_blank, normalize
+
 PROCESS_PATH = "/internal/v1/context/process"
 SEARCH_PATH = "/internal/v1/search"
 SECRET_HEADER = "X-Internal-Secret"
@@ -45,6 +47,17 @@ def _storable_text(value: str) -> str:
     return value
 
 
+def _normal_text(value: str) -> str:
+    """Text as it enters the ai side: storable (see above), in the one normalised form
+    (:func:`pinlog.text.normalize` — what is embedded and hashed, SPEC §5.6, so a sender's NFD
+    or NFC copy of a note is the same text), and not blank once normalised (whitespace or
+    invisible characters only → 422)."""
+    value = normalize(_storable_text(value))
+    if is_blank(value):
+        raise ValueError("must not be blank")
+    return value
+
+
 class ProcessRequest(_StrictCamel):
     """Body of ``POST /internal/v1/context/process`` (SPEC §5.1).
 
@@ -58,7 +71,7 @@ class ProcessRequest(_StrictCamel):
     text: str = Field(min_length=1)
     place_meta: dict[str, Any] | None = None
 
-    _text = field_validator("text")(_storable_text)
+    _text = field_validator("text")(_normal_text)
 
 
 #: Most records a search may ask the ai side to score besides its own hits (SPEC §10).
@@ -81,7 +94,7 @@ class SearchRequest(_StrictCamel):
     record_ids: list[Annotated[int, Field(gt=0, le=BIGINT_MAX)]] = Field(
         default_factory=list, max_length=MAX_SCORED_RECORDS)
 
-    _query = field_validator("query")(_storable_text)
+    _query = field_validator("query")(_normal_text)
 
 
 class SearchHit(_Camel):

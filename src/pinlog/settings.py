@@ -115,8 +115,14 @@ class Settings(BaseSettings):
     embedding_dimension: int | None = Field(None, ge=1, le=16_000)
     embedding_base_url: str | None = None
     embedding_api_key: SecretStr | None = None
-    embedding_timeout: float = Field(60.0, gt=0, description="Seconds per embedding call.")
+    embedding_timeout: float = Field(
+        60.0, gt=0, description="Seconds for one embedding call carrying a full batch "
+        "(PINLOG_EMBEDDING_BATCH_MAX_CHARS characters); a smaller call gets a proportional share "
+        "(at least a quarter). A call that times out is split in halves, never retried whole.")
     embedding_batch_size: int = Field(32, ge=1, le=1024, description="Micro-batch flush size.")
+    embedding_batch_max_chars: int = Field(
+        8000, ge=1, le=1_000_000, description="Micro-batch work bound: most characters of text "
+        "in one embedding call (at least PINLOG_MAX_TEXT_CHARS, so every note fits).")
     embedding_batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="Micro-batch wait.")
     embedding_passage_prefix: str = Field(
         "", description="sentence-transformers only: prepended to stored texts (e.g. 'passage: ' "
@@ -155,6 +161,10 @@ class Settings(BaseSettings):
     search_rewrite_model: str | None = Field(
         None, description="Chat model for the rewrite; the first of PINLOG_LLM_CHAIN when unset.")
     search_rewrite_timeout: float = Field(2.0, gt=0, le=60, description="Seconds per rewrite call.")
+    search_timeout: float = Field(
+        5.0, gt=0, le=600, description="Seconds a search may take (query embedding, which has "
+        "its own lane ahead of background embedding work, plus the SQL) before it answers 503 "
+        "with Retry-After.")
 
     max_text_chars: int = Field(2000, ge=1, le=100_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
@@ -222,6 +232,11 @@ class Settings(BaseSettings):
                     f"budget rule (SPEC §6): {name} × PINLOG_MODEL_ATTEMPTS + backoff = "
                     f"{budget:.1f} s must stay below PINLOG_PROCESSING_EXPIRY = {expiry:.1f} s"
                 )
+        if self.embedding_batch_max_chars < self.max_text_chars:
+            raise ValueError(
+                f"PINLOG_EMBEDDING_BATCH_MAX_CHARS ({self.embedding_batch_max_chars}) must be at "
+                f"least PINLOG_MAX_TEXT_CHARS ({self.max_text_chars}): every note must fit in "
+                "one call whose timeout is PINLOG_EMBEDDING_TIMEOUT")
         for name in ("rescan_interval", "pending_expiry", "processing_expiry"):
             if getattr(self, name).total_seconds() <= 0:
                 raise ValueError(f"PINLOG_{name.upper()} must be positive")

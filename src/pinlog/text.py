@@ -4,7 +4,7 @@ morphological analyser (kiwipiepy, whose model ships as a package) behind small 
 Shared kernel: imports nothing of ``pinlog.core`` or ``pinlog.ai``.
 
 - :func:`normalize` is the one normalisation for text entering the system (note text, place
-  names, queries).
+  names, queries); :func:`is_blank` says whether anything visible is left.
 - :func:`analyse` returns morphemes with their part-of-speech tag and lemma.
 - :func:`content_terms` returns the lemmas that carry meaning (nouns, verb/adjective stems,
   roots, foreign words, numbers), lower-cased: the unit of lexical evidence.
@@ -27,16 +27,76 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Morph", "analyse", "content_terms", "lexical_terms", "normalize", "warm_up"]
+__all__ = ["Morph", "analyse", "content_terms", "is_blank", "lexical_terms", "normalize", "warm_up"]
+
+
+#: Characters that carry nothing and are removed: zero-width space, zero-width no-break space
+#: (BOM), soft hyphen, word joiner, Mongolian vowel separator, invisible math operators.
+#: ZWJ/ZWNJ and variation selectors are kept (emoji sequences and scripts need them).
+_REMOVED = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u2060\u2061\u2062\u2063\u2064\ufeff"))
+
+#: Characters that render as blank space and become an ordinary space: the Hangul fillers
+#: (``\u3164`` and its half-width, choseong/jungseong fillers, used as "invisible" text in
+#: Korean apps) and the blank Braille pattern.
+_AS_SPACE = dict.fromkeys(map(ord, "\u3164\uffa0\u115f\u1160\u2800"), " ")
+
+#: Conjoining (lead/vowel/tail) Hangul jamo, standalone or archaic blocks.
+_CONJOINING_JAMO = re.compile("[\u1100-\u11ff\ua960-\ua97f\ud7b0-\ud7ff]")
+
+
+def _fold_compatibility(ch: str) -> str:
+    """NFKC of one character, except where that would produce lone conjoining jamo."""
+    folded = unicodedata.normalize("NFKC", ch)
+    if folded == ch or not _CONJOINING_JAMO.search(unicodedata.normalize("NFC", folded)):
+        return folded
+    # Half-width Hangul letters fold one step only, to the compatibility jamo (ﾡ → ㄱ).
+    decomposition = unicodedata.decomposition(ch)
+    if decomposition.startswith("<narrow> "):
+        narrow = "".join(chr(int(h, 16)) for h in decomposition.split()[1:])
+        if not _CONJOINING_JAMO.search(narrow):
+            return narrow
+    return ch  # ㅋ, ㅠ, ㈀ … stay as written
 
 
 def normalize(text: str) -> str:
-    """Unicode NFC form of ``text`` (composed Hangul syllables).
+    """The one normalisation for text entering the system — note text, place names, queries
+    (see README, "Text normalisation"); the text hash (SPEC §5.6) is of the result.
 
-    The one normalisation for note text, place names and queries (see README, "Text
-    normalisation"); the text hash is taken of the normalised text.
+    1. NFC (decomposed Hangul from macOS/iOS → composed syllables);
+    2. compatibility folding (NFKC) character by character — full-width Latin/digits, no-break
+       and ideographic spaces, ligatures, circled/super-script digits, ``㎞`` → ``km`` — **except**
+       where NFKC would produce lone conjoining jamo: Hangul compatibility jamo such as ``ㅋㅋ``
+       / ``ㅠㅠ`` stay as typed (plain NFKC turns them into conjoining jamo, which render
+       differently and which Kiwi then tags as nouns), half-width Hangul folds to them;
+    3. invisible characters are removed (zero-width space, BOM, soft hyphen, word joiner …)
+       and blank-looking ones become a space (Hangul fillers ``\u3164``, blank Braille).
+
+    Leading/trailing whitespace is kept (text is stored as written). Idempotent. Raises nothing
+    for any ``str``.
     """
-    return unicodedata.normalize("NFC", text)
+    text = unicodedata.normalize("NFC", text)
+    if not text.isascii():
+        text = text.translate(_REMOVED).translate(_AS_SPACE)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFC", "".join(map(_fold_compatibility, text)))
+    return text
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` has nothing visible once normalised: only whitespace, format
+    characters (category Cf: zero-width joiners, bidi marks …), combining marks, fillers or
+    blank patterns (``\u3164``, ``\u200b``, ``\ufeff``, ``\u2800``, ``\u00ad`` …). Such notes and
+    queries are refused (422)."""
+    for ch in normalize(text):
+        category = unicodedata.category(ch)
+        if category[0] in "LNPS" and ch not in _BLANK_LOOKALIKES:
+            return False
+    return True
+
+
+#: Letters/symbols that still render as nothing after normalisation (variation selectors and
+#: other default-ignorable code points are category Mn/Cf and already count as blank).
+_BLANK_LOOKALIKES = frozenset("\u3164\uffa0\u115f\u1160\u2800\u180e")
 
 
 @dataclass(frozen=True, slots=True)

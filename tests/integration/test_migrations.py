@@ -58,6 +58,12 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                             "stage": ("text", False), "from_status": ("text", True),
                             "to_status": ("text", True), "actor": ("text", False),
                             "reason": ("text", True), "at": ("timestamp with time zone", False)},
+    # issue 16 #7 (migration 0004): rule-relevant settings of each live process
+    "ai.process_settings": {"process_id": ("text", False), "host": ("text", False),
+                            "pid": ("integer", False), "components": ("text", False),
+                            "settings": ("jsonb", False),
+                            "started_at": ("timestamp with time zone", False),
+                            "seen_at": ("timestamp with time zone", False)},
 }
 
 

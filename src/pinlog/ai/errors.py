@@ -43,6 +43,15 @@ class PermanentModelError(ModelError):
     transient = False
 
 
+class SearchTimeout(TransientModelError):
+    """A search did not finish within ``PINLOG_SEARCH_TIMEOUT`` (→ 503 with Retry-After)."""
+
+
+class DegenerateVectorError(PermanentModelError):
+    """The provider answered with a vector that cannot be used: wrong length, non-finite values
+    or a zero / near-zero norm (SPEC §6, §9). Never stored; a search query → 503."""
+
+
 def classify_http_status(status: int, detail: str = "") -> ModelError:
     """HTTP status → error class (SPEC §6): 429 is checked before the 4xx rule."""
     message = f"upstream {status}" + (f": {detail}" if detail else "")

@@ -47,6 +47,7 @@ from pinlog.ai.errors import (
 )
 from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pick, PresetSnapshot
 from pinlog.ai.presets import load_snapshot
+from pinlog.ai.vectors import check_embeddings
 from pinlog.contracts import ProcessRequest
 from pinlog.settings import Settings
 from pinlog.states import Stage, Status
@@ -74,7 +75,8 @@ class JobResult:
 
 
 def text_sha256(text: str) -> bytes:
-    """sha256 of the exact text embedded, as received, UTF-8 (SPEC §5.6)."""
+    """sha256 of the exact text embedded, UTF-8 (SPEC §5.6): the request's text, which the
+    contract already put in the one normalised form (:func:`pinlog.text.normalize`)."""
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
@@ -238,26 +240,35 @@ class Pipeline:
 
         Raises:
             TransientModelError: all attempts failed transiently (incl. timeouts).
-            PermanentModelError: at once (wrong vector length included).
+            PermanentModelError: at once (wrong vector length, non-finite values or a zero /
+                near-zero norm included: :class:`~pinlog.ai.errors.DegenerateVectorError`).
         """
-        timeout = self.settings.embedding_timeout
+        # A micro-batcher times each provider call itself, scaled to the call's work, and
+        # splits a call that timed out; waiting for a batch is then bounded by the stage budget
+        # only (SPEC §6: < processing expiry). A bare provider gets the per-attempt timeout.
+        batched = bool(getattr(self.provider, "enforces_timeouts", False))
+        timeout = None if batched else self.settings.embedding_timeout
 
         async def once() -> np.ndarray:
             try:
-                out = await asyncio.wait_for(self.provider.embed([text], "passage"), timeout)
+                call = self.provider.embed([text], "passage")
+                out = await (asyncio.wait_for(call, timeout) if timeout is not None else call)
             except TimeoutError:
                 raise TransientModelError(f"embedding timeout after {timeout:g} s") from None
-            out = np.asarray(out, dtype=np.float32)
-            if out.shape != (1, self.dimension):
-                raise PermanentModelError(
-                    f"wrong vector length: expected {self.dimension}, got {out.shape[-1]}")
-            if not np.all(np.isfinite(out)):
-                raise PermanentModelError("embedding contains non-finite values")
-            return out[0]
+            # wrong length, non-finite or zero/near-zero norm: permanent, never stored (§9)
+            return check_embeddings(out, 1, self.dimension)[0]
 
         s = self.settings
-        return await with_retries(once, attempts=s.model_attempts, base=s.backoff_base,
-                                  cap=s.backoff_cap, sleep=self._sleep)
+        attempts = with_retries(once, attempts=s.model_attempts, base=s.backoff_base,
+                                cap=s.backoff_cap, sleep=self._sleep)
+        if not batched:
+            return await attempts
+        budget = self.embedding_budget
+        try:
+            return await asyncio.wait_for(attempts, budget)
+        except TimeoutError:
+            raise TransientModelError(
+                f"embedding stage exceeded its budget of {budget:g} s") from None
 
     async def _save_embedding(self, request: ProcessRequest, vector: np.ndarray, sha: bytes) -> bool:
         """Save transaction (SPEC §5.2 step 2). Returns False when a guard discarded it."""

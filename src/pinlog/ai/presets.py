@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import EmbeddingProvider, Preset, PresetSnapshot
+from pinlog.ai.vectors import check_embeddings
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 
@@ -218,7 +219,8 @@ async def embed_presets(
         ``(len(presets), provider.dimension)`` float32, rows L2-normalised.
 
     Raises:
-        PermanentModelError: the provider returned the wrong shape or non-finite values
+        PermanentModelError: the provider returned the wrong shape, non-finite values or a
+            zero / near-zero norm row
             (SPEC §9: a wrong-length vector is never stored).
         TransientModelError / PermanentModelError: from the provider.
     """
@@ -232,8 +234,7 @@ async def embed_presets(
             f"embedding provider returned shape {tuple(raw.shape)}, expected "
             f"({len(texts)}, {provider.dimension}) for profile {provider.profile}"
         )
-    if not np.isfinite(raw).all():
-        raise PermanentModelError("embedding provider returned non-finite values")
+    raw = check_embeddings(raw, len(texts), provider.dimension)  # zero/NaN rows: never stored
     raw = _normalise_rows(raw)
     rows, start = [], 0
     for group in groups:

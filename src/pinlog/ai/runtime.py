@@ -7,13 +7,16 @@ usable preset exists for the current embedding profile (run ``pinlog presets loa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
+import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai import state
+from pinlog.ai.errors import SearchTimeout
 from pinlog.ai.pipeline import JobResult, Pipeline
 from pinlog.ai.ports import EmbeddingProvider, Judge, close_resource
 from pinlog.ai.providers import MicroBatcher, build_batched_provider
@@ -23,6 +26,17 @@ from pinlog.errors import StartupError
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def _dimension_fix(profile: str, what: str, dimension: int) -> str:
+    """The one-line refusal of SPEC §9's start-up dimension check."""
+    return (f"embedding dimension mismatch under profile {profile}: {what}, expected {dimension} "
+            "(PINLOG_EMBEDDING_DIMENSION). A profile names one vector space: set a new "
+            "PINLOG_EMBEDDING_PROFILE, then run `pinlog presets load` and "
+            "`pinlog reprocess --profile`")
+
+#: The text embedded once at start-up to learn the provider's real output length (SPEC §9).
+DIMENSION_PROBE_TEXT = "dimension probe"
 
 #: Seconds a caller is told to wait after a 503 (the rescan recovers the row anyway).
 RETRY_AFTER_SECONDS = 5
@@ -63,8 +77,10 @@ class AiRuntime:
 
         Raises:
             StartupError: the ai tables are missing (``pinlog migrate``), or zero usable presets
-                exist for the profile (``pinlog presets load``), or the provider disagrees with
-                ``PINLOG_EMBEDDING_DIMENSION``.
+                exist for the profile (``pinlog presets load``), or the provider's real output
+                length (probed once when the runtime builds the provider), the preset vectors
+                or the stored embeddings of the profile disagree with the dimension (SPEC §9:
+                a new profile + ``pinlog reprocess --profile`` is the fix).
         """
         from pinlog.ai.presets import load_snapshot
         from pinlog.ai.rewrite import build_rewriter
@@ -80,7 +96,12 @@ class AiRuntime:
         if isinstance(given, MicroBatcher):
             batched = given
         else:
-            batched = build_batched_provider(self.settings, given)
+            try:
+                batched = build_batched_provider(self.settings, given)
+            except ValueError as exc:  # e.g. local-e5 with PINLOG_EMBEDDING_DIMENSION=256
+                raise StartupError(f"embedding provider refused the settings: {exc} (a model "
+                                   "change needs a new PINLOG_EMBEDDING_PROFILE, then `pinlog "
+                                   "presets load` and `pinlog reprocess --profile`)") from None
         if given is not None and batched.profile != self.settings.profile:
             log.warning("injected embedding provider's profile differs from the configured one; "
                         "the provider's profile is used", extra={"profile": batched.profile})
@@ -89,7 +110,10 @@ class AiRuntime:
                 "embedding provider dimension differs from PINLOG_EMBEDDING_DIMENSION")
         self.profile = batched.profile
         try:
+            if given is None:
+                await self._probe_dimension(batched)
             async with self.engine.connect() as conn:
+                await self._check_stored_dimensions(conn, batched)
                 snapshot = await load_snapshot(conn, self.profile)
             if len(snapshot) == 0:
                 raise StartupError(
@@ -113,6 +137,49 @@ class AiRuntime:
         self.queue.start()
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})
+
+    async def _probe_dimension(self, batched: MicroBatcher) -> None:
+        """Embed one probe text with the configured provider and compare the real output length
+        with ``PINLOG_EMBEDDING_DIMENSION`` (SPEC §9). A transient failure (endpoint briefly
+        down) only skips the probe (WARNING): every later answer is length-checked anyway.
+
+        Raises:
+            StartupError: the provider answers with another length (one line naming the fix).
+        """
+        from pinlog.ai.errors import ModelError
+
+        try:
+            out = await batched.provider.embed([DIMENSION_PROBE_TEXT], "passage")
+            got = int(np.asarray(out).shape[-1])
+        except ModelError as exc:
+            if exc.transient:
+                log.warning("embedding dimension probe skipped: provider unavailable",
+                            extra={"error_class": "transient"})
+                return
+            if "vector length" not in str(exc):
+                raise StartupError(f"embedding provider refused the start-up probe: {exc}") from None
+            raise StartupError(_dimension_fix(self.profile or "", f"provider says {exc}",
+                                              self.settings.dimension)) from None
+        if got != self.settings.dimension:
+            raise StartupError(_dimension_fix(self.profile or "", f"the provider returns {got}",
+                                              self.settings.dimension))
+
+    async def _check_stored_dimensions(self, conn: object, batched: MicroBatcher) -> None:
+        """Preset vectors and context embeddings stored for the profile must have the provider's
+        dimension (SPEC §9).
+
+        Raises:
+            StartupError: one line naming what differs and the fix.
+        """
+        presets, other = await state.stored_dimensions(conn, batched.profile,  # type: ignore[arg-type]
+                                                       batched.dimension)
+        wrong = [d for d in presets if d != batched.dimension]
+        if wrong:
+            raise StartupError(_dimension_fix(batched.profile, f"stored preset vectors have {wrong[0]}",
+                                              batched.dimension))
+        if other is not None:
+            raise StartupError(_dimension_fix(batched.profile, f"stored embeddings have {other}",
+                                              batched.dimension))
 
     async def stop(self) -> None:
         """Stop the workers (queued jobs are left to the rescan) and close the provider."""
@@ -171,7 +238,10 @@ class AiRuntime:
 
         Raises:
             pinlog.ai.search.ProfileMismatch: another profile was requested (no model call).
-            pinlog.ai.errors.ModelError: the query could not be embedded.
+            pinlog.ai.errors.ModelError: the query could not be embedded;
+                :class:`~pinlog.ai.errors.SearchTimeout` when the whole search took longer than
+                ``PINLOG_SEARCH_TIMEOUT`` (the query has its own embedding lane, ahead of the
+                background backlog, so this means the model or the database is overloaded).
             RuntimeError: the runtime is not started.
         """
         from pinlog.ai.calibration import calibration_for
@@ -180,4 +250,11 @@ class AiRuntime:
         if self.provider is None:
             raise RuntimeError("the ai runtime is not started")
         cuts = SearchCuts.from_calibration(calibration_for(self.settings))
-        return await search(self.engine, self.provider, request, cuts, rewrite=self.rewriter)
+        deadline = self.settings.search_timeout
+        try:
+            return await asyncio.wait_for(search(self.engine, self.provider, request, cuts,
+                                                 rewrite=self.rewriter),
+                                          deadline)
+        except TimeoutError:
+            metrics.SEARCH_REQUESTS.labels("timeout").inc()
+            raise SearchTimeout(f"search exceeded PINLOG_SEARCH_TIMEOUT ({deadline:g} s)") from None

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog import metrics
 from pinlog.ai.calibration import Calibration
 from pinlog.ai.ports import EmbeddingProvider
-from pinlog.ai.vectors import to_pgvector
+from pinlog.ai.vectors import check_embeddings, to_pgvector
 from pinlog.contracts import SearchHit, SearchRequest, SearchResponse
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
@@ -103,13 +103,16 @@ async def search(
     Raises:
         ProfileMismatch: ``request.embedding_profile`` differs from ``provider.profile``
             (checked before any model call).
-        pinlog.ai.errors.ModelError: the query could not be embedded.
+        pinlog.ai.errors.ModelError: the query could not be embedded, or its vector is
+            degenerate (:class:`~pinlog.ai.errors.DegenerateVectorError`).
     """
     if request.embedding_profile != provider.profile:
         metrics.SEARCH_REQUESTS.labels("profile_mismatch").inc()
         raise ProfileMismatch(request.embedding_profile, provider.profile)
     text = await rewrite(request.query) if rewrite is not None else request.query
-    vector = (await provider.embed([text], "query"))[0]
+    # SPEC §9/§10: a degenerate query vector (zero norm, NaN, wrong length) is a provider error
+    # (→ 503), never a query: its cosine against every note would be NaN.
+    vector = check_embeddings(await provider.embed([text], "query"), 1, provider.dimension)[0]
     params = {"query_vector": to_pgvector(vector), "user_id": request.user_id,
               "profile": provider.profile}
     async with engine.connect() as conn:

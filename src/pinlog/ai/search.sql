@@ -9,6 +9,11 @@
 -- correlated primary-key probe per row of the member (a scalar subquery is never turned into a
 -- join): a join let the planner hash the whole state table (a sequential scan of every member's
 -- rows, ~285 ms at 1M rows); the probe costs O(the member's rows) at any table size.
+-- Defence in depth (SPEC §9, degenerate vectors): pgvector's cosine of a zero-norm vector (stored
+-- or query) is NaN, and PostgreSQL sorts NaN above every number; a NaN similarity is never
+-- ranked, so one bad row can never become the "top hit" (degenerate vectors are also refused
+-- before they are stored or used as a query). Likewise a stored vector of another length under
+-- the same profile (start-up refuses that, SPEC §9) is skipped instead of failing the query.
 WITH scored AS (
     SELECT e.record_id,
            e.context_id,
@@ -18,10 +23,12 @@ WITH scored AS (
       AND e.is_deleted = false                      -- filter: is_deleted
       AND (SELECT s.embedding_status FROM ai.context_ai_state AS s WHERE s.context_id = e.context_id) = 'COMPLETED' -- filter: status
       AND e.embedding_profile = :profile            -- filter: profile
+      AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500
 ),
 best_per_record AS (
     SELECT DISTINCT ON (record_id) record_id, context_id, similarity
     FROM scored
+    WHERE similarity <> 'NaN'::float8               -- NaN is never ranked
     ORDER BY record_id, similarity DESC, context_id
 )
 SELECT record_id, context_id, similarity
@@ -33,7 +40,8 @@ LIMIT :limit
 -- SPEC §10: cosine of every context of the records core's lexical channel found (core merges
 -- the channels). The same four filters as search_member, each alone sufficient to exclude
 -- stale data (SPEC §11 #3, #19): a context of another member, deleted, not COMPLETED or of
--- another profile is simply not returned.
+-- another profile is simply not returned. Degenerate vectors as in search_member: another
+-- length is skipped, a NaN cosine (zero-norm vector) is never returned.
 SELECT e.record_id, e.context_id,
        1 - (e.embedding <=> CAST(:query_vector AS vector)) AS similarity
 FROM ai.context_embedding AS e
@@ -43,3 +51,5 @@ WHERE e.record_id = ANY(CAST(:record_ids AS bigint[]))
   AND e.is_deleted = false                          -- filter: is_deleted
   AND s.embedding_status = 'COMPLETED'              -- filter: status
   AND e.embedding_profile = :profile                -- filter: profile
+  AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500
+  AND NOT (1 - (e.embedding <=> CAST(:query_vector AS vector))) = 'NaN'::float8  -- NaN never scored

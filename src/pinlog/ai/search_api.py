@@ -25,7 +25,8 @@ router = APIRouter(tags=["internal"])
 @router.post(SEARCH_PATH, response_model=SearchResponse, response_model_by_alias=True,
              responses={401: {"description": "missing or wrong secret"},
                         422: {"description": "invalid body or embedding profile mismatch"},
-                        503: {"description": "the query could not be embedded"}})
+                        503: {"description": "the query could not be embedded in time "
+                                              "(PINLOG_SEARCH_TIMEOUT); Retry-After given"}})
 async def search(request: Request) -> JSONResponse:
     """Rank the member's records by cosine similarity to the query (one row per record)."""
     runtime = request.app.state.ai
@@ -41,5 +42,10 @@ async def search(request: Request) -> JSONResponse:
         response = await runtime.search(body)
     except (ProfileMismatch, ModelError) as exc:
         status, answer = search_error(exc)
+        if status == 503:  # PINLOG_SEARCH_TIMEOUT or a model error: the caller may retry
+            from pinlog.ai.runtime import RETRY_AFTER_SECONDS
+
+            return JSONResponse(answer, status_code=status,
+                                headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         return JSONResponse(answer, status_code=status)
     return JSONResponse(response.model_dump(by_alias=True))

@@ -218,6 +218,21 @@ async def ai_tables_present(conn: AsyncConnection) -> bool:
     return (await (await _execute(conn, "ai_tables_present")).fetchone())[0] == 7
 
 
+async def stored_dimensions(conn: AsyncConnection, profile: str,
+                            dimension: int) -> tuple[list[int], int | None]:
+    """Lengths of the vectors stored for ``profile`` (SPEC §9 start-up check).
+
+    Returns:
+        ``(preset vector lengths, sorted; the length of one stored context embedding that is not
+        dimension, or None when all match)``.
+    """
+    rows = await (await _execute(conn, "preset_dimensions", {"profile": profile})).fetchall()
+    presets = sorted(int(r[0]) for r in rows)
+    other = await (await _execute(conn, "other_embedding_dimension",
+                                  {"profile": profile, "dimension": dimension})).fetchone()
+    return presets, (int(other[0]) if other is not None else None)
+
+
 async def preset_fingerprint(conn: AsyncConnection, profile: str) -> str:
     """md5 over every preset row and its vector timestamp for ``profile`` (cheap: no vectors
     read); changes whenever anything a snapshot depends on changes."""

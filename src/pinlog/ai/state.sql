@@ -116,10 +116,14 @@ ON CONFLICT (context_id) DO UPDATE
 -- name: complete_embedding
 -- Rule: SPEC §3 complete (embedding) — only from PROCESSING (never revives CANCELLED/FAILED, never
 -- touches a COMPLETED stage). Run inside the save transaction after lock_state; writes the event.
+-- Clears last_error/last_error_at (the failures that preceded it stay in ai.context_ai_event),
+-- unless the keyword stage is FAILED: then last_error still explains that stage.
 WITH completed AS (
     UPDATE ai.context_ai_state
        SET embedding_status = 'COMPLETED',
-           updated_at = now()
+           updated_at = now(),
+           last_error = CASE WHEN keyword_status = 'FAILED' THEN last_error END,
+           last_error_at = CASE WHEN keyword_status = 'FAILED' THEN last_error_at END
      WHERE context_id = :context_id
        AND embedding_status = 'PROCESSING'
     RETURNING context_id
@@ -176,10 +180,14 @@ ON CONFLICT (context_id) DO UPDATE
 -- name: complete_keyword
 -- Rule: SPEC §3 complete (keyword) — only from PROCESSING and only while embedding_status =
 -- 'COMPLETED'. Run inside the save transaction after lock_state; writes the event.
+-- Both stages are then COMPLETED: last_error/last_error_at are cleared (the history of earlier
+-- failures stays in ai.context_ai_event).
 WITH completed AS (
     UPDATE ai.context_ai_state
        SET keyword_status = 'COMPLETED',
-           updated_at = now()
+           updated_at = now(),
+           last_error = NULL,
+           last_error_at = NULL
      WHERE context_id = :context_id
        AND keyword_status = 'PROCESSING'
        AND embedding_status = 'COMPLETED'
@@ -272,3 +280,23 @@ SELECT md5(coalesce(string_agg(p.id::text || ':' || p.xmin::text || ':' || e.xmi
   FROM ai.keyword_preset p
   JOIN ai.keyword_preset_embedding e
     ON e.preset_id = p.id AND e.embedding_profile = :profile;
+
+
+-- name: preset_dimensions
+-- Rule: SPEC §9 — a profile names one vector space, so every vector stored for it has the
+-- provider's dimension. Start-up refuses to run when the preset vectors of the current profile
+-- have another length (the model or PINLOG_EMBEDDING_DIMENSION changed under the same name).
+SELECT DISTINCT vector_dims(embedding) AS dims
+  FROM ai.keyword_preset_embedding
+ WHERE embedding_profile = :profile;
+
+
+-- name: other_embedding_dimension
+-- Rule: SPEC §9 — as preset_dimensions, for the stored context embeddings of the current profile:
+-- the first one whose length differs from :dimension, if any (start-up check; stops at the
+-- first offender, one sequential pass over the profile's rows in the worst case).
+SELECT vector_dims(embedding) AS dims
+  FROM ai.context_embedding
+ WHERE embedding_profile = :profile
+   AND vector_dims(embedding) <> :dimension
+ LIMIT 1;

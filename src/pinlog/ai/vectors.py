@@ -28,3 +28,48 @@ def parse_pgvector(value: Any) -> np.ndarray:
     if isinstance(value, str):
         return np.array(value.strip("[]").split(","), dtype=np.float32)
     return np.asarray(value, dtype=np.float32)
+
+
+#: Smallest L2 norm an embedding may have (SPEC §9, issue "degenerate vectors"). A unit-length
+#: model output is ~1; a norm this small means an all-zero or collapsed vector whose cosine is
+#: NaN (or numerically meaningless) in pgvector and numpy. Chosen so the squared norm stays far
+#: above float32's smallest normal number (~1.2e-38) for any dimension up to 16,000.
+MIN_NORM = 1e-6
+
+
+def degenerate_rows(matrix: np.ndarray) -> list[int]:
+    """Indices of the rows of a ``(n, dim)`` matrix that are not usable embeddings: any
+    non-finite value (NaN, ±inf) or an L2 norm below :data:`MIN_NORM` (zero / near-zero)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    finite = np.isfinite(m)
+    norms = np.linalg.norm(np.where(finite, m, 0.0), axis=1)
+    bad = ~finite.all(axis=1) | ~(norms >= MIN_NORM)
+    return [int(i) for i in np.flatnonzero(bad)]
+
+
+def check_embeddings(matrix: object, count: int, dimension: int) -> np.ndarray:
+    """Validate a provider's answer for ``count`` texts; returns it as ``(count, dimension)``
+    float32.
+
+    Every provider's output passes here before it is stored, compared with presets or used as a
+    search query (SPEC §6/§9: a degenerate vector is a provider error, never stored).
+
+    Raises:
+        pinlog.ai.errors.DegenerateVectorError (a PermanentModelError): wrong shape (count or
+            dimension), a non-finite value, or a zero / near-zero norm row (named by index only,
+            never by text).
+    """
+    from pinlog.ai.errors import DegenerateVectorError
+
+    try:
+        out = np.asarray(matrix, dtype=np.float32)
+    except (ValueError, TypeError):
+        raise DegenerateVectorError("malformed embedding values") from None
+    if out.ndim != 2 or out.shape != (count, dimension):
+        got = out.shape[-1] if out.ndim == 2 and out.shape[0] == count else tuple(out.shape)
+        raise DegenerateVectorError(f"wrong vector length: expected {dimension}, got {got}")
+    bad = degenerate_rows(out)
+    if bad:
+        raise DegenerateVectorError(
+            f"degenerate embedding (zero, near-zero norm or non-finite) at row(s) {bad[:5]}")
+    return out

@@ -191,12 +191,17 @@ def rescan(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with suppress(NotImplementedError, RuntimeError):
                     running.add_signal_handler(sig, stop.set)
+            from pinlog.db.process_settings import ProcessRegistry
+
+            registry = ProcessRegistry(engine, settings, ("rescan",))
+            await registry.start()
             await loop.start()
             err_console.print(
                 f"rescan loop running every {settings.rescan_interval.total_seconds():g} s "
                 "(fixed delay); Ctrl-C to stop")
             await stop.wait()
             await loop.stop()
+            await registry.stop()
 
     run_with_engine(settings, work)
 
@@ -304,6 +309,19 @@ def status() -> None:
     summary.add_row("dead-end keyword stages (embedding FAILED)", str(snap["dead_ends"]))
     summary.add_row("oldest unfinished (rescan clock)", _fmt_age(snap["oldest_unfinished_seconds"]))
     console.print(summary)
+
+    processes = Table(title="live processes (rule-relevant settings)")
+    for col in ("process", "started", "settings"):
+        processes.add_column(col)
+    for p in snap["processes"]:
+        processes.add_row(p.label, p.started_at.isoformat(timespec="seconds"),
+                          ", ".join(f"{k}={v}" for k, v in sorted(p.settings.items())))
+    if not snap["processes"]:
+        processes.add_row("-", "", "none recorded")
+    console.print(processes)
+    for diff in snap["setting_differences"]:
+        err_console.print(f"ERROR: live processes disagree: {diff.describe()}", style="red",
+                          markup=False, highlight=False)
 
     failures = Table(title="recent failures")
     for col in ("context", "embedding", "keyword", "retries", "at", "last_error"):

@@ -31,6 +31,7 @@ from pinlog.core.services import (MAX_PLACE_ID_CHARS, CoreError, CoreService, In
                                   MemberExists, PlaceInput, RecordExists, validate_place,
                                   validate_text)
 from pinlog.db.sql import Queries
+from pinlog.text import is_blank
 
 queries = Queries("pinlog.core", "importer.sql")
 
@@ -58,7 +59,7 @@ class ImportLine(BaseModel):
     @field_validator("context")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
+        if is_blank(value):  # whitespace or invisible characters only
             raise ValueError("context is blank")
         return value
 

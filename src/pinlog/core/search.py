@@ -64,15 +64,15 @@ class SearchResult:
 class HttpSearchClient:
     """Calls ``POST {PINLOG_AI_BASE_URL}/internal/v1/search`` with the internal secret.
 
-    Timeouts: connect ``settings.dispatch_connect_timeout``, read ``settings.embedding_timeout``
-    (the query is embedded on the way), seconds.
+    Timeouts: connect ``settings.dispatch_connect_timeout``, read ``settings.search_timeout``
+    plus one second (the ai side answers 503 itself at its deadline), seconds.
     """
 
     def __init__(self, settings: Settings) -> None:
         assert settings.ai_base_url
         self._client = httpx.AsyncClient(
             base_url=settings.ai_base_url.rstrip("/"),
-            timeout=httpx.Timeout(settings.embedding_timeout,
+            timeout=httpx.Timeout(settings.search_timeout + 1.0,
                                   connect=settings.dispatch_connect_timeout))
         self._secret = settings.secret_values()[0]
 

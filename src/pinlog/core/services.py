@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -28,7 +28,7 @@ from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.settings import Settings
 from pinlog.states import Status
-from pinlog.text import lexical_terms
+from pinlog.text import is_blank, lexical_terms, normalize
 
 log = logging.getLogger(__name__)
 q = Queries("pinlog.core", "core.sql")
@@ -192,39 +192,53 @@ def ai_status(embedding_status: str | None, keyword_status: str | None) -> AiSta
     return "processing"
 
 
-def _check_string(name: str, value: Any, limit: int, *, required: bool) -> str | None:
+def _check_string(name: str, value: Any, limit: int, *, required: bool,
+                  normal: bool = True) -> str | None:
+    """A string field: blank means blank after normalisation (invisible characters only counts
+    as blank); ``normal`` → returned in :func:`pinlog.text.normalize` form (identifiers keep
+    their exact form)."""
     if value is None:
         if required:
             raise InvalidInput(name, "is required")
         return None
     if not isinstance(value, str):
         raise InvalidInput(name, "must be a string")
-    if required and not value.strip():
+    if "\x00" in value:
+        raise InvalidInput(name, "must not contain NUL characters")
+    if not _utf8_encodable(value):
+        raise InvalidInput(name, "must be valid Unicode text")
+    if normal:
+        value = normalize(value)
+    if required and is_blank(value):
         raise InvalidInput(name, "must not be empty")
     if len(value) > limit:
         raise InvalidInput(name, f"is longer than {limit} characters")
-    if "\x00" in value:
-        raise InvalidInput(name, "must not contain NUL characters")
     return value
 
 
 def validate_text(text: Any, max_chars: int) -> str:
-    """A context text: a string, not empty or whitespace only, at most ``max_chars`` characters,
-    no NUL. Returned unchanged.
+    """A context text, in the one normalised form (:func:`pinlog.text.normalize`: NFC plus
+    compatibility folding, invisible characters removed — the form stored, embedded and hashed):
+    a string, not blank after normalisation (whitespace or invisible characters only, e.g.
+    ``\u3164``, ``\u200b``), at most ``max_chars`` characters once normalised, no NUL.
+
+    Returns:
+        the normalised text.
 
     Raises:
         InvalidInput: with a fixed message naming the rule.
     """
     if not isinstance(text, str):
         raise InvalidInput("text", "must be a string")
-    if not text.strip():
-        raise InvalidInput("text", "must not be empty or whitespace")
-    if len(text) > max_chars:
-        raise InvalidInput("text", f"is longer than {max_chars} characters")
     if "\x00" in text:
         raise InvalidInput("text", "must not contain NUL characters")
     if not _utf8_encodable(text):
         raise InvalidInput("text", "must be valid Unicode text")
+    text = normalize(text)
+    if is_blank(text):
+        raise InvalidInput("text", "must not be empty or whitespace")
+    if len(text) > max_chars:
+        raise InvalidInput("text", f"is longer than {max_chars} characters")
     return text
 
 
@@ -240,19 +254,26 @@ def _utf8_encodable(value: str) -> bool:
 def validate_place(place: PlaceInput) -> PlaceInput:
     """Check a place's strings and coordinates (finite, lat −90..90, lng −180..180).
 
+    Returns:
+        the place with name, address and road address in normalised form
+        (:func:`pinlog.text.normalize`); ``externalPlaceId`` is an identifier and kept exact.
+
     Raises:
         InvalidInput: with a fixed message naming the field.
     """
-    _check_string("place.externalPlaceId", place.external_place_id, MAX_PLACE_ID_CHARS, required=True)
-    _check_string("place.name", place.name, MAX_PLACE_NAME_CHARS, required=True)
-    _check_string("place.address", place.address, MAX_ADDRESS_CHARS, required=False)
-    _check_string("place.roadAddress", place.road_address, MAX_ADDRESS_CHARS, required=False)
-    for name, value, bound in (("place.lat", place.lat, 90.0), ("place.lng", place.lng, 180.0)):
+    _check_string("place.externalPlaceId", place.external_place_id, MAX_PLACE_ID_CHARS,
+                  required=True, normal=False)
+    name = _check_string("place.name", place.name, MAX_PLACE_NAME_CHARS, required=True)
+    assert name is not None  # required
+    address = _check_string("place.address", place.address, MAX_ADDRESS_CHARS, required=False)
+    road = _check_string("place.roadAddress", place.road_address, MAX_ADDRESS_CHARS,
+                         required=False)
+    for name_, value, bound in (("place.lat", place.lat, 90.0), ("place.lng", place.lng, 180.0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidInput(name, "must be a number")
+            raise InvalidInput(name_, "must be a number")
         if not math.isfinite(value) or not -bound <= value <= bound:
-            raise InvalidInput(name, f"must be between {-bound:g} and {bound:g}")
-    return place
+            raise InvalidInput(name_, f"must be between {-bound:g} and {bound:g}")
+    return replace(place, name=name, address=address, road_address=road)
 
 
 def _check_id(name: str, value: int) -> int:
@@ -379,7 +400,7 @@ class CoreService:
                 (``.record_id``); nothing written.
         """
         text = validate_text(text, self.settings.max_text_chars)
-        validate_place(place)
+        place = validate_place(place)
         _check_id("member", member_id)
         async with self.engine.begin() as conn:
             await self._share_lock_member(conn, member_id)

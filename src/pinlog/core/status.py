@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
+from pinlog.db.process_settings import all_differences, live_processes
 from pinlog.db.sql import SqlStatements
 from pinlog.settings import Settings
 from pinlog.states import Stage, Status
@@ -32,7 +33,9 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
         "oldest_unfinished_seconds": float | None (rescan clock, DB time),
         "max_retries": int,
         "recent_failures": [{"context_id", "embedding_status", "keyword_status",
-        "retry_count", "last_error", "at"}, …] (newest first, at most ``recent``)}``.
+        "retry_count", "last_error", "at"}, …] (newest first, at most ``recent``),
+        "processes": [ProcessInfo] (live processes and their rule-relevant settings),
+        "setting_differences": [Difference] (settings on which live processes disagree)}``.
     """
     rows: dict[str, dict[str, int]] = {
         stage.label: {status.value: 0 for status in Status} for stage in Stage}
@@ -45,6 +48,10 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
                                       {"max_retries": settings.max_retries})).mappings().one()
         failures = [dict(r) for r in (await conn.execute(
             _q("recent_failures"), {"limit": recent})).mappings()]
+    try:
+        processes = await live_processes(engine)
+    except Exception:  # noqa: BLE001 - a database before migration 0004: nothing recorded
+        processes = []
     oldest = summary["oldest_unfinished_seconds"]
     return {
         "rows": rows,
@@ -55,6 +62,8 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
         "oldest_unfinished_seconds": float(oldest) if oldest is not None else None,
         "max_retries": settings.max_retries,
         "recent_failures": failures,
+        "processes": processes,
+        "setting_differences": all_differences(processes),
     }
 
 

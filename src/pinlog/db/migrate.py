@@ -10,7 +10,13 @@ from sqlalchemy import create_engine, inspect, pool
 
 from pinlog.db.engine import sqlalchemy_url
 
-HEAD = "0002_issue10_lexical"
+HEAD = "0004_issue16_robustness"
+
+#: Key of the PostgreSQL advisory lock every migration run holds (transaction-scoped, per
+#: database): replicas that run ``pinlog migrate`` at the same time wait for each other instead
+#: of racing on the version table; the later ones then find the schema at head (no-op).
+#: The value is the bytes of "pinlog:m" read as a signed 64-bit integer.
+MIGRATION_LOCK_KEY = int.from_bytes(b"pinlog:m", "big", signed=True)
 REQUIRED_AI_TABLES = (
     "context_ai_state", "context_embedding", "keyword_preset", "keyword_preset_embedding",
     "context_keyword", "context_keyword_analysis", "context_ai_event",
@@ -26,7 +32,8 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Apply migrations up to ``revision`` (idempotent)."""
+    """Apply migrations up to ``revision`` (idempotent). Concurrent calls on one database are
+    serialised by the advisory lock :data:`MIGRATION_LOCK_KEY` (all succeed)."""
     command.upgrade(alembic_config(url), revision)
 
 

@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
+from pinlog.ai.runtime import DIMENSION_PROBE_TEXT
+
 DIMENSION = 8
 
 
@@ -26,9 +28,16 @@ class FakeOpenAI:
 
     ``hold_embeddings`` / ``hold_chat``: when set, a call signals ``entered`` and blocks until
     ``release`` is set. ``embedded_texts`` / ``chat_calls`` record what was asked.
+
+    Misbehaviour for robustness tests: ``vectors`` maps a text to the exact vector returned
+    (e.g. all zeros, as some local servers do); ``dimension`` is the length of the other
+    vectors (change it to imitate a model swapped under the same profile name).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, dimension: int = DIMENSION,
+                 vectors: dict[str, list[float]] | None = None) -> None:
+        self.dimension = dimension
+        self.vectors: dict[str, list[float]] = dict(vectors or {})
         self.hold_embeddings = threading.Event()
         self.hold_chat = threading.Event()
         self.entered = threading.Event()
@@ -64,9 +73,11 @@ class FakeOpenAI:
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     with fake._lock:
                         fake.embedded_texts += texts
-                    self._hold(fake.hold_embeddings)
+                    if texts != [DIMENSION_PROBE_TEXT]:  # the start-up probe is never held
+                        self._hold(fake.hold_embeddings)
                     self._reply({"object": "list", "model": body.get("model"), "data": [
-                        {"object": "embedding", "index": i, "embedding": vector(t)}
+                        {"object": "embedding", "index": i,
+                         "embedding": fake.vectors.get(t) or vector(t, fake.dimension)}
                         for i, t in enumerate(texts)]})
                 elif self.path.endswith("/chat/completions"):
                     with fake._lock:

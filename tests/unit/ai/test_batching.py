@@ -83,7 +83,9 @@ async def test_kinds_are_never_mixed_in_one_call():
     results = await _behind_a_held_call(fake, batcher, ("p0", "passage"),
                                         [("p1", "passage"), ("q1", "query")])
     assert not any(isinstance(r, BaseException) for r in results)
-    assert fake.kinds == ["passage", "passage", "query"]
+    # each call carries one kind; the query has its own lane and does not wait for the
+    # passage batch behind the busy one (issue 16: search has priority)
+    assert fake.kinds == ["passage", "query", "passage"] and fake.batches == [1, 1, 1]
     await batcher.aclose()
 
 

@@ -56,10 +56,14 @@ def build_provider(settings: Settings) -> EmbeddingProvider:
 
 def build_batched_provider(settings: Settings,
                            provider: EmbeddingProvider | None = None) -> MicroBatcher:
-    """``provider`` (default: :func:`build_provider`) wrapped in a :class:`MicroBatcher` sized by
-    ``PINLOG_EMBEDDING_BATCH_SIZE`` / ``PINLOG_EMBEDDING_BATCH_WAIT_MS``. Remote endpoints get a
-    few concurrent calls; local models one at a time."""
+    """``provider`` (default: :func:`build_provider`) wrapped in a :class:`MicroBatcher` bounded
+    by ``PINLOG_EMBEDDING_BATCH_SIZE`` texts and ``PINLOG_EMBEDDING_BATCH_MAX_CHARS`` characters,
+    flushed after ``PINLOG_EMBEDDING_BATCH_WAIT_MS``, each call under ``PINLOG_EMBEDDING_TIMEOUT``
+    scaled to its work. Remote endpoints get a few concurrent calls; local models one at a time
+    (plus the query lane)."""
     provider = provider or build_provider(settings)
     concurrent = 4 if settings.embedding_provider == "openai" else 1
     return MicroBatcher(provider, batch_size=settings.embedding_batch_size,
-                        wait_ms=settings.embedding_batch_wait_ms, max_concurrent=concurrent)
+                        wait_ms=settings.embedding_batch_wait_ms, max_concurrent=concurrent,
+                        max_chars=settings.embedding_batch_max_chars,
+                        timeout=settings.embedding_timeout)

@@ -1,11 +1,25 @@
-"""Micro-batching of embedding calls (SPEC §5.4).
+"""Micro-batching of embedding calls (SPEC §5.4), bounded by work, with a query lane.
 
 The model, not the database, is the bottleneck, and it is faster per text when run batched.
 :class:`MicroBatcher` wraps any provider and is itself an
-:class:`~pinlog.ai.ports.EmbeddingProvider`: concurrent ``embed`` calls (one per job) are queued
-and coalesced into one provider call when ``batch_size`` texts are waiting, or ``wait_ms``
-milliseconds after the first one arrived. While the model is busy with a batch, new requests
-accumulate, so under load batches fill up without waiting.
+:class:`~pinlog.ai.ports.EmbeddingProvider`: concurrent ``embed`` calls (one per job) wait in a
+pending list and are coalesced into one provider call.
+
+Rules (issue "long notes starve short ones", "search waits behind the backlog"):
+
+* **Work-bounded batches.** A batch holds at most ``batch_size`` texts **and** at most
+  ``max_chars`` characters of text: a burst of long notes never forms a call that cannot finish.
+  A request larger than that is cut into chunks that each fit.
+* **Fair fill.** Each passage batch starts with the oldest waiting request (so nothing starves)
+  and is filled with the shortest other waiting requests that still fit, so short notes ride
+  along with the next call instead of waiting behind the whole long backlog.
+* **Timeout scaled to the work.** A call carrying ``c`` characters gets
+  ``timeout × max(MIN_TIMEOUT_SHARE, c / max_chars)`` seconds (``timeout`` is the limit for a full
+  batch). A call that times out is **split in halves and each half retried** (never the whole
+  batch again); a single text that times out fails alone (transient) and is remembered, so when
+  it is re-sent it runs alone and never joins — or sinks — a batch that could finish.
+* **Query lane.** ``query`` requests (search) have their own pending list and their own provider
+  slot: they never wait behind background passage batches in this queue, and are taken first.
 
 Every provider call is measured (``pinlog_model_call_seconds{kind="embedding"}``) and its size
 recorded (``pinlog_embedding_batch_size``).
@@ -14,18 +28,28 @@ recorded (``pinlog_embedding_batch_size``).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pinlog import metrics
-from pinlog.ai.errors import PermanentModelError
+from pinlog.ai.errors import PermanentModelError, TransientModelError
 from pinlog.ai.ports import EmbeddingProvider, EmbedKind, close_resource
+from pinlog.ai.vectors import check_embeddings
 
 log = logging.getLogger(__name__)
+
+#: Smallest share of the full-batch timeout any call gets (a tiny call still has time to be
+#: scheduled on a busy machine).
+MIN_TIMEOUT_SHARE = 0.25
+
+#: Texts remembered as having timed out alone (they are then always sent alone).
+SUSPECT_MEMORY = 1024
 
 
 @dataclass
@@ -33,137 +57,234 @@ class _Request:
     texts: list[str]
     kind: EmbedKind
     future: asyncio.Future[np.ndarray] = field(repr=False)
+    chars: int = 0
+    alone: bool = False
+    seq: int = 0
+    arrived: float = 0.0
 
 
 class MicroBatcher:
-    """Coalesces concurrent ``embed`` calls into batched provider calls.
+    """Coalesces concurrent ``embed`` calls into work-bounded provider calls.
 
     Args:
         provider: the real provider (its ``profile``/``dimension`` are exposed unchanged).
-        batch_size: flush as soon as this many texts are waiting (a single request larger than
-            this is sent alone, never split).
-        wait_ms: otherwise flush this many milliseconds after the first waiting request.
-        max_concurrent: provider calls in flight at once (1 for a local CPU model; more for a
-            remote endpoint).
+        batch_size: most texts in one call.
+        wait_ms: a passage batch that is not full is sent this many milliseconds after its
+            first request arrived (queries go at once).
+        max_concurrent: passage calls in flight at once (1 for a local CPU model; more for a
+            remote endpoint). Queries have one more slot of their own.
+        max_chars: most characters of text in one call (the work bound).
+        timeout: seconds allowed for a call carrying ``max_chars`` characters; smaller calls
+            get a proportional share (at least :data:`MIN_TIMEOUT_SHARE`). None: no timeout
+            here (the caller bounds the wait).
 
-    ``embed`` returns ``(len(texts), dimension)`` float32 and raises what the provider raised for
-    its batch; a result of the wrong shape is a :class:`PermanentModelError` (never stored). When
-    a batch of several requests fails permanently, each request is retried alone once, so one bad
-    input cannot fail its batch-mates.
+    ``embed`` returns ``(len(texts), dimension)`` float32 and raises what the provider raised
+    for its call; a result of the wrong shape is a :class:`PermanentModelError` (never stored),
+    a degenerate row (zero / near-zero norm, non-finite) fails only the request it belongs to,
+    and a timeout is a :class:`TransientModelError` of the texts that could not finish even
+    after splitting. When a batch of several requests fails permanently, each request is retried
+    alone once, so one bad input cannot fail its batch-mates.
     """
 
+    #: The pipeline relies on this batcher for per-call timeouts (it bounds only the whole stage).
+    enforces_timeouts = True
+
     def __init__(self, provider: EmbeddingProvider, *, batch_size: int = 32,
-                 wait_ms: float = 5.0, max_concurrent: int = 1) -> None:
-        if batch_size < 1 or max_concurrent < 1 or wait_ms < 0:
-            raise ValueError("batch_size and max_concurrent must be >= 1, wait_ms >= 0")
+                 wait_ms: float = 5.0, max_concurrent: int = 1, max_chars: int = 8000,
+                 timeout: float | None = None) -> None:
+        if batch_size < 1 or max_concurrent < 1 or wait_ms < 0 or max_chars < 1:
+            raise ValueError("batch_size, max_chars and max_concurrent must be >= 1, wait_ms >= 0")
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive")
         self.provider = provider
         self.profile = provider.profile
         self.dimension = provider.dimension
         self.batch_size = batch_size
         self.wait = wait_ms / 1000.0
         self.max_concurrent = max_concurrent
-        self._queue: asyncio.Queue[_Request] | None = None
-        self._loop_task: asyncio.Task[None] | None = None
-        self._slots: asyncio.Semaphore | None = None
-        self._carry: _Request | None = None
+        self.max_chars = max_chars
+        self.timeout = timeout
+        self._pending: dict[str, list[_Request]] = {"passage": [], "query": []}
+        self._wakeup: dict[str, asyncio.Event] = {}
+        self._loop_tasks: list[asyncio.Task[None]] = []
+        self._slots: dict[str, asyncio.Semaphore] = {}
         self._running: set[asyncio.Task[None]] = set()
+        self._in_flight = {"passage": 0, "query": 0}
+        self._suspects: OrderedDict[bytes, None] = OrderedDict()
+        self._seq = 0
         self._closed = False
 
     # --- public -----------------------------------------------------------------------------
     async def embed(self, texts: Sequence[str], kind: EmbedKind) -> np.ndarray:
-        """Queue ``texts`` for the next batch and wait for their rows (``(n, dimension)`` float32)."""
+        """Queue ``texts`` and wait for their rows (``(n, dimension)`` float32). Requests larger
+        than one batch's bounds are cut into chunks that each fit."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self._closed:
             raise RuntimeError("MicroBatcher is closed")
+        if kind not in self._pending:
+            raise PermanentModelError(f"unknown embedding kind {kind!r}")
         self._ensure_started()
-        assert self._queue is not None
-        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Request(texts, kind, future))
-        return await future
+        chunks = self._chunks(texts)
+        if len(chunks) == 1:
+            return await self._submit(chunks[0], kind)
+        parts = await asyncio.gather(*(self._submit(c, kind) for c in chunks))
+        return np.concatenate(parts, axis=0)
+
+    def timeout_for(self, chars: int) -> float | None:
+        """Seconds allowed for one provider call carrying ``chars`` characters (None: none)."""
+        if self.timeout is None:
+            return None
+        return self.timeout * max(MIN_TIMEOUT_SHARE, chars / self.max_chars)
+
+    def pending(self, kind: EmbedKind = "passage") -> int:
+        """Requests of ``kind`` waiting for a batch (not yet sent)."""
+        return len(self._pending[kind])
+
+    def in_flight(self, kind: EmbedKind = "passage") -> int:
+        """Provider calls of ``kind`` running now."""
+        return self._in_flight[kind]
 
     async def aclose(self, *, close_provider: bool = True) -> None:
-        """Stop the batching loop; waiting requests fail with RuntimeError; closes the wrapped
+        """Stop the batching loops; waiting requests fail with RuntimeError; closes the wrapped
         provider too unless ``close_provider`` is False (it belongs to someone else)."""
         self._closed = True
-        if self._loop_task is not None:
-            self._loop_task.cancel()
+        for task in self._loop_tasks:
+            task.cancel()
+        for task in self._loop_tasks:
             try:
-                await self._loop_task
+                await task
             except asyncio.CancelledError:
                 pass
+        self._loop_tasks = []
         for task in list(self._running):
             task.cancel()
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
-        pending = [self._carry] if self._carry else []
-        while self._queue is not None and not self._queue.empty():
-            pending.append(self._queue.get_nowait())
-        for request in pending:
-            if not request.future.done():
-                request.future.set_exception(RuntimeError("MicroBatcher closed"))
+        for kind in self._pending:
+            for request in self._pending[kind]:
+                if not request.future.done():
+                    request.future.set_exception(RuntimeError("MicroBatcher closed"))
+            self._pending[kind] = []
         if not close_provider:
             return
         await close_resource(self.provider)
 
     # --- internals --------------------------------------------------------------------------
-    def _ensure_started(self) -> None:
-        task = self._loop_task
-        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-            self._queue = asyncio.Queue()
-            self._slots = asyncio.Semaphore(self.max_concurrent)
-            self._loop_task = asyncio.create_task(self._loop(), name="embedding-micro-batcher")
+    def _chunks(self, texts: list[str]) -> list[list[str]]:
+        chunks: list[list[str]] = [[]]
+        chars = 0
+        for text in texts:
+            current = chunks[-1]
+            if current and (len(current) >= self.batch_size or chars + len(text) > self.max_chars):
+                chunks.append([])
+                chars = 0
+            chunks[-1].append(text)
+            chars += len(text)
+        return chunks
 
-    async def _loop(self) -> None:
-        assert self._queue is not None and self._slots is not None
+    async def _submit(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
         loop = asyncio.get_running_loop()
+        future: asyncio.Future[np.ndarray] = loop.create_future()
+        self._seq += 1
+        alone = len(texts) == 1 and _key(texts[0]) in self._suspects
+        self._pending[kind].append(_Request(texts, kind, future, sum(map(len, texts)), alone,
+                                            self._seq, loop.time()))
+        self._wakeup[kind].set()
+        return await future
+
+    def _ensure_started(self) -> None:
+        alive = [t for t in self._loop_tasks if not t.done()]
+        loop = asyncio.get_running_loop()
+        if len(alive) == 2 and all(t.get_loop() is loop for t in alive):
+            return
+        for task in alive:
+            task.cancel()
+        self._wakeup = {"passage": asyncio.Event(), "query": asyncio.Event()}
+        self._slots = {"passage": asyncio.Semaphore(self.max_concurrent),
+                       "query": asyncio.Semaphore(1)}
+        self._loop_tasks = [
+            asyncio.create_task(self._loop("query"), name="embedding-query-lane"),
+            asyncio.create_task(self._loop("passage"), name="embedding-micro-batcher"),
+        ]
+
+    async def _loop(self, kind: EmbedKind) -> None:
+        loop = asyncio.get_running_loop()
+        pending = self._pending[kind]
+        slots = self._slots[kind]
+        wakeup = self._wakeup[kind]
         while True:
             # Wait for a free provider slot first: while all slots are busy, requests accumulate.
-            await self._slots.acquire()
+            await slots.acquire()
             try:
-                first = self._carry or await self._queue.get()
-                self._carry = None
-                batch, count = [first], len(first.texts)
-                deadline = loop.time() + self.wait
-                while count < self.batch_size:
-                    try:
-                        request = self._queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        remaining = deadline - loop.time()
-                        if remaining <= 0:
-                            break
+                while True:
+                    pending[:] = [r for r in pending if not r.future.done()]  # waiter left
+                    if pending:
+                        break
+                    wakeup.clear()
+                    await wakeup.wait()
+                if kind == "passage":  # queries go at once
+                    deadline = min(r.arrived for r in pending) + self.wait
+                    while not self._full(pending) and loop.time() < deadline:
+                        wakeup.clear()
                         try:
-                            request = await asyncio.wait_for(self._queue.get(), remaining)
+                            await asyncio.wait_for(wakeup.wait(), deadline - loop.time())
                         except TimeoutError:
                             break
-                    if count + len(request.texts) > self.batch_size:
-                        self._carry = request  # starts the next batch
-                        break
-                    batch.append(request)
-                    count += len(request.texts)
+                batch = self._take(pending)
             except BaseException:
-                self._slots.release()
+                slots.release()
                 raise
-            task = asyncio.create_task(self._run_batch(batch))
+            self._in_flight[kind] += 1
+            task = asyncio.create_task(self._run_batch(batch, kind, slots))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    async def _run_batch(self, batch: list[_Request]) -> None:
-        assert self._slots is not None
+    def _full(self, pending: list[_Request]) -> bool:
+        return (sum(len(r.texts) for r in pending) >= self.batch_size
+                or sum(r.chars for r in pending) >= self.max_chars)
+
+    def _take(self, pending: list[_Request]) -> list[_Request]:
+        """The next batch: the oldest request, then the shortest others that still fit (a
+        suspect request — one that timed out alone before — always goes alone)."""
+        head = min(pending, key=lambda r: r.seq)
+        batch, count, chars = [head], len(head.texts), head.chars
+        if not head.alone:
+            for request in sorted(pending, key=lambda r: (r.chars, r.seq)):
+                if request is head or request.alone:
+                    continue
+                if (count + len(request.texts) > self.batch_size
+                        or chars + request.chars > self.max_chars):
+                    continue
+                batch.append(request)
+                count += len(request.texts)
+                chars += request.chars
+        taken = {id(r) for r in batch}
+        pending[:] = [r for r in pending if id(r) not in taken]
+        return batch
+
+    async def _run_batch(self, batch: list[_Request], kind: EmbedKind,
+                         slots: asyncio.Semaphore) -> None:
         try:
             batch = [r for r in batch if not r.future.done()]  # drop requests whose waiter left
-            for kind in ("passage", "query"):
-                group = [r for r in batch if r.kind == kind]
-                if group:
-                    await self._run_group(group, kind)
+            if batch:
+                await self._run_group(batch, kind)
         finally:
-            self._slots.release()
+            self._in_flight[kind] -= 1
+            slots.release()
 
     async def _call(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
+        """One provider call under the timeout scaled to its work.
+
+        Raises:
+            TimeoutError: the call did not finish in :meth:`timeout_for` seconds.
+        """
         started = time.perf_counter()
         try:
-            out = await self.provider.embed(texts, kind)
+            limit = self.timeout_for(sum(map(len, texts)))
+            call = self.provider.embed(texts, kind)
+            out = await (asyncio.wait_for(call, limit) if limit is not None else call)
         finally:
             metrics.MODEL_LATENCY.labels(kind="embedding").observe(time.perf_counter() - started)
             metrics.BATCH_SIZE.observe(len(texts))
@@ -177,6 +298,9 @@ class MicroBatcher:
         texts = [t for r in group for t in r.texts]
         try:
             out = await self._call(texts, kind)
+        except TimeoutError:
+            await self._split_after_timeout(group, kind)
+            return
         except PermanentModelError as exc:
             if len(group) == 1:
                 _set_exception(group[0], exc)
@@ -185,7 +309,10 @@ class MicroBatcher:
                         extra={"batch": len(texts), "error_class": "permanent"})
             for request in group:
                 try:
-                    _set_result(request, await self._call(request.texts, kind))
+                    _set_result(request, self._checked(
+                        await self._call(request.texts, kind), request))
+                except TimeoutError:
+                    _set_exception(request, self._timed_out(request))
                 except Exception as single:  # noqa: BLE001 - delivered to the waiter
                     _set_exception(request, single)
             return
@@ -196,8 +323,69 @@ class MicroBatcher:
         offset = 0
         for request in group:
             n = len(request.texts)
-            _set_result(request, out[offset:offset + n])
+            try:
+                # a degenerate row fails its own request only (SPEC §9: never stored)
+                _set_result(request, self._checked(out[offset:offset + n], request))
+            except PermanentModelError as exc:
+                _set_exception(request, exc)
             offset += n
+
+    async def _split_after_timeout(self, group: list[_Request], kind: EmbedKind) -> None:
+        """A call that timed out is never retried whole: halves are retried (each under its own
+        scaled timeout); a lone request of several texts is split by text; a lone text fails."""
+        group = [r for r in group if not r.future.done()]
+        if not group:
+            return
+        if len(group) > 1:
+            log.warning("embedding batch timed out; retrying it in halves",
+                        extra={"batch": sum(len(r.texts) for r in group),
+                               "error_class": "transient"})
+            middle = len(group) // 2
+            for half in (group[:middle], group[middle:]):
+                await self._run_group(half, kind)
+            return
+        request = group[0]
+        if len(request.texts) == 1:
+            _set_exception(request, self._timed_out(request))
+            return
+        try:
+            out = await self._split_texts(request.texts, kind)
+            _set_result(request, self._checked(out, request))
+        except Exception as exc:  # noqa: BLE001 - delivered to the waiter
+            _set_exception(request, exc)
+
+    async def _split_texts(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
+        middle = len(texts) // 2
+        parts = []
+        for half in (texts[:middle], texts[middle:]):
+            try:
+                parts.append(await self._call(half, kind))
+            except TimeoutError:
+                if len(half) == 1:
+                    self._remember(half[0])
+                    raise TransientModelError(
+                        f"embedding timeout after {self.timeout_for(len(half[0])):g} s") from None
+                parts.append(await self._split_texts(half, kind))
+        return np.concatenate(parts, axis=0)
+
+    def _timed_out(self, request: _Request) -> TransientModelError:
+        if len(request.texts) == 1:
+            self._remember(request.texts[0])
+        return TransientModelError(
+            f"embedding timeout after {self.timeout_for(request.chars):g} s")
+
+    def _remember(self, text: str) -> None:
+        self._suspects[_key(text)] = None
+        self._suspects.move_to_end(_key(text))
+        while len(self._suspects) > SUSPECT_MEMORY:
+            self._suspects.popitem(last=False)
+
+    def _checked(self, rows: np.ndarray, request: _Request) -> np.ndarray:
+        return check_embeddings(rows, len(request.texts), self.dimension)
+
+
+def _key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
 
 
 def _set_result(request: _Request, value: np.ndarray) -> None:

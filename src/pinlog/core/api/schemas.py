@@ -15,6 +15,7 @@ from pinlog.core.services import (
     PublicKeywordsView,
     RecordView,
 )
+from pinlog.text import is_blank
 
 
 class _In(BaseModel):
@@ -26,7 +27,9 @@ class _Out(BaseModel):
 
 
 def _not_blank(value: str) -> str:
-    if not value.strip():
+    """422 for a value that is blank once normalised (whitespace or invisible characters only,
+    e.g. ``\u3164``, ``\u200b``, ``\ufeff``: :func:`pinlog.text.is_blank`)."""
+    if is_blank(value):
         raise ValueError("must not be empty or whitespace")
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")

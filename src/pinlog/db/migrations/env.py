@@ -3,26 +3,35 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import Connection, create_engine, pool
+
+from pinlog.db.migrate import MIGRATION_LOCK_KEY
 
 config = context.config
 url = config.attributes.get("sqlalchemy_url") or config.get_main_option("sqlalchemy.url")
 
 
+def _run_locked(connection: Connection) -> None:
+    """Run the migrations in one transaction that first takes the migration advisory lock
+    (``pg_advisory_xact_lock``, released at commit/rollback): concurrent ``pinlog migrate`` runs
+    on one database wait for each other, and the later ones read the version table only after
+    the first committed, so they find it at head and do nothing (no unique violation)."""
+    context.configure(connection=connection, version_table_schema="public")
+    with context.begin_transaction():
+        context.execute(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+        context.run_migrations()
+
+
 def run_migrations_online() -> None:
     connectable = config.attributes.get("connection")
     if connectable is not None:
-        context.configure(connection=connectable, version_table_schema="public")
-        with context.begin_transaction():
-            context.run_migrations()
+        _run_locked(connectable)
         return
     if not url:
         raise RuntimeError("no database URL given to the migrations (pinlog.db.migrate passes it)")
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as connection:
-        context.configure(connection=connection, version_table_schema="public")
-        with context.begin_transaction():
-            context.run_migrations()
+        _run_locked(connection)
     engine.dispose()
 
 
