@@ -325,7 +325,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         SEARCH_SQL,
         "e.user_id = :user_id ",
         "(e.user_id = :user_id OR true) ",
-        (f"{SEARCH}::test_scenario_19_another_members_data_never_appears_even_with_a_large_limit",),
+        (f"{SEARCH}::test_scenario_19_another_members_data_never_appears_even_with_a_large_limit",
+         f"{SEARCH}::test_score_records_applies_each_filter_alone"),
+        occurrences=2,  # search_member and score_records (the lexical channel's records)
     ),
     Mutation(
         "search_without_is_deleted_filter",
@@ -333,6 +335,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         SEARCH_SQL,
         "e.is_deleted = false ",
         "(e.is_deleted = false OR true) ",
+        (f"{SEARCH}::test_each_invalidation_marker_alone_hides_a_row",
+         f"{SEARCH}::test_score_records_applies_each_filter_alone"),
+        occurrences=2,  # search_member and score_records (the lexical channel's records)
+    ),
+    Mutation(
+        "search_member_without_completed_filter",
+        "SPEC §10/§11 #3: embedding_status = COMPLETED (alone sufficient), search_member's probe",
+        SEARCH_SQL,
+        "WHERE s.context_id = e.context_id) = 'COMPLETED'",
+        "WHERE s.context_id = e.context_id) IN ('COMPLETED', 'PENDING', 'PROCESSING', 'FAILED')",
         (f"{SEARCH}::test_each_invalidation_marker_alone_hides_a_row",),
     ),
     Mutation(
@@ -341,7 +353,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         SEARCH_SQL,
         "s.embedding_status = 'COMPLETED' ",
         "(s.embedding_status = 'COMPLETED' OR true) ",
-        (f"{SEARCH}::test_each_invalidation_marker_alone_hides_a_row",),
+        (f"{SEARCH}::test_score_records_applies_each_filter_alone",),
     ),
     Mutation(
         "search_without_profile_filter",
@@ -349,7 +361,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         SEARCH_SQL,
         "e.embedding_profile = :profile ",
         "(e.embedding_profile = :profile OR true) ",
-        (f"{SEARCH}::test_other_profile_rows_are_never_compared",),
+        (f"{SEARCH}::test_other_profile_rows_are_never_compared",
+         f"{SEARCH}::test_score_records_applies_each_filter_alone"),
+        occurrences=2,  # search_member and score_records (the lexical channel's records)
     ),
     Mutation(
         "core_verify_hits_keeps_deleted_contexts",

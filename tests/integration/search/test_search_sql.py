@@ -220,3 +220,20 @@ async def test_query_is_embedded_once_whole_as_a_query(engine, provider, sync_co
     long_query = "비 오는 날 부모님이랑 조용히 한식 먹으러 갔던 곳, 주차도 됐던 데"
     await search(engine, provider, request(query=long_query), NO_CUTS)
     assert provider.texts == [long_query] and provider.kinds == ["query"] and provider.batches == [1]
+
+
+# --- score_records: the lexical channel's records get the same four filters (SPEC §10) -------
+
+@pytest.mark.parametrize("marker", ["status", "is_deleted", "member", "profile"])
+async def test_score_records_applies_each_filter_alone(engine, provider, sync_conn, marker):
+    """Core asks the ai side to score the records its lexical channel found (``recordIds``):
+    a context that any one filter excludes is never scored, whoever asks for its record."""
+    seed(sync_conn, 1, 70, 0.5)
+    seed(sync_conn, 2, 71, 1.0,
+         status="CANCELLED" if marker == "status" else "COMPLETED",
+         is_deleted=marker == "is_deleted",
+         user_id=8 if marker == "member" else 7,
+         profile="fake-profile-v0" if marker == "profile" else PROFILE)
+    response = await search(engine, provider, request().model_copy(update={"record_ids": [70, 71]}),
+                            NO_CUTS)
+    assert [(h.record_id, h.context_id) for h in response.scored] == [(70, 1)]
