@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, inspect, pool
 
 from pinlog.db.engine import sqlalchemy_url
 
-HEAD = "0001"
+HEAD = "0003_issue11_presets"
 REQUIRED_AI_TABLES = (
     "context_ai_state", "context_embedding", "keyword_preset", "keyword_preset_embedding",
     "context_keyword", "context_keyword_analysis", "context_ai_event",
