@@ -235,7 +235,8 @@ async def main() -> None:
     note_vecs = await provider.embed([n["context"] for n in notes], "passage")
     embed_s = time.perf_counter() - t0
     n_texts = len(texts) + len(notes)
-    print(f"{len(samples)} labelled notes ({', '.join(f'{k}: {len(v)}' for k, v in files.items())}),"
+    sizes = ", ".join(f"{k}: {len(v)}" for k, v in files.items())
+    print(f"{len(samples)} labelled notes ({sizes}),"
           f" {sum(len(e) for e in expected)} expected picks, {sum(not e for e in expected)} "
           f"'nothing fits'; {n_texts} texts embedded in {embed_s:.1f} s "
           f"({1000 * embed_s / n_texts:.0f} ms/text)")

@@ -97,8 +97,8 @@ def _cues(entry: dict[str, Any], index: int) -> tuple[str, ...] | None:
     cues: list[str] = []
     for cue in value:
         if not isinstance(cue, str) or not cue.strip() or len(cue) > MAX_CUE_CHARS:
-            raise _entry_error(index, entry,
-                               f"cues must be non-empty strings of at most {MAX_CUE_CHARS} characters")
+            raise _entry_error(index, entry, "cues must be non-empty strings of at most "
+                                             f"{MAX_CUE_CHARS} characters")
         cleaned = " ".join(normalize(cue).split())
         if cleaned not in cues:
             cues.append(cleaned)

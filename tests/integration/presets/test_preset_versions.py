@@ -16,7 +16,6 @@ from tests.fakes import FakeEmbeddingProvider
 from tests.integration.rescan.factory import make_context
 
 
-
 def _preset(pid: int, code: str, **kw) -> Preset:
     values = dict(display_name=f"name {code}", category="ATMOSPHERE",
                   description=f"description of {code}", examples=("one", "two"), cues=("큐",))
@@ -84,8 +83,8 @@ async def test_reprocess_presets_finds_contexts_judged_before_another_file_was_l
                       "model_profile) VALUES (%s, 1, 'similarity-v4')", (context_id,))
     assert await count_candidates(engine, settings, "presets") == 0
     # the other file: same ids and codes, other names/descriptions/examples, no version field
-    other = [replace(p, display_name=p.display_name + " (ko)", examples=(*p.examples[:2], "새 예시"))
-             for p in load_preset_file()]
+    other = [replace(p, display_name=p.display_name + " (ko)",
+                     examples=(*p.examples[:2], "새 예시")) for p in load_preset_file()]
     report = await upsert_presets(engine, other, provider)
     assert len(report.updated) == 27 and report.version == 2
     assert await count_candidates(engine, settings, "presets") == 1

@@ -82,10 +82,10 @@ async def test_labelled_notes_reach_the_issue_figures(engine, settings, provider
                for line in path.read_text().splitlines() if line.strip()]
     got = await picks([s["text"] for s in samples])
     want = [set(s["expected"]) for s in samples]
-    tp = sum(len(g & w) for g, w in zip(got, want))
+    tp = sum(len(g & w) for g, w in zip(got, want, strict=True))
     precision = tp / sum(map(len, got))
     recall = tp / sum(map(len, want))
-    empty_kept = sum(not g for g, w in zip(got, want) if not w)
+    empty_kept = sum(not g for g, w in zip(got, want, strict=True) if not w)
     assert len(samples) == 85 and sum(not w for w in want) == 15
     assert precision >= 0.90 and recall >= 0.75, (precision, recall)
     assert empty_kept >= 13

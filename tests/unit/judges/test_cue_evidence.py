@@ -5,7 +5,6 @@ tests/integration/presets/test_real_model_keywords.py)."""
 
 from __future__ import annotations
 
-
 from pinlog.ai.cues import cue_hits, term_matches
 from pinlog.ai.judges.similarity import SimilarityJudge
 from pinlog.ai.ports import Candidate, Preset
@@ -128,7 +127,8 @@ async def test_the_answer_records_the_evidence_of_picks_and_near_misses():
                                        "confidence": by_code["WITH_FRIENDS"]["confidence"]}
     assert by_code["MEAL"]["cues"] == ["돈카츠"] and by_code["MEAL"]["picked"]
     # near misses: a cue the score contradicts, and the nearest preset below the floor
-    assert by_code["DRINK"]["picked"] is False and by_code["DRINK"]["reason"] == "cue below cue floor"
+    assert by_code["DRINK"]["picked"] is False
+    assert by_code["DRINK"]["reason"] == "cue below cue floor"
     assert by_code["DRINK"]["cues"] == ["맥주"]
     assert by_code["DESSERT"]["reason"] == "below floor" and by_code["DESSERT"]["cues"] == []
     assert [e["picked"] for e in answer.evidence][:2] == [True, True]

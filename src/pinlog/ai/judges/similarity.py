@@ -53,6 +53,9 @@ from pinlog.ai.ports import Candidate, JudgeAnswer, Preset
 
 MODEL_NAME = "similarity-v4"
 
+#: finds the cues of each preset in a note (:func:`pinlog.ai.cues.cue_hits`)
+Matcher = Callable[[str, Sequence[Sequence[str]]], list[list[CueHit]]]
+
 #: calibrated-score distance from the floor at which confidence reaches 1.0.
 SCORE_SPAN = 2.0
 
@@ -105,8 +108,7 @@ class SimilarityJudge:
 
     def __init__(self, profile: str, *, floor: float, margin: float, max_picks: int,
                  cue_floor: float = CUE_FLOOR, use_cues: bool = True,
-                 matcher: Callable[[str, Sequence[Sequence[str]]], list[list[CueHit]]] | None = None,
-                 ) -> None:
+                 matcher: Matcher | None = None) -> None:
         self.profile = profile
         self.floor, self.margin, self.max_picks = floor, margin, max_picks
         self.cue_floor = cue_floor
