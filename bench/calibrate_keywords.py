@@ -289,7 +289,7 @@ async def main() -> None:
         emb_in = judged(v4(99.0, 3.0, use_cues=False), all_idx)
         emb_cv, _ = cross_validate(len(texts), args.folds, emb_grid, expected,
                                    lambda k, tr, ev: judged(v4(*k, use_cues=False), ev))
-        methods["emb (score only)"] = (emb_in, emb_cv)
+        methods["emb (score >= 3.0)"] = (emb_in, emb_cv)
         bi_in = judged(v4(*default_key, matcher=bigram_matcher), all_idx)
         bi_cv, _ = cross_validate(len(texts), args.folds, grid, expected,
                                   lambda k, tr, ev: judged(v4(*k, matcher=bigram_matcher), ev))
