@@ -102,7 +102,8 @@ def cue_hits(text: str, cue_lists: Sequence[Sequence[str]]) -> list[list[CueHit]
 
     Rules (module docstring): lemma-run match, compound heads, English inflections; a hit
     whose span lies strictly inside another preset's longer hit is dropped (longest match
-    wins); a hit right after a facility word (:data:`FACILITY_TERMS`, within the two previous
+    wins); one preset's cues on the same words count once (the longest, the first of equals,
+    in cue-list order); a hit right after a facility word (:data:`FACILITY_TERMS`, within the two previous
     lemmas) is dropped. Pure and deterministic.
     """
     note = evidence_terms(text)
@@ -111,9 +112,20 @@ def cue_hits(text: str, cue_lists: Sequence[Sequence[str]]) -> list[list[CueHit]
     found = [(index, hit) for index, cues in enumerate(cue_lists)
              for hit in _preset_hits(note, tuple(cues))]
     out: list[list[CueHit]] = [[] for _ in cue_lists]
-    for index, hit in found:
-        covered = any(other != index and o.start <= hit.start and hit.end <= o.end
-                      and (o.end - o.start) > (hit.end - hit.start) for other, o in found)
+    for position, (index, hit) in enumerate(found):
+        size = hit.end - hit.start
+        covered = False
+        for k, (other, o) in enumerate(found):
+            inside = o.start <= hit.start and hit.end <= o.end
+            if not inside or k == position:
+                continue
+            longer = (o.end - o.start) > size
+            # another preset's longer cue on these words wins (longest match); one preset's
+            # cues on the same words count once (비 오다 inside 비 오는 날; 친구 and 친구들 on
+            # the same lemma): the longest, the first of equals
+            if (other != index and longer) or (other == index and (longer or k < position)):
+                covered = True
+                break
         if not covered:
             out[index].append(hit)
     return out

@@ -73,6 +73,13 @@ def test_the_longest_cue_wins_across_presets():
     assert [h.cue for h in cue_hits("맥주 한잔", [DRINK.cues, COFFEE.cues])[0]] == ["맥주", "한잔"]
 
 
+def test_one_presets_cues_on_the_same_words_count_once():
+    rainy = ("비 오다", "비 오는 날", "빗소리")
+    hits = cue_hits("비 오는 날 빗소리 들으면서", [rainy, FRIENDS.cues + ("친구들",)])
+    assert [h.cue for h in hits[0]] == ["비 오는 날", "빗소리"]
+    assert [h.cue for h in cue_hits("친구들이랑", [("친구", "친구들")])[0]] == ["친구"]
+
+
 def test_a_cue_after_a_facility_word_does_not_count():
     assert cue_hits("주차가 넓어서 차 대기 편했다", [SPACIOUS.cues]) == [[]]
     assert cue_hits("주차 공간 넉넉함", [SPACIOUS.cues]) == [[]]
