@@ -106,6 +106,8 @@ def cue_hits(text: str, cue_lists: Sequence[Sequence[str]]) -> list[list[CueHit]
     in cue-list order); a hit right after a facility word (:data:`FACILITY_TERMS`, within the two previous
     lemmas) is dropped. Pure and deterministic.
     """
+    if not any(cue_lists):  # no preset has cues: no morphology needed
+        return [[] for _ in cue_lists]
     note = evidence_terms(text)
     if not note:
         return [[] for _ in cue_lists]

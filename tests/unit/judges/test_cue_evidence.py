@@ -145,3 +145,9 @@ def test_candidates_without_a_score_keep_the_raw_cosine_rule():
     cands = [Candidate(FRIENDS, 0.95), Candidate(MEAL, 0.94), Candidate(DRINK, 0.90)]
     judge = SimilarityJudge("p", floor=0.93, margin=0.02, max_picks=3)
     assert _codes(judge, cands, "맥주") == ["WITH_FRIENDS", "MEAL"]
+
+
+def test_presets_without_cues_need_no_morphology():
+    evidence_terms.cache_clear()
+    assert cue_hits("아무 말이나 적은 메모", [(), ()]) == [[], []]
+    assert evidence_terms.cache_info().misses == 0
