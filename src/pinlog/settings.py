@@ -141,6 +141,9 @@ class Settings(BaseSettings):
     candidate_floor: float | None = Field(None, description="Per profile when unset.")
     judge_floor: float | None = Field(None, description="similarity judge: absolute floor.")
     judge_margin: float | None = Field(None, description="similarity judge: margin to best.")
+    judge_cue_floor: float | None = Field(
+        None, description="similarity judge: calibrated score a candidate whose cue the note "
+                          "states must reach.")
     judge_max_picks: int = Field(3, ge=0, le=10)
 
     # --- errors (SPEC §6) --------------------------------------------------------------------

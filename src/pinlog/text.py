@@ -13,6 +13,9 @@ Shared kernel: imports nothing of ``pinlog.core`` or ``pinlog.ai``.
   terms by measurement (``bench/calibrate_search.py --tokenizers``): compound and unknown words
   (``마늘보쌈``, ``무침군만두``, ``저스트텐동``) are split unpredictably by the analyser, and a
   one-word query then misses the note that contains it.
+- :func:`evidence_terms` returns the same lemmas in order, plus counters/determiners
+  (``한 잔``, ``한 바퀴``) and with ``…하다`` adjectives reduced to their root (``조용하다`` →
+  ``조용``): the sequence that keyword cues are matched against.
 
 The analyser loads lazily on first use (~3–5 s, ~150 MB resident) and is shared by the process;
 analysing a short note takes ~2 ms.
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Morph", "analyse", "content_terms", "is_blank", "lexical_terms", "normalize", "warm_up"]
+__all__ = ["Morph", "analyse", "content_terms", "evidence_terms", "is_blank", "lexical_terms", "normalize", "warm_up"]
 
 
 #: Characters that carry nothing and are removed: zero-width space, zero-width no-break space
@@ -210,3 +213,30 @@ def lexical_terms(text: str) -> list[str]:
             word = word[:-1]
         seen.setdefault(word)
     return list(seen)
+
+
+#: content tags plus dependent nouns (잔, 바퀴, 명) and determiners (한, 두): keyword cues such as
+#: "한 바퀴" or "한잔" are sequences of these.
+EVIDENCE_TAGS = CONTENT_TAGS | {"NNB", "MM"}
+
+
+@lru_cache(maxsize=8192)
+def evidence_terms(text: str) -> tuple[str, ...]:
+    """Lemmas of ``text`` for keyword evidence, in text order (SPEC §8, ``similarity`` judge).
+
+    Like :func:`content_terms` (lower-cased lemmas, spaces removed) but keeps dependent nouns
+    and determiners (``"커피 한잔"`` → ``("커피", "한", "잔")``) and reduces a ``…하다`` lemma of
+    four or more characters to its root, so that ``조용했다`` and ``조용하고`` (analysed as
+    ``조용하다`` or ``조용`` + ``하``) give the same term ``조용``. Applied to note texts and to
+    cue strings alike. Cached per text; raises nothing for any ``str``.
+    """
+    out: list[str] = []
+    for m in analyse(text):
+        if m.tag.split("-")[0] not in EVIDENCE_TAGS:
+            continue
+        lemma = m.lemma.lower().replace(" ", "")
+        if lemma.endswith("하다") and len(lemma) >= 4:
+            lemma = lemma[:-2]
+        if lemma:
+            out.append(lemma)
+    return tuple(out)

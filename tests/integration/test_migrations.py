@@ -43,7 +43,8 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                           "display_name": ("text", False), "category": ("text", False),
                           "description": ("text", False), "examples": ("text[]", False),
                           "visibility": ("text", False), "is_active": ("boolean", False),
-                          "version": ("integer", False)},
+                          "version": ("integer", False),
+                          "cues": ("text[]", False)},  # 0003: SPEC §8 optional cues
     "ai.keyword_preset_embedding": {"preset_id": ("integer", False),
                                     "embedding_profile": ("text", False),
                                     "embedding": ("vector", False),
@@ -53,6 +54,7 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
     "ai.context_keyword_analysis": {"context_id": ("bigint", False), "preset_version": ("integer", False),
                                     "unmatched_concepts": ("jsonb", False),
                                     "model_profile": ("text", False),
+                                    "evidence": ("jsonb", False),  # 0003: SPEC §8 evidence
                                     "updated_at": ("timestamp with time zone", False)},
     "ai.context_ai_event": {"id": ("bigint", False), "context_id": ("bigint", False),
                             "stage": ("text", False), "from_status": ("text", True),

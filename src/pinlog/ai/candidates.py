@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from pinlog import metrics
+from pinlog.ai.cues import cue_hits
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import Candidate, Pick, PresetSnapshot
 
@@ -68,8 +69,9 @@ def select_candidates(
     *,
     top_k: int,
     floor: float,
+    text: str | None = None,
 ) -> list[Candidate]:
-    """The presets nearest to ``vector`` (SPEC §8).
+    """The presets nearest to ``vector`` (SPEC §8), plus the presets whose cues ``text`` states.
 
     Args:
         vector: the context vector, ``(dim,)`` (normalised here; any scale accepted).
@@ -77,6 +79,10 @@ def select_candidates(
             rows L2-normalised).
         top_k: keep at most this many, best first.
         floor: then drop candidates with cosine similarity below this (per-profile setting).
+        text: the note; when given, every preset whose cue the note states
+            (:func:`pinlog.ai.cues.cue_hits`) is a candidate too, even outside the
+            top-K or below the floor — a long note's cosines sit low against every preset, and
+            a note that says "생일" should let the judge consider ANNIVERSARY.
 
     Returns:
         candidates sorted by similarity descending (ties: lower preset id first), each with
@@ -102,9 +108,16 @@ def select_candidates(
     ids = np.array([p.id for p in snapshot.presets])
     order = np.lexsort((ids, -sims))[:top_k]  # similarity desc, then id asc (deterministic)
     scores = calibrated_scores(sims, snapshot.matrix)
+    chosen = [int(i) for i in order if float(sims[i]) >= floor]
+    if text:
+        hits = cue_hits(text, [p.cues for p in snapshot.presets])
+        extra = [i for i, found in enumerate(hits) if found and i not in chosen]
+        if extra:
+            every = chosen + extra
+            chosen = [i for i in np.lexsort((ids, -sims)) if i in every]
     return [Candidate(preset=snapshot.presets[i], similarity=float(sims[i]),
                       score=round(float(scores[i]), 6))
-            for i in order if float(sims[i]) >= floor]
+            for i in chosen]
 
 
 def _as_int(value: object) -> int | None:

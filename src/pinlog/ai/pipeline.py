@@ -306,7 +306,8 @@ class Pipeline:
                                           f"current {self.profile}")
             candidates = select_candidates(stored.vector, snapshot,
                                            top_k=self.settings.candidate_top_k,
-                                           floor=self.calibration.candidate_floor)
+                                           floor=self.calibration.candidate_floor,
+                                           text=request.text)
             if candidates:
                 answer = await self._judge(request.text, candidates)
                 picks = _only_candidates(answer.picks, candidates)
@@ -358,7 +359,8 @@ class Pipeline:
                     conn, cid, picks=[(p.keyword_id, p.confidence) for p in picks],
                     preset_version=snapshot.version,
                     unmatched_concepts=answer.unmatched_concepts,
-                    model_profile=answer.model_profile or "unknown"):
+                    model_profile=answer.model_profile or "unknown",
+                    evidence=answer.evidence):
                 raise _Discard
 
         return await self._save(body)

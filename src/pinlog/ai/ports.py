@@ -7,7 +7,9 @@ at exactly these interfaces.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -74,10 +76,24 @@ class Preset:
     visibility: Visibility = "PUBLIC"
     is_active: bool = True
     version: int = 1
+    #: words/stems that state the preset outright (lexical evidence of the ``similarity``
+    #: judge, shown to the ``llm`` judge); Korean cues are matched by lemma (SPEC §8).
+    cues: tuple[str, ...] = ()
 
     def embedding_text(self) -> str:
         """Text embedded for this preset: display name, description and examples (SPEC §8)."""
         return "\n".join([self.display_name, self.description, *self.examples])
+
+    def content(self) -> tuple[object, ...]:
+        """Everything a judge may use of this preset: code, name, category, description,
+        examples, cues, visibility. A change of any of it is a new preset version (SPEC §8)."""
+        return (self.code, self.display_name, self.category, self.description,
+                tuple(self.examples), tuple(self.cues), self.visibility)
+
+    def content_hash(self) -> str:
+        """sha256 (hex) of :meth:`content`, canonical JSON; stable across processes."""
+        blob = json.dumps(self.content(), ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -132,11 +148,16 @@ class JudgeAnswer:
         unmatched_concepts: concepts in the text no candidate covered (analysis only).
         model_profile: the judge/model that actually answered (e.g. ``similarity-v1`` or
             ``llm:gpt-4o-mini``), stored in ``ai.context_keyword_analysis.model_profile``.
+        evidence: analysis only (never shown to members): the evidence for each pick and
+            near miss (SPEC §8 "the analysis row records the evidence for each pick").
     """
 
     picks: tuple[Pick, ...]
     unmatched_concepts: tuple[str, ...] = field(default_factory=tuple)
     model_profile: str = ""
+    #: why: one JSON-able mapping per pick and per near miss (``code``, ``picked``, ``score``,
+    #: ``cues`` hit, ``reason``), stored in ``ai.context_keyword_analysis.evidence``.
+    evidence: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -35,6 +35,7 @@ from pinlog.ai.ports import EmbeddingProvider, Preset, PresetSnapshot
 from pinlog.ai.vectors import check_embeddings
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
+from pinlog.text import normalize
 
 log = logging.getLogger(__name__)
 q = Queries("pinlog.ai", "presets.sql")
@@ -42,9 +43,11 @@ q = Queries("pinlog.ai", "presets.sql")
 CATEGORIES = ("COMPANION", "ACTIVITY", "ATMOSPHERE", "SITUATION")
 VISIBILITIES = ("PUBLIC", "PRIVATE_ONLY", "BLOCKED")
 MIN_EXAMPLES, MAX_EXAMPLES = 2, 5
+#: most cues per preset, longest cue (characters)
+MAX_CUES, MAX_CUE_CHARS = 100, 40
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _ENTRY_KEYS = {"id", "code", "display_name", "category", "description", "examples",
-               "visibility", "version"}
+               "visibility", "version", "cues"}
 
 #: How a preset becomes one vector:
 #: ``"single"`` — one passage: display name, description and examples joined by newlines
@@ -82,16 +85,43 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def parse_presets(document: object, *, source: str = "<presets>") -> list[Preset]:
+def _cues(entry: dict[str, Any], index: int) -> tuple[str, ...] | None:
+    """The entry's ``cues`` (None when the key is absent): a list of 0..MAX_CUES non-empty
+    strings of at most MAX_CUE_CHARS characters, whitespace collapsed, duplicates dropped."""
+    if "cues" not in entry:
+        return None
+    value = entry["cues"]
+    if value is None:
+        value = []
+    if not isinstance(value, list) or len(value) > MAX_CUES:
+        raise _entry_error(index, entry, f"cues must be a list of at most {MAX_CUES} strings")
+    cues: list[str] = []
+    for cue in value:
+        if not isinstance(cue, str) or not cue.strip() or len(cue) > MAX_CUE_CHARS:
+            raise _entry_error(index, entry, "cues must be non-empty strings of at most "
+                                             f"{MAX_CUE_CHARS} characters")
+        cleaned = " ".join(normalize(cue).split())
+        if cleaned not in cues:
+            cues.append(cleaned)
+    return tuple(cues)
+
+
+def parse_presets(document: object, *, source: str = "<presets>",
+                  cue_fallback: Mapping[str, tuple[str, ...]] | None = None) -> list[Preset]:
     """Validate a parsed preset document and return its presets in file order.
 
     Accepts ``{presets: [...], version?: int}`` (the shared format; ``version`` is the default
     revision of every entry) or a bare list of entries.
 
+    ``cues`` is optional per entry. An entry *without* the key takes the cues of
+    ``cue_fallback[code]`` when given (``load_preset_file`` passes the packaged file's cues:
+    codes are stable concepts across preset files), else none; ``cues: []`` means none.
+
     Raises:
         PresetFileError: not a list of presets; unknown/missing fields; duplicate id or code;
             category/visibility outside the allowed sets; empty description; fewer than 2 or
-            more than 5 examples. The message names the entry id.
+            more than 5 examples; cues not a list of short non-empty strings. The message
+            names the entry id.
     """
     file_version: int = 1
     if isinstance(document, dict):
@@ -143,6 +173,9 @@ def parse_presets(document: object, *, source: str = "<presets>") -> list[Preset
         version = entry.get("version", file_version)
         if _int(version) is None or version < 1:
             raise _entry_error(index, entry, "version must be a positive integer")
+        cues = _cues(entry, index)
+        if cues is None:
+            cues = tuple((cue_fallback or {}).get(code, ()))
         presets.append(Preset(
             id=preset_id,
             code=code,
@@ -153,17 +186,37 @@ def parse_presets(document: object, *, source: str = "<presets>") -> list[Preset
             visibility=visibility,
             is_active=True,
             version=version,
+            cues=cues,
         ))
         seen_ids.add(preset_id)
         seen_codes[code] = preset_id
     return presets
 
 
-def load_preset_file(path: Path | None = None) -> list[Preset]:
+def _read_document(path: Path) -> object:
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PresetFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise PresetFileError(f"{path}: invalid YAML ({exc})") from None
+
+
+def default_cues() -> dict[str, tuple[str, ...]]:
+    """Cues of the packaged presets by code (the fallback for preset files without cues)."""
+    presets = parse_presets(_read_document(default_preset_path()),
+                            source=str(default_preset_path()))
+    return {p.code: p.cues for p in presets}
+
+
+def load_preset_file(path: Path | None = None, *, inherit_cues: bool = True) -> list[Preset]:
     """Read and validate a preset YAML file (SPEC §8).
 
     Args:
         path: the file; ``None`` → the packaged ``presets_default.yaml``.
+        inherit_cues: an entry without a ``cues`` key takes the cues of the packaged preset
+            with the same code (:func:`default_cues`; e.g. ``presets_ko.yaml`` has no cues and
+            shares every code with the packaged file). False → such entries have no cues.
 
     Returns:
         the presets in file order (``is_active=True``).
@@ -173,14 +226,12 @@ def load_preset_file(path: Path | None = None) -> list[Preset]:
             :func:`parse_presets`); the message names the file and the entry id.
     """
     path = path or default_preset_path()
+    document = _read_document(path)
+    fallback = None
+    if inherit_cues and Path(path).resolve() != default_preset_path().resolve():
+        fallback = default_cues()
     try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PresetFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise PresetFileError(f"{path}: invalid YAML ({exc})") from None
-    try:
-        return parse_presets(document, source=str(path))
+        return parse_presets(document, source=str(path), cue_fallback=fallback)
     except PresetFileError as exc:
         raise PresetFileError(f"{path}: {exc}") from None
 
@@ -258,6 +309,8 @@ class PresetLoadReport:
     retired: list[int] = field(default_factory=list)
     unchanged: list[int] = field(default_factory=list)
     embedded: list[int] = field(default_factory=list)
+    #: the preset list version after the load (max version of the loaded presets)
+    version: int = 0
 
     @property
     def changed(self) -> bool:
@@ -267,15 +320,41 @@ class PresetLoadReport:
         """One line for humans, e.g. ``inserted 27, updated 0, retired 0, unchanged 0, …``."""
         return (f"profile {self.profile}: inserted {len(self.inserted)}, updated "
                 f"{len(self.updated)}, retired {len(self.retired)}, unchanged "
-                f"{len(self.unchanged)}, embedded {len(self.embedded)}")
+                f"{len(self.unchanged)}, embedded {len(self.embedded)}, "
+                f"preset version {self.version}")
 
 
 def _row_preset(row: Any) -> Preset:
     return Preset(
         id=row.id, code=row.code, display_name=row.display_name, category=row.category,
         description=row.description, examples=tuple(row.examples), visibility=row.visibility,
-        is_active=row.is_active, version=row.version,
+        is_active=row.is_active, version=row.version, cues=tuple(row.cues or ()),
     )
+
+
+def versions_for(presets: Sequence[Preset], stored: Mapping[int, Preset]) -> dict[int, int]:
+    """The version each preset is written with (SPEC §8: a content change is a new version).
+
+    * unchanged content (and still active): ``max(stored version, file version)`` — never
+      lower than what is stored;
+    * new id, changed content (:meth:`Preset.content`: name, category, description, examples,
+      cues, visibility) or a retired id coming back: one new list revision for the whole load,
+      ``max(every stored version) + 1`` (at least the file's version), so the list's version —
+      the max over active presets, stored as ``preset_version`` — rises and
+      ``pinlog reprocess --presets`` finds the contexts judged with the old content;
+    * into an empty table: the file's version (default 1).
+    """
+    top = max((p.version for p in stored.values()), default=0)
+    out: dict[int, int] = {}
+    for preset in presets:
+        old = stored.get(preset.id)
+        if old is None and not stored:
+            out[preset.id] = preset.version
+        elif old is None or not old.is_active or old.content() != preset.content():
+            out[preset.id] = max(top + 1, preset.version)
+        else:
+            out[preset.id] = max(old.version, preset.version)
+    return out
 
 
 def _check_codes(presets: Iterable[Preset], stored: dict[int, Preset]) -> None:
@@ -312,6 +391,8 @@ async def upsert_presets(
       text changed, vectors of other profiles are deleted (they describe the old text).
     * ``retire_missing``: active presets absent from ``presets`` become ``is_active=false``
       (never deleted: SPEC §2.2).
+    * versions: computed by :func:`versions_for` — a preset whose content changed gets a new
+      list revision without anybody editing ``version:`` (SPEC §8).
     A second load of the same list writes nothing (``report.changed is False``).
 
     Raises:
@@ -346,12 +427,14 @@ async def upsert_presets(
         # Re-check under the lock: another load may have run while we were embedding.
         stored_now = {row.id: _row_preset(row) for row in await conn.execute(q("all_presets"))}
         _check_codes(presets, stored_now)
+        versions = versions_for(presets, stored_now)
+        report.version = max(versions.values())
         for preset in presets:
             result = (await conn.execute(q("upsert_preset"), {
                 "id": preset.id, "code": preset.code, "display_name": preset.display_name,
                 "category": preset.category, "description": preset.description,
                 "examples": list(preset.examples), "visibility": preset.visibility,
-                "version": preset.version,
+                "version": versions[preset.id], "cues": list(preset.cues),
             })).first()
             if result is None:
                 report.unchanged.append(preset.id)

@@ -8,7 +8,8 @@ SELECT pg_advisory_xact_lock(hashtext('pinlog.ai.keyword_preset.load'));
 
 -- name: all_presets
 -- Every preset row, active or retired (retired ids keep their code forever: SPEC §2.2).
-SELECT id, code, display_name, category, description, examples, visibility, is_active, version
+SELECT id, code, display_name, category, description, examples, visibility, is_active, version,
+       cues
 FROM ai.keyword_preset
 ORDER BY id;
 
@@ -23,10 +24,15 @@ WHERE embedding_profile = :profile;
 -- the stored code equals the file's code, and only when something actually differs, so a
 -- second load of the same file writes nothing. RETURNING tells insert from update; no row
 -- back means unchanged (or refused: the loader checks codes before it gets here).
+-- Rule: SPEC §8 — :version was computed under the load lock (pinlog.ai.presets.versions_for):
+-- a content change (name, category, description, examples, cues, visibility) comes with a new
+-- list revision, so the version never stays put while the content moves.
 INSERT INTO ai.keyword_preset
-    (id, code, display_name, category, description, examples, visibility, is_active, version)
+    (id, code, display_name, category, description, examples, visibility, is_active, version,
+     cues)
 VALUES
-    (:id, :code, :display_name, :category, :description, :examples, :visibility, true, :version)
+    (:id, :code, :display_name, :category, :description, :examples, :visibility, true, :version,
+     :cues)
 ON CONFLICT (id) DO UPDATE
 SET display_name = EXCLUDED.display_name,
     category     = EXCLUDED.category,
@@ -34,14 +40,16 @@ SET display_name = EXCLUDED.display_name,
     examples     = EXCLUDED.examples,
     visibility   = EXCLUDED.visibility,
     is_active    = true,
-    version      = EXCLUDED.version
+    version      = EXCLUDED.version,
+    cues         = EXCLUDED.cues
 WHERE ai.keyword_preset.code = EXCLUDED.code
   AND (ai.keyword_preset.display_name, ai.keyword_preset.category,
        ai.keyword_preset.description, ai.keyword_preset.examples,
-       ai.keyword_preset.visibility, ai.keyword_preset.is_active, ai.keyword_preset.version)
+       ai.keyword_preset.visibility, ai.keyword_preset.is_active, ai.keyword_preset.version,
+       ai.keyword_preset.cues)
       IS DISTINCT FROM
       (EXCLUDED.display_name, EXCLUDED.category, EXCLUDED.description, EXCLUDED.examples,
-       EXCLUDED.visibility, true, EXCLUDED.version)
+       EXCLUDED.visibility, true, EXCLUDED.version, EXCLUDED.cues)
 RETURNING id, (xmax = 0) AS inserted;
 
 -- name: upsert_preset_embedding
@@ -73,7 +81,7 @@ RETURNING id;
 -- presets with a vector of exactly this profile (vectors of different profiles are never
 -- compared, SPEC §9).
 SELECT p.id, p.code, p.display_name, p.category, p.description, p.examples, p.visibility,
-       p.is_active, p.version, e.embedding
+       p.is_active, p.version, p.cues, e.embedding
 FROM ai.keyword_preset p
 JOIN ai.keyword_preset_embedding e
   ON e.preset_id = p.id AND e.embedding_profile = :profile

@@ -194,12 +194,14 @@ async def replace_keywords(conn: AsyncConnection, context_id: int,
 
 
 async def upsert_keyword_analysis(conn: AsyncConnection, context_id: int, *, preset_version: int,
-                                  unmatched_concepts: Sequence[str], model_profile: str) -> bool:
+                                  unmatched_concepts: Sequence[str], model_profile: str,
+                                  evidence: Sequence[Mapping[str, Any]] = ()) -> bool:
     """Upsert the analysis row (guarded like the keyword rows). Returns True when written."""
     cursor = await _execute(conn, "upsert_keyword_analysis", {
         "context_id": context_id, "preset_version": preset_version,
         "unmatched_concepts": json.dumps(list(unmatched_concepts), ensure_ascii=False),
         "model_profile": model_profile,
+        "evidence": json.dumps([dict(e) for e in evidence], ensure_ascii=False),
     })
     return cursor.rowcount == 1
 
@@ -264,10 +266,12 @@ async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int
 
 async def save_keywords(conn: AsyncConnection, context_id: int, *,
                         picks: Sequence[tuple[int, float | None]], preset_version: int,
-                        unmatched_concepts: Sequence[str], model_profile: str) -> bool:
+                        unmatched_concepts: Sequence[str], model_profile: str,
+                        evidence: Sequence[Mapping[str, Any]] = ()) -> bool:
     """Keyword save (SPEC §5.2 step 3), inside the caller's transaction: :func:`lock_state`,
-    delete + insert the keyword rows, upsert the analysis row, guarded complete. Returns True when
-    every guard matched (commit), False otherwise (roll back and discard)."""
+    delete + insert the keyword rows, upsert the analysis row (with the judge's ``evidence``,
+    JSON-able mappings, SPEC §8), guarded complete. Returns True when every guard matched
+    (commit), False otherwise (roll back and discard)."""
     driver = await driver_connection(conn)
     async with driver.pipeline():
         await _execute(conn, "lock_state", {"context_id": context_id})
@@ -283,6 +287,7 @@ async def save_keywords(conn: AsyncConnection, context_id: int, *,
             "context_id": context_id, "preset_version": preset_version,
             "unmatched_concepts": json.dumps(list(unmatched_concepts), ensure_ascii=False),
             "model_profile": model_profile,
+            "evidence": json.dumps([dict(e) for e in evidence], ensure_ascii=False),
         })
         complete = await _execute(conn, "complete_keyword",
                                   {"context_id": context_id, "reason": "completed"})

@@ -161,11 +161,12 @@ SELECT s.context_id, pick.keyword_id, pick.confidence, :preset_version
 
 -- name: upsert_keyword_analysis
 -- Rule: SPEC §2.2, §5.2 step 3 — one analysis row per context (preset version, unmatched concepts,
--- the judge model that actually answered), written even for zero candidates / zero picks (§11 #14),
+-- the judge model that actually answered, the judge's evidence per pick and near miss), written even for zero candidates / zero picks (§11 #14),
 -- only while keyword PROCESSING and embedding COMPLETED.
 INSERT INTO ai.context_keyword_analysis
-       (context_id, preset_version, unmatched_concepts, model_profile, updated_at)
-SELECT s.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model_profile, now()
+       (context_id, preset_version, unmatched_concepts, model_profile, evidence, updated_at)
+SELECT s.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model_profile,
+       CAST(:evidence AS jsonb), now()
   FROM ai.context_ai_state s
  WHERE s.context_id = :context_id
    AND s.keyword_status = 'PROCESSING'
@@ -174,6 +175,7 @@ ON CONFLICT (context_id) DO UPDATE
    SET preset_version = EXCLUDED.preset_version,
        unmatched_concepts = EXCLUDED.unmatched_concepts,
        model_profile = EXCLUDED.model_profile,
+       evidence = EXCLUDED.evidence,
        updated_at = now();
 
 

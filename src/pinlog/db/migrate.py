@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, inspect, pool
 
 from pinlog.db.engine import sqlalchemy_url
 
-HEAD = "0004_issue16_robustness"
+HEAD = "0003_issue11_presets"
 
 #: Key of the PostgreSQL advisory lock every migration run holds (transaction-scoped, per
 #: database): replicas that run ``pinlog migrate`` at the same time wait for each other instead

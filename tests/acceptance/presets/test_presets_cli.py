@@ -31,6 +31,7 @@ def test_presets_load_twice_is_idempotent_and_list_shows_them(tmp_path):
         _ok(["migrate"], env)
         first = _ok(["presets", "load"], env)
         assert "inserted 27" in first and "embedded 27" in first
+        assert "preset version 1" in first
 
         second = _ok(["presets", "load"], env)
         assert "inserted 0, updated 0, retired 0, unchanged 27, embedded 0" in second
@@ -48,6 +49,8 @@ def test_presets_load_twice_is_idempotent_and_list_shows_them(tmp_path):
         if SHARED.exists():  # switching files keeps ids and codes: updates, no insert/retire
             switched = _ok(["presets", "load", str(SHARED)], env)
             assert "inserted 0, updated 27, retired 0, unchanged 0, embedded 27" in switched
+            # other content, same ids: a new preset version without editing `version:`
+            assert "preset version 2" in switched
     finally:
         run_pinlog(["db", "stop"], env)
 

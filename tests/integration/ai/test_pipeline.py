@@ -517,3 +517,23 @@ async def test_scenario_15_preset_blocked_later_is_seen_by_the_next_stage(pipeli
     await pipeline.run(request(3, QUIET_TEXT))
     assert len(judge.seen) == 2  # no candidates left → no judge call
     assert keyword_rows(sync_conn, 3) == []
+
+
+async def test_the_analysis_row_records_the_judges_evidence(ai_settings, engine, provider,
+                                                            presets, sync_conn):
+    def answer(text, candidates):
+        best = candidates[0].preset
+        return JudgeAnswer(picks=(Pick(best.id, 0.8),), model_profile="j", evidence=(
+            {"id": best.id, "code": best.code, "picked": True, "score": 1.25,
+             "cues": ["맥주"], "reason": "cue", "confidence": 0.8},
+            {"id": 999, "code": "NEAR", "picked": False, "score": 3.1, "cues": [],
+             "reason": "below floor", "confidence": None}))
+
+    pipeline = Pipeline(ai_settings, engine, provider, FakeJudge(answer))
+    insert_state(sync_conn, 1)
+    assert (await pipeline.run(request(1))).keyword == "completed"
+    [evidence] = sync_conn.execute("SELECT evidence FROM ai.context_keyword_analysis "
+                                   "WHERE context_id = 1").fetchone()
+    assert [e["reason"] for e in evidence] == ["cue", "below floor"]
+    assert evidence[0]["cues"] == ["맥주"] and evidence[0]["score"] == 1.25
+    assert evidence[1]["picked"] is False and evidence[1]["confidence"] is None

@@ -119,7 +119,8 @@ def make_candidates(*pairs: tuple[int, float]) -> list[Candidate]:
     return [
         Candidate(preset=Preset(id=pid, code=f"CODE_{pid}", display_name=f"이름 {pid}",
                                 category="ATMOSPHERE", description=f"설명 {pid} / description",
-                                examples=(f"예시 {pid}", f"example {pid}")),
+                                examples=(f"예시 {pid}", f"example {pid}"),
+                                cues=(f"단서{pid}", f"cue{pid}")),
                   similarity=sim)
         for pid, sim in pairs
     ]

@@ -36,3 +36,8 @@ def test_max_picks_from_the_environment_overrides(tmp_path, monkeypatch):
     assert calibration_for(make_settings(tmp_path)).max_picks == 3
     monkeypatch.delenv("PINLOG_JUDGE_MAX_PICKS")
     assert calibration_for(make_settings(tmp_path)).max_picks == PROFILE_DEFAULTS[E5].max_picks
+
+
+def test_cue_floor_has_a_profile_default_and_a_setting(tmp_path):
+    assert calibration_for(make_settings(tmp_path)).judge_cue_floor == -0.5
+    assert calibration_for(make_settings(tmp_path, judge_cue_floor=0.7)).judge_cue_floor == 0.7

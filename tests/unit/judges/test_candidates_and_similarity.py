@@ -93,8 +93,8 @@ async def test_similarity_judge_answer_is_deterministic_with_confidence_in_range
     assert [p.keyword_id for p in first.picks] == [1, 2]
     assert all(0.0 <= p.confidence <= 1.0 for p in first.picks)
     assert first.picks[0].confidence > first.picks[1].confidence >= 0.5
-    assert first.model_profile == "similarity-v3:local-e5-small-q4-384-cosine-v1"
-    assert judge.confidence(1.0) == 1.0 and judge.confidence(-1.0) == 0.0
+    assert first.model_profile == "similarity-v4:local-e5-small-q4-384-cosine-v1"
+    assert first.picks[0].confidence == 0.95  # raw cosine: floor ↦ 0.5, 1.0 ↦ 1.0
     assert (await judge.judge("t", [])).picks == ()
 
 
@@ -120,7 +120,23 @@ def test_similarity_judge_thresholds_the_calibrated_score_not_the_cosine():
              Candidate(presets[2], 0.80, score=2.0), Candidate(presets[3], 0.82, score=0.4)]
     judge = SimilarityJudge("p", floor=1.8, margin=1.5, max_picks=3)
     assert [c.preset.id for c in judge.choose(cands)] == [1, 3]
+    # similarity-v4: without a stated cue the calibrated score alone must reach the floor; the
+    # margin belongs to the raw-cosine rule only
     assert [c.preset.id for c in SimilarityJudge("p", floor=1.0, margin=0.6, max_picks=3)
-            .choose(cands)] == [1, 3]  # 2 (1.2) is outside the margin to 2.5
-    assert judge.confidence(1.8, calibrated=True) == 0.5
-    assert judge.confidence(3.8, calibrated=True) == 1.0
+            .choose(cands)] == [1, 3, 2]
+    confidences = {d.candidate.preset.id: d.confidence for d in judge.decide(cands)}
+    assert confidences[1] == 0.675 and confidences[3] == 0.55 and confidences[2] is None
+
+
+def test_candidates_include_presets_whose_cues_the_note_states():
+    presets = tuple(Preset(id=p.id, code=p.code, display_name=p.display_name,
+                           category=p.category, description="d", examples=("a", "b"),
+                           cues=(("맥주",) if p.id == 5 else ())) for p in SNAP.presets)
+    snap = PresetSnapshot("p", presets, SNAP.matrix, 1)
+    vector = np.array([2.0, 0, 0])
+    assert [c.preset.id for c in select_candidates(vector, snap, top_k=2, floor=-1.0)] == [1, 2]
+    with_text = select_candidates(vector, snap, top_k=2, floor=-1.0, text="퇴근하고 맥주")
+    assert [c.preset.id for c in with_text] == [1, 2, 5]
+    assert with_text[2].score is not None
+    # a note that states no cue adds nothing
+    assert len(select_candidates(vector, snap, top_k=2, floor=-1.0, text="조용한 곳")) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -61,12 +62,17 @@ async def test_valid_answer_is_mapped_and_the_request_follows_the_protocol(chat_
     assert body["response_format"]["type"] == "json_schema"
     assert schema["properties"]["selected"]["items"]["properties"]["keywordId"]["type"] == "integer"
     user = body["messages"][-1]["content"]
-    # the prompt carries the text and, per candidate, id, name, category, description, examples
+    # the prompt carries the text and, per candidate, id, name, category, description,
+    # examples and cues
     assert TEXT in user
-    for c in CANDIDATES:
+    payload = json.loads(user)
+    for c, sent in zip(CANDIDATES, payload["candidates"], strict=True):
         p = c.preset
-        for part in (f'"id": {p.id}', p.display_name, p.category, p.description, *p.examples):
+        for part in (f'"id": {p.id}', p.display_name, p.category, p.description, *p.examples,
+                     *p.cues):
             assert part in user
+        assert sent["description"] == p.description and sent["cues"] == list(p.cues)
+    assert any(sent["cues"] for sent in payload["candidates"])
     assert "evidence" in body["messages"][0]["content"]
 
 

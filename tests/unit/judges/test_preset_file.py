@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,41 @@ def test_default_file_is_valid_bilingual_and_in_id_blocks():
         assert any(HANGUL.search(e) for e in p.examples), p.code
         assert any(LATIN.search(e) for e in p.examples), p.code
         assert 2 <= len(p.examples) <= 5 and p.version == 1
+        # cues state the preset outright, in Korean and English
+        assert len(p.cues) >= 3 and any(HANGUL.search(c) for c in p.cues), p.code
+        assert any(LATIN.search(c) for c in p.cues), p.code
     private = {p.code for p in presets if p.visibility == "PRIVATE_ONLY"}
     assert "WITH_COLLEAGUES" in private
+
+
+def test_cues_are_optional_cleaned_and_deduplicated():
+    [preset] = parse_presets({"presets": [{**GOOD, "cues": [" 조용 하다 ", "조용 하다", "quiet"]}]})
+    assert preset.cues == ("조용 하다", "quiet")
+    assert parse_presets({"presets": [GOOD]})[0].cues == ()
+    assert parse_presets({"presets": [{**GOOD, "cues": None}]})[0].cues == ()
+
+
+def test_a_file_without_cues_inherits_the_packaged_cues_by_code(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"presets": [GOOD, {**GOOD, "id": 302, "code": "COZY",
+                                                       "cues": []},
+                                                {**GOOD, "id": 999, "code": "NOT_OURS"}]},
+                                   allow_unicode=True))
+    default = {p.code: p.cues for p in load_preset_file()}
+    quiet, cozy, unknown = load_preset_file(path)
+    assert quiet.cues == default["QUIET"] and quiet.cues
+    assert cozy.cues == () and unknown.cues == ()  # explicit [] stays empty; unknown code: none
+    assert all(p.cues == () for p in load_preset_file(path, inherit_cues=False))
+
+
+def test_the_content_hash_covers_everything_a_judge_uses():
+    [base] = parse_presets({"presets": [{**GOOD, "cues": ["조용"]}]})
+    changes = [{"display_name": "x"}, {"description": "x"}, {"examples": ("a", "c")},
+               {"cues": ("한적",)}, {"visibility": "BLOCKED"}, {"category": "SITUATION"}]
+    hashes = {base.content_hash()} | {replace(base, **c).content_hash() for c in changes}
+    assert len(hashes) == 1 + len(changes)
+    # the version and the active flag are not content
+    assert replace(base, version=9, is_active=False).content_hash() == base.content_hash()
 
 
 @pytest.mark.skipif(not SHARED.exists(), reason="shared data not present")
@@ -42,6 +76,9 @@ def test_shared_file_loads_and_its_codes_keep_their_meaning_in_the_default_file(
     # the project's own text is not copied from the shared file
     assert not {e for p in shared for e in p.examples} & {e for p in default.values()
                                                          for e in p.examples}
+    # the shared file has no cues: each preset takes the packaged cues of its code
+    assert all(p.cues == default[p.id].cues and p.cues for p in shared)
+    assert all(p.cues == () for p in load_preset_file(SHARED, inherit_cues=False))
 
 
 GOOD = {"id": 301, "code": "QUIET", "display_name": "조용한", "category": "ATMOSPHERE",
@@ -59,6 +96,10 @@ GOOD = {"id": 301, "code": "QUIET", "display_name": "조용한", "category": "AT
     ({"id": "301"}, "id must be a positive integer"),
     ({"exampels": ["a", "b"]}, "preset id 301: unknown fields"),
     ({"version": 0}, "preset id 301: version"),
+    ({"cues": "맥주"}, "preset id 301: cues must be a list"),
+    ({"cues": ["맥주", ""]}, "preset id 301: cues must be non-empty"),
+    ({"cues": ["x" * 41]}, "preset id 301: cues must be non-empty strings of at most 40"),
+    ({"cues": [3]}, "preset id 301: cues must be non-empty"),
 ])
 def test_invalid_entries_are_refused_with_the_entry_id(change, message):
     with pytest.raises(PresetFileError, match=message):

@@ -32,4 +32,5 @@ def build_judge(settings: Settings, provider: EmbeddingProvider, **llm_kwargs: A
         return LlmJudge.from_settings(settings, **llm_kwargs)
     calibration = calibration_for(settings)
     return SimilarityJudge(provider.profile, floor=calibration.judge_floor,
-                           margin=calibration.judge_margin, max_picks=calibration.max_picks)
+                           margin=calibration.judge_margin, max_picks=calibration.max_picks,
+                           cue_floor=calibration.judge_cue_floor)

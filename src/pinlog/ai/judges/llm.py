@@ -73,7 +73,8 @@ ANSWER_SCHEMA: dict[str, Any] = {
 
 SYSTEM_PROMPT = (
     "You tag short personal notes about places with keywords from a fixed list. "
-    "You receive the note and candidate keywords (id, name, category, description, examples). "
+    "You receive the note and candidate keywords (id, name, category, description, examples, "
+    "cues: words that state the keyword outright). "
     "Select only candidates that the note's own words clearly support: there must be textual "
     "evidence in the note, not a guess about what such a place is usually like. "
     "Typically select 0 to 3 keywords; select none when nothing fits. "
@@ -93,7 +94,7 @@ class AnswerSchemaError(ValueError):
 
 def build_messages(text: str, candidates: Sequence[Candidate]) -> list[dict[str, str]]:
     """Chat messages for one judgement: the note and, per candidate, id, name, category,
-    description and examples (SPEC §8)."""
+    description, examples and cues (SPEC §8; cues are words that state the preset outright)."""
     payload = {
         "note": text,
         "candidates": [
@@ -103,6 +104,7 @@ def build_messages(text: str, candidates: Sequence[Candidate]) -> list[dict[str,
                 "category": c.preset.category,
                 "description": c.preset.description,
                 "examples": list(c.preset.examples),
+                "cues": list(c.preset.cues),
             }
             for c in candidates
         ],

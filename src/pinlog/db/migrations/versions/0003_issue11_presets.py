@@ -1,0 +1,31 @@
+"""Keyword presets carry cues; the keyword analysis records the judge's evidence (SPEC §8).
+
+* ``ai.keyword_preset.cues text[] NOT NULL DEFAULT '{}'``: words/stems that state the preset
+  outright (lexical evidence of the ``similarity`` judge, shown to the ``llm`` judge). Part of
+  the preset's content: a change is a new preset version (computed by the loader).
+* ``ai.context_keyword_analysis.evidence jsonb NOT NULL DEFAULT '[]'``: per pick and near miss
+  the score, the cues hit and why (analysis only, never shown to members).
+
+Revision ID: 0003_issue11_presets
+Revises: 0001
+Create Date: 2026-11-30
+"""
+
+from alembic import op
+
+revision = "0003_issue11_presets"
+down_revision = "0004_issue16_robustness"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.execute("ALTER TABLE ai.keyword_preset "
+               "ADD COLUMN IF NOT EXISTS cues text[] NOT NULL DEFAULT '{}'")
+    op.execute("ALTER TABLE ai.context_keyword_analysis "
+               "ADD COLUMN IF NOT EXISTS evidence jsonb NOT NULL DEFAULT '[]'::jsonb")
+
+
+def downgrade() -> None:
+    op.execute("ALTER TABLE ai.context_keyword_analysis DROP COLUMN IF EXISTS evidence")
+    op.execute("ALTER TABLE ai.keyword_preset DROP COLUMN IF EXISTS cues")
