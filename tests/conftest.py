@@ -7,7 +7,9 @@ IDENTITY), so tests do not depend on order.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import shutil
 import tempfile
 import uuid
@@ -19,12 +21,34 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from pinlog.db import migrate
-from pinlog.db.embedded import EmbeddedDatabase
+from pinlog.db.embedded import EmbeddedDatabase, EmbeddedDatabaseError
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
 
 #: Fixtures registered once for the whole suite (fake provider/judge, seeded presets).
 pytest_plugins = ("tests.support.fixtures",)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this session its own temp root (unless ``--basetemp`` was given).
+
+    The embedded PostgreSQL runs as its own system user when the tests run as root, and it makes
+    the folders above its data dir traversable. pytest's shared ``/tmp/pytest-of-<user>`` is reset
+    to mode 0700 by every other pytest session that starts (a parallel run, the mutation runner's
+    sessions), which would cut a running test server off its own ``tmp_path`` data dir. A private
+    root per session avoids that; it is removed at the end of the session.
+    """
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        root = Path(tempfile.mkdtemp(prefix="pinlog-pytest-"))
+        root.chmod(0o755)
+        config.option.basetemp = str(root / "t")
+        config._pinlog_temp_root = root  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = getattr(config, "_pinlog_temp_root", None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 #: The only PINLOG_* variables of the calling shell the suite reads (README "Development").
 TEST_VARIABLES = ("PINLOG_TEST_DATABASE_URL",)
@@ -67,9 +91,21 @@ def pg_server_url() -> Iterator[str]:
         try:
             yield server.url("postgres")
         finally:
-            server.stop()
+            _stop_test_server(server)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_test_server(server: EmbeddedDatabase) -> None:
+    """Fast shutdown with a generous deadline (a loaded 2-core machine can need > 30 s); past it,
+    PostgreSQL's immediate shutdown (SIGQUIT), so a slow stop never fails the session's last test
+    and no server outlives its removed folder."""
+    try:
+        server.stop(timeout=120)
+    except EmbeddedDatabaseError:
+        pid_file = server.pgdata / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)
 
 
 def create_database(server_url: str, prefix: str) -> str:
