@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from pinlog.text import normalize
+
 SECRET = "bench-internal-secret-0123456789abcdef"
 JWT_SECRET = "bench-jwt-secret-0123456789-abcdefghijklmnopqrstuv"
 NOTES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "place_notes.jsonl"
@@ -41,7 +43,9 @@ def note_texts(n: int) -> list[str]:
                     base.append(text.strip()[:500])
     if not base:
         base = ["조용한 카페, 부모님과 함께", "비 오는 날 가기 좋은 한정식집", "야경이 예쁜 루프탑 바"]
-    return [f"{base[i % len(base)]} ({i})" for i in range(n)]
+    # As the server stores them: note text is normalised where it enters (pinlog.text.normalize),
+    # so the checks compare like with like.
+    return [normalize(f"{base[i % len(base)]} ({i})") for i in range(n)]
 
 
 def serve_env(db_url: str, data_dir: Path, port: int, **extra: str) -> dict[str, str]:
