@@ -12,22 +12,12 @@ import time
 
 import pytest
 
-from tests.acceptance.rescan.fake_openai import FakeOpenAI
 from tests.acceptance.rescan.test_crash_recovery import Server, create_context, serve_env
 from tests.helpers import free_port, run_pinlog
 from tests.integration.rescan.factory import state
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture
-def fake_openai():
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.release.set()
-        server.stop()
 
 
 def log_lines(server: Server) -> list[dict]:

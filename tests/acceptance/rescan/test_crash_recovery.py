@@ -32,14 +32,6 @@ EXPIRY = {"PINLOG_PROCESSING_EXPIRY": "3", "PINLOG_PENDING_EXPIRY": "2",
           "PINLOG_RESCAN_INTERVAL": "1"}
 
 
-@pytest.fixture
-def fake_openai():
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
 
 def serve_env(tmp_path: Path, db_url: str, port: int, fake: FakeOpenAI, **extra: str) -> dict:
     return pinlog_env(

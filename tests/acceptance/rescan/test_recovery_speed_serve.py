@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from tests.acceptance.rescan.fake_openai import FakeOpenAI
 from tests.acceptance.rescan.test_crash_recovery import Server, serve_env, wait_for
 from tests.helpers import free_port, run_pinlog
 from tests.integration.rescan.factory import make_context, make_member
@@ -20,14 +19,6 @@ pytestmark = pytest.mark.slow
 BACKLOG = 35
 BATCH = 10
 
-
-@pytest.fixture
-def fake_openai():
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_a_crash_backlog_is_final_within_seconds_with_the_default_interval(

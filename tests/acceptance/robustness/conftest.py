@@ -4,20 +4,10 @@ misbehave, the real database, the app driven in process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 
-from tests.acceptance.rescan.fake_openai import FakeOpenAI
 
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
