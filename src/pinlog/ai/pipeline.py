@@ -392,7 +392,8 @@ class Pipeline:
                                                           "outcome": "skipped"})
         elif previous is Status.PROCESSING:
             self._count(stage, "reclaimed")
-            log.warning("re-claimed a PROCESSING stage older than the processing expiry",
+            log.warning("re-claimed a PROCESSING stage (processing expiry passed, or the row's "
+                        "retry_count rose since it started: SPEC §7.3)",
                         extra={**ids, "stage": stage.label, "outcome": "reclaimed",
                                "previous_status": previous.value})
 
