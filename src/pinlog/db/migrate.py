@@ -350,7 +350,8 @@ def plan_adoption(conn: Connection, dimension: int) -> AdoptionPlan:
             "WHERE embedding IS NOT NULL AND embedding_profile IS NOT NULL "
             "ON CONFLICT (preset_id, embedding_profile) DO NOTHING"))
     plan.kept.append("schema core and every table outside ai.* (owned by the backend)")
-    plan.kept.append("the backend's rows and statuses (no row is rewritten)")
+    plan.kept.append("the backend's rows: statuses, retry_count and updated_at as they are "
+                     "(revision 0002 only fills our new *_start_retry columns of PROCESSING stages)")
     plan.steps.append(("record the adoption in ai.adoption (core is the backend's)",
                        "CREATE TABLE IF NOT EXISTS ai.adoption ("
                        " adopted_at timestamptz NOT NULL DEFAULT now(),"
