@@ -44,6 +44,11 @@ REQUIRED_AI_TABLES = (
     "context_ai_state", "context_embedding", "keyword_preset", "keyword_preset_embedding",
     "context_keyword", "context_keyword_analysis", "context_ai_event",
 )
+#: Key of the PostgreSQL advisory lock every migration run holds (transaction-scoped, per
+#: database), taken before anything is inspected: concurrent ``pinlog migrate [--adopt]`` runs
+#: wait for each other, and the later ones find the work done. The bytes of "pinlog:m" as a
+#: signed 64-bit integer.
+MIGRATION_LOCK_KEY = int.from_bytes(b"pinlog:m", "big", signed=True)
 #: Longest the adoption waits for a lock on a backend-shared ai table before giving up (the
 #: backend keeps working; re-run later). Every DDL it runs is metadata-only (no table rewrite).
 ADOPT_LOCK_TIMEOUT = "5s"
@@ -96,6 +101,11 @@ def __getattr__(name: str) -> str:
 
 def _engine(url: str) -> Engine:
     return create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
+
+
+def _lock(conn: Connection) -> None:
+    """Take the migration advisory lock for this transaction (:data:`MIGRATION_LOCK_KEY`)."""
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
 
 
 def _regclass(conn: Connection, name: str) -> bool:
@@ -152,6 +162,7 @@ def upgrade(url: str, revision: str = "head") -> None:
     engine = _engine(url)
     try:
         with engine.begin() as conn:
+            _lock(conn)
             if inspect_database(conn) == "foreign":
                 raise AdoptionRequired(
                     "the ai tables exist but were not created by pinlog's migrations "
@@ -168,6 +179,7 @@ def downgrade(url: str, revision: str = "base") -> None:
     engine = _engine(url)
     try:
         with engine.begin() as conn:
+            _lock(conn)
             _move_legacy_version_table(conn)
             command.downgrade(alembic_config(url, conn), revision)
     finally:
@@ -381,6 +393,7 @@ def adopt(url: str, dimension: int, *, dry_run: bool = False) -> AdoptionPlan:
     engine = _engine(url)
     try:
         with engine.begin() as conn:
+            _lock(conn)
             conn.execute(text(f"SET LOCAL lock_timeout = '{ADOPT_LOCK_TIMEOUT}'"))
             plan = plan_adoption(conn, dimension)
             if dry_run:

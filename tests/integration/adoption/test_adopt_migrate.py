@@ -174,3 +174,34 @@ def test_a_backends_own_public_alembic_version_is_left_alone(pg_server_url):
         assert conn.execute("SELECT version_num FROM public.alembic_version").fetchall() == \
             [("a1b2c3d4e5f6",)]
     assert migrate.current_revision(url) == migrate.head()
+
+
+def test_concurrent_adoptions_wait_for_each_other_and_both_succeed(reference_url):
+    """The migration advisory lock serialises two `pinlog migrate --adopt` runs: the second
+    waits while the first holds the lock, then finds the adoption done (nothing to add)."""
+    import threading
+
+    holder = psycopg.connect(reference_url, autocommit=False)
+    holder.execute("SELECT pg_advisory_xact_lock(%s)", (migrate.MIGRATION_LOCK_KEY,))
+    results: dict[str, object] = {}
+
+    def run(name: str) -> None:
+        results[name] = migrate.adopt(reference_url, REF_DIM).kind
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    with psycopg.connect(reference_url, autocommit=True) as watcher:
+        # proceed only once the adoption is really waiting on the lock (no sleeps)
+        for _ in range(600):
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            ).fetchone()[0]
+            if waiting:
+                break
+            first.join(0.05)
+        assert waiting == 1 and "first" not in results
+    holder.rollback()
+    holder.close()
+    first.join(60)
+    run("second")
+    assert results == {"first": "foreign", "second": "ours"}
