@@ -7,7 +7,9 @@ IDENTITY), so tests do not depend on order.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import shutil
 import tempfile
 import uuid
@@ -19,7 +21,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from pinlog.db import migrate
-from pinlog.db.embedded import EmbeddedDatabase
+from pinlog.db.embedded import EmbeddedDatabase, EmbeddedDatabaseError
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
 
@@ -51,9 +53,21 @@ def pg_server_url() -> Iterator[str]:
         try:
             yield server.url("postgres")
         finally:
-            server.stop()
+            _stop_test_server(server)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_test_server(server: EmbeddedDatabase) -> None:
+    """Fast shutdown with a generous deadline (a loaded 2-core machine can need > 30 s); past it,
+    PostgreSQL's immediate shutdown (SIGQUIT), so a slow stop never fails the session's last test
+    and no server outlives its removed folder."""
+    try:
+        server.stop(timeout=120)
+    except EmbeddedDatabaseError:
+        pid_file = server.pgdata / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)
 
 
 def create_database(server_url: str, prefix: str) -> str:
