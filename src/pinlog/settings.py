@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     max_retries: int = Field(3, ge=0, le=100)
     rescan_batch_size: int = Field(100, ge=1, le=10_000)
     rescan_concurrency: int = Field(4, ge=1, le=64, description="Parallel re-sends per round.")
+    rescan_busy_wait: float = Field(
+        60.0, ge=0, le=3600, description="Seconds one re-send keeps retrying (capped backoff) "
+        "while the ai side answers 503 (queue full), so back-to-back rounds never flood it.")
 
     # --- dispatch (SPEC §4) ---------------------------------------------------------------
     dispatch_queue_size: int = Field(100, ge=1)

@@ -95,6 +95,16 @@ def _print_round(report: RoundReport) -> None:
     table.add_row("failed calls", str(report.failed_calls), _ids(report.failed_call_ids))
     console.print(table)
     console.print(f"round took {report.seconds:.3f} s")
+    # "claimed 0" is explained: what is unfinished but not expired yet, and when it expires
+    if report.expired_left:
+        console.print(f"{report.expired_left} expired row(s) left for the next round "
+                      "(beyond the batch size, or locked by another rescan)")
+    if report.waiting:
+        first = report.first_expires_in or 0.0
+        console.print(f"{report.waiting} unfinished row(s) not expired yet (not claimed before "
+                      f"their PENDING/PROCESSING expiry); the first expires in {_fmt_age(first)}")
+    elif not report.expired_left:
+        console.print("no unfinished row is waiting for an expiry")
 
 
 def _fmt_age(seconds: float | None) -> str:

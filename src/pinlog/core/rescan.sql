@@ -152,6 +152,32 @@ WITH picked AS (
 SELECT context_id, retry_count, embedding_status, keyword_status
 FROM claimed ORDER BY context_id
 
+-- name: next_expiry
+-- Rule: SPEC §7.2 "Recovery speed" + §7.3 — when does the next unfinished row become expired?
+-- The loop sleeps until then (never longer than the interval), and `pinlog rescan --once`
+-- explains "claimed 0" with it. Per row, the expiry that applies is the one the `expired`
+-- fragment uses for its stages (PENDING expiry for a PENDING embedding, or a PENDING keyword
+-- after a COMPLETED embedding; PROCESSING expiry for a PROCESSING stage — least() of those
+-- that apply; PostgreSQL's least() ignores NULLs), counted on the rescan clock ({age}). Rows
+-- that can never expire (a CANCELLED stage; a dead-end keyword stage) get NULL and are not
+-- counted. Read-only; O(unfinished rows) through the partial rescan index.
+SELECT count(*) FILTER (WHERE expires_at > now()) AS waiting,
+       count(*) FILTER (WHERE expires_at <= now()) AS expired,
+       extract(epoch FROM min(expires_at) FILTER (WHERE expires_at > now()) - now())
+           AS first_expires_in
+FROM (
+    SELECT {age} + least(
+               CASE WHEN embedding_status = 'PENDING'
+                         OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED')
+                    THEN CAST(:pending_expiry AS interval) END,
+               CASE WHEN embedding_status = 'PROCESSING' OR keyword_status = 'PROCESSING'
+                    THEN CAST(:processing_expiry AS interval) END) AS expires_at
+    FROM ai.context_ai_state
+    WHERE {unfinished}
+      AND embedding_status <> 'CANCELLED' AND keyword_status <> 'CANCELLED'
+) AS t
+WHERE expires_at IS NOT NULL
+
 -- name: reread_context
 -- Rule: SPEC §7.2 step 3 — re-read the context from core (outside any transaction that holds a
 -- state lock) before re-sending: a deleted or superseded context (soft-deleted context, record or
