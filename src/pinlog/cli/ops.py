@@ -87,6 +87,8 @@ def _print_round(report: RoundReport) -> None:
                   _ids(report.finalized_ids))
     table.add_row("finalized FAILED (dead-end keyword)", str(report.dead_ends),
                   _ids(report.dead_end_ids))
+    table.add_row("ended CANCELLED (half-cancelled anomaly)", str(report.half_cancelled),
+                  _ids(report.half_cancelled_ids))
     table.add_row("claimed (retry spent)", str(report.claimed), _ids(report.claimed_ids))
     table.add_row("dispatched (accepted)", str(report.dispatched), _ids(report.dispatched_ids))
     table.add_row("skipped (context deleted)", str(report.skipped_deleted),
@@ -287,10 +289,11 @@ def reprocess(
 @app.command()
 def status() -> None:
     """Show the state machine: rows per stage × status, retries, exhausted rows, failures."""
-    from pinlog.core.status import status_snapshot
+    from pinlog.core.status import ANOMALY_MEANING, status_snapshot
 
     settings = settings_or_exit()
-    snap = run_with_engine(settings, lambda engine: status_snapshot(engine, settings))
+    snap = run_with_engine(settings,
+                           lambda engine: status_snapshot(engine, settings, anomalies=True))
 
     rows = Table(title="state rows (stage × status)")
     rows.add_column("stage")
@@ -332,6 +335,13 @@ def status() -> None:
     for diff in snap["setting_differences"]:
         err_console.print(f"ERROR: live processes disagree: {diff.describe()}", style="red",
                           markup=False, highlight=False)
+    anomalies = Table(title="anomalies by kind")
+    anomalies.add_column("kind")
+    anomalies.add_column("rows", justify="right")
+    anomalies.add_column("meaning")
+    for kind, n in snap["anomalies"].items():
+        anomalies.add_row(kind, str(n), ANOMALY_MEANING.get(kind, ""))
+    console.print(anomalies)
 
     failures = Table(title="recent failures")
     for col in ("context", "embedding", "keyword", "retries", "at", "last_error"):

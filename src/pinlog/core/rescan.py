@@ -2,8 +2,9 @@
 
 One round (:meth:`RescanLoop.run_round`), in this order (SPEC §7.2):
 
-1. **finalize** — own transaction: dead-end keyword stages (keyword PENDING while the embedding
-   FAILED) end FAILED whatever their retry count; then expired rows whose retries are exhausted
+1. **finalize** — own transaction: half-cancelled rows (one stage CANCELLED, the other
+   unfinished — an anomaly) end CANCELLED; dead-end keyword stages (keyword PENDING while the
+   embedding FAILED) end FAILED whatever their retry count; then expired rows whose retries are exhausted
    (``retry_count >= max``) have their PENDING/PROCESSING stages set FAILED (whitelist).
 2. **claim** — own transaction: expired rows with retries left get ``retry_count + 1`` and
    ``rescanned_at = now()`` (never ``updated_at``: SPEC §7.3), then commit.
@@ -93,7 +94,8 @@ class RoundReport:
     """Outcome of one rescan round (SPEC §7.2). Counts; the ``*_ids`` lists name the contexts.
 
     ``finalized``: rows whose exhausted unfinished stages became FAILED; ``dead_ends``: keyword
-    stages ended FAILED because the embedding failed; ``claimed``: rows whose retry was spent;
+    stages ended FAILED because the embedding failed; ``half_cancelled``: anomalous rows whose
+    unfinished stage was ended CANCELLED because the other stage was CANCELLED; ``claimed``: rows whose retry was spent;
     ``dispatched`` / ``skipped_deleted`` / ``failed_calls``: see :class:`DispatchReport`.
     After the round (:class:`ExpiryOutlook`): ``waiting`` unfinished rows not yet expired,
     ``expired_left`` expired rows left for the next round (beyond the batch, or locked), and
@@ -102,6 +104,7 @@ class RoundReport:
 
     finalized: int = 0
     dead_ends: int = 0
+    half_cancelled: int = 0
     claimed: int = 0
     dispatched: int = 0
     skipped_deleted: int = 0
@@ -113,6 +116,7 @@ class RoundReport:
     first_expires_in: float | None = None
     finalized_ids: list[int] = field(default_factory=list)
     dead_end_ids: list[int] = field(default_factory=list)
+    half_cancelled_ids: list[int] = field(default_factory=list)
     claimed_ids: list[int] = field(default_factory=list)
     dispatched_ids: list[int] = field(default_factory=list)
     skipped_deleted_ids: list[int] = field(default_factory=list)
@@ -161,7 +165,8 @@ def next_delay(settings: Settings, report: RoundReport | None,
     if report is None:
         return interval
     batch = settings.rescan_batch_size
-    if report.claimed >= batch or report.finalized >= batch or report.dead_ends >= batch:
+    if (report.claimed >= batch or report.finalized >= batch or report.dead_ends >= batch
+            or report.half_cancelled >= batch):
         return 0.0
     if outlook is None:
         return interval
@@ -311,10 +316,12 @@ class RescanLoop:
         self._in_round = False
         self.rounds = 0
         self.outlook: ExpiryOutlook | None = None
+        self.last_half_cancelled: list[int] = []
 
     # --- the three steps (public so tests can interleave events between them) --------------
     async def finalize(self) -> tuple[list[int], list[int]]:
-        """Step 1, one transaction: dead-end keyword stages, then exhausted expired rows.
+        """Step 1, one transaction: half-cancelled rows (→ CANCELLED, kept in
+        :attr:`last_half_cancelled`), dead-end keyword stages, then exhausted expired rows.
 
         Returns:
             (dead-end context ids, finalized context ids).
@@ -322,9 +329,16 @@ class RescanLoop:
         q = statements()
         params = expiry_params(self.settings)
         async with self.engine.begin() as conn:
+            half = (await conn.execute(q("finalize_half_cancelled"),
+                                       {"batch_size": params["batch_size"]})).mappings().all()
             dead = (await conn.execute(q("finalize_dead_ends"),
                                        {"batch_size": params["batch_size"]})).scalars().all()
             finalized = (await conn.execute(q("finalize_exhausted"), params)).mappings().all()
+        self.last_half_cancelled = [row["context_id"] for row in half]
+        for row in half:
+            log.warning("anomaly: half-cancelled row ended CANCELLED (an invalidation wins)", extra={
+                "context_id": row["context_id"], "outcome": "half_cancelled",
+                "previous_status": f"{row['embedding_before']}/{row['keyword_before']}"})
         for cid in dead:
             log.warning("dead-end keyword stage finalized FAILED (embedding failed)",
                         extra={"context_id": cid, "stage": "keyword", "outcome": "dead_end"})
@@ -369,6 +383,8 @@ class RescanLoop:
             dead, finalized = await self.finalize()
             report.dead_end_ids, report.finalized_ids = dead, finalized
             report.dead_ends, report.finalized = len(dead), len(finalized)
+            report.half_cancelled_ids = self.last_half_cancelled
+            report.half_cancelled = len(report.half_cancelled_ids)
             metrics.RESCAN_FINALIZED.set(report.finalized + report.dead_ends)
             claimed = await self.claim()
             report.claimed_ids, report.claimed = claimed, len(claimed)
@@ -400,8 +416,8 @@ class RescanLoop:
             report.first_expires_in = outlook.first_expires_in
         metrics.RESCAN_ROUNDS.labels(outcome="ok").inc()
         self.rounds += 1
-        level = logging.INFO if (report.claimed or report.finalized or report.dead_ends) \
-            else logging.DEBUG
+        level = logging.INFO if (report.claimed or report.finalized or report.dead_ends
+                                 or report.half_cancelled) else logging.DEBUG
         log.log(level, "rescan round", extra={
             "claimed": report.claimed, "finalized": report.finalized + report.dead_ends,
             "dispatched": report.dispatched, "count": report.failed_calls,

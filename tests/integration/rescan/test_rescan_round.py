@@ -244,8 +244,11 @@ async def test_scenario_17_cancelled_is_never_overwritten_by_failed(
     for cid in (cancelled, deleting):
         row = state(sync_conn, cid)
         assert (row["embedding_status"], row["keyword_status"]) == ("CANCELLED", "CANCELLED")
+    # never FAILED next to a CANCELLED stage: the half-cancelled anomaly ends CANCELLED
+    # (SPEC §7.2, issue 13: it used to stay CANCELLED/PENDING forever)
     assert (state(sync_conn, half)["embedding_status"], state(sync_conn, half)["keyword_status"]) \
-        == ("CANCELLED", "PENDING")  # never FAILED next to a CANCELLED stage
+        == ("CANCELLED", "CANCELLED")
+    assert report.half_cancelled_ids == [half]
     # and once committed, later rounds leave it CANCELLED
     run_round_in_thread(settings, db_url, client)
     assert state(sync_conn, deleting)["embedding_status"] == "CANCELLED"
