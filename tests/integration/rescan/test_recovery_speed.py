@@ -108,3 +108,31 @@ async def test_a_busy_ai_side_paces_the_round_instead_of_losing_the_resend(
     assert report.dispatched_ids == [cid] and report.failed_calls == 0
     assert client.ids == [cid] * 4
     assert state(sync_conn, cid)["retry_count"] == 1  # one retry spent, not four
+
+
+PAIRS = [(e, k) for e in ("PENDING", "PROCESSING", "COMPLETED", "FAILED", "CANCELLED")
+         for k in ("PENDING", "PROCESSING", "COMPLETED", "FAILED", "CANCELLED")]
+
+
+async def test_the_outlook_agrees_with_the_expired_predicate_for_every_status_pair(
+        sync_conn, engine, make_rescan_settings):
+    """`next_expiry` mirrors rescan.sql's `expired`: a row counts as expired by the outlook
+    exactly when the claim would take it (ages on both sides of both expiries)."""
+    settings = make_rescan_settings(pending_expiry=100, processing_expiry=200)
+    for emb, kw in PAIRS:
+        for age in (50, 150, 250):
+            sync_conn.execute("TRUNCATE ai.context_ai_state, ai.context_ai_event")
+            make_context(sync_conn, emb=emb, kw=kw, age_s=age)
+            outlook = await expiry_outlook(engine, settings)
+            (claimable,) = sync_conn.execute(
+                "SELECT count(*) FROM ai.context_ai_state WHERE "
+                + expired_sql().replace(":pending_expiry", "'100 seconds'")
+                .replace(":processing_expiry", "'200 seconds'")).fetchone()
+            assert outlook.expired == claimable, (emb, kw, age)
+
+
+def expired_sql() -> str:
+    """rescan.sql's `expired` fragment, spliced."""
+    from pinlog.core.rescan import statements
+
+    return statements().sql("expired")
