@@ -88,8 +88,9 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
 
 async def refresh_gauges(engine: AsyncEngine, settings: Settings) -> None:
     """Fill ``STATE_ROWS`` (stage × status, every combination, zeros included),
-    ``RETRY_COUNT_ROWS`` (unfinished rows per retry_count; stale labels removed) and
-    ``EXHAUSTED_UNFINISHED`` from the database (SPEC §12).
+    ``RETRY_COUNT_ROWS`` (unfinished rows per retry_count; stale labels removed),
+    ``EXHAUSTED_UNFINISHED`` and ``OLDEST_UNFINISHED`` (seconds, 0 when nothing is unfinished)
+    from the database (SPEC §12).
 
     Raises:
         whatever the database raises (the ``/metrics`` handler decides what to do with it).
@@ -102,3 +103,4 @@ async def refresh_gauges(engine: AsyncEngine, settings: Settings) -> None:
     for retry_count, n in snapshot["retry_distribution"].items():
         metrics.RETRY_COUNT_ROWS.labels(retry_count=str(retry_count)).set(n)
     metrics.EXHAUSTED_UNFINISHED.set(snapshot["exhausted_unfinished"])
+    metrics.OLDEST_UNFINISHED.set(max(0.0, snapshot["oldest_unfinished_seconds"] or 0.0))
