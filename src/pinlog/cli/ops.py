@@ -133,6 +133,10 @@ def serve(
     wanted = tuple(c.strip() for c in components.split(",") if c.strip())
     if not wanted or any(c not in ("core", "ai") for c in wanted):
         exit_with_error("--components must be core, ai or core,ai", 2)
+    if "ai" not in wanted and not settings.ai_base_url:
+        # a core without an ai side could never dispatch: every note would stay PENDING
+        exit_with_error("--components core needs PINLOG_AI_BASE_URL (where the ai side "
+                        "listens); without it no note could ever be processed", 2)
     url = database_url_or_exit(settings)
     _preflight(settings, url, wanted)
     app_ = create_app(settings, components=wanted, database_url=url)  # type: ignore[arg-type]
