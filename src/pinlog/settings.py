@@ -170,6 +170,10 @@ class Settings(BaseSettings):
         "with Retry-After.")
 
     max_text_chars: int = Field(2000, ge=1, le=100_000)
+    shutdown_grace: float = Field(
+        10.0, ge=0, le=3600, description="Seconds running stages (and a running rescan round, "
+        "the dispatch queue, in-flight HTTP requests) get to finish on SIGTERM; what is left is "
+        "logged and recovered by the rescan.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="JSON log lines on stderr (`pinlog serve`; other commands log "
         "warnings and errors only unless this is set).")

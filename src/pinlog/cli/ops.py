@@ -149,8 +149,11 @@ def serve(
 
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGINT, _exit)
+    # SIGTERM: uvicorn stops accepting, in-flight requests get the grace, then the lifespan
+    # stops the components (running stages get the grace too; what is left is logged)
     uvicorn.run(app_, host=settings.host, port=settings.port, log_config=None,
-                log_level=settings.log_level.lower())
+                log_level=settings.log_level.lower(),
+                timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)))
 
 
 def _preflight(settings: Settings, url: str, components: tuple[str, ...]) -> None:
