@@ -32,7 +32,12 @@ from pinlog import __version__
 from pinlog import metrics as m
 from pinlog.composition import running_components
 from pinlog.contracts import REQUEST_ID_HEADER
-from pinlog.db.engine import create_engine, is_database_unavailable, resolve_database_url
+from pinlog.db.engine import (
+    create_engine,
+    is_database_unavailable,
+    redacted_url,
+    resolve_database_url,
+)
 from pinlog.db.migrate import HEAD
 from pinlog.db.process_settings import ProcessRegistry
 from pinlog.settings import Settings, get_settings
@@ -107,6 +112,19 @@ class RequestGuard:
                 time.perf_counter() - started)
 
 
+def startup_fields(settings: Settings, components: tuple[str, ...], url: str) -> dict[str, str]:
+    """The fields of the one start-up log line: components, embedding profile, database
+    (redacted: no password), rescan settings. Never a secret."""
+    rescan = (f"enabled interval={settings.rescan_interval.total_seconds():g}s "
+              f"pending_expiry={settings.pending_expiry.total_seconds():g}s "
+              f"processing_expiry={settings.processing_expiry.total_seconds():g}s "
+              f"max_retries={settings.max_retries} batch={settings.rescan_batch_size}"
+              if settings.rescan_enabled and "core" in components else "off")
+    return {"components": ",".join(components), "profile": settings.profile,
+            "database": ("embedded " if settings.embedded else "") + redacted_url(url),
+            "rescan": rescan}
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -141,6 +159,7 @@ def create_app(
                 # runs with other values (never refuses to start)
                 registry = ProcessRegistry(engine, settings, components)
                 await registry.start()
+                log.info("pinlog started", extra=startup_fields(settings, components, url))
                 try:
                     yield
                 finally:

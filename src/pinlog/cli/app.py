@@ -35,6 +35,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from pinlog import __version__
+
+        typer.echo(f"pinlog {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """PinLog AI: reliable embeddings and keywords for place notes."""
+
+
 def exit_with_error(message: str, code: int = 1) -> NoReturn:
     """Print ``message`` to stderr in red, as plain text (no rich markup: messages may contain
     brackets; never wrapped), then leave the command with exit ``code`` (typer.Exit).

@@ -123,6 +123,10 @@ def _fmt_age(seconds: float | None) -> str:
 @app.command()
 def serve(
     components: str = typer.Option("core,ai", help="Components to run: core, ai or core,ai."),
+    host: str | None = typer.Option(None, "--host", help="Listen address (default: PINLOG_HOST, "
+                                    "else 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", min=0, max=65535,
+                                    help="Listen port (default: PINLOG_PORT, else 8000)."),
 ) -> None:
     """Run the HTTP server (uvicorn) with the rescan loop; stops the embedded DB it started."""
     import uvicorn
@@ -130,6 +134,9 @@ def serve(
     from pinlog.app import create_app
 
     settings = settings_or_exit(service=True)
+    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    if overrides:
+        settings = settings.model_copy(update=overrides)
     wanted = tuple(c.strip() for c in components.split(",") if c.strip())
     if not wanted or any(c not in ("core", "ai") for c in wanted):
         exit_with_error("--components must be core, ai or core,ai", 2)
@@ -181,7 +188,7 @@ def _preflight(settings: Settings, url: str, components: tuple[str, ...]) -> Non
 def rescan(
     once: bool = typer.Option(False, "--once", help="Run one round, print it, and exit."),
 ) -> None:
-    """Run the rescan + FAILED finalizer (SPEC §7): a fixed-delay loop, or one round.
+    """Run the rescan + FAILED finalizer: a loop (at most one interval between rounds), or one round.
 
     Parameters come from PINLOG_RESCAN_INTERVAL, PINLOG_PENDING_EXPIRY,
     PINLOG_PROCESSING_EXPIRY, PINLOG_MAX_RETRIES, PINLOG_RESCAN_BATCH_SIZE,
@@ -237,7 +244,7 @@ def reprocess(
     no_dispatch: bool = typer.Option(
         False, "--no-dispatch", help="Do not send requests; leave the rows to the rescan."),
 ) -> None:
-    """Move COMPLETED stages back to PENDING in batches, then dispatch them (SPEC §7.5).
+    """Move COMPLETED stages back to PENDING in batches, then dispatch them.
 
     Old embedding/keyword rows are kept until each new result replaces them.
     """
