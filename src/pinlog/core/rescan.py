@@ -57,6 +57,8 @@ STOP_GRACE_SECONDS = 10.0
 WAKE_SLACK_SECONDS = 1.0
 #: Shortest wait between two rounds that were not back-to-back (no busy loop on a clock skew).
 MIN_WAKE_SECONDS = 0.5
+#: Wait after a round that failed (database unavailable): retried soon, not one interval later.
+FAILED_ROUND_RETRY_SECONDS = 10.0
 #: First and longest pause between busy retries, seconds.
 BUSY_BACKOFF = (0.05, 2.0)
 
@@ -159,11 +161,12 @@ def next_delay(settings: Settings, report: RoundReport | None,
     waited for the ai side to accept its re-sends). Otherwise ``rescan_interval``, shortened to
     the first expiry + :data:`WAKE_SLACK_SECONDS` (at least :data:`MIN_WAKE_SECONDS`); with
     expired rows still left (locked by another loop) :data:`MIN_WAKE_SECONDS`. ``report`` None
-    (the round failed) → the interval.
+    (the round failed, e.g. the database was unavailable) → :data:`FAILED_ROUND_RETRY_SECONDS`
+    (at most the interval).
     """
     interval = settings.rescan_interval.total_seconds()
     if report is None:
-        return interval
+        return min(interval, FAILED_ROUND_RETRY_SECONDS)
     batch = settings.rescan_batch_size
     if (report.claimed >= batch or report.finalized >= batch or report.dead_ends >= batch
             or report.half_cancelled >= batch):

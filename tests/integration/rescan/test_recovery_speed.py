@@ -51,11 +51,16 @@ async def test_outlook_counts_rows_not_expired_yet_and_when_the_first_expires(
 
 
 def test_next_delay_rules(make_rescan_settings):
-    from pinlog.core.rescan import MIN_WAKE_SECONDS, WAKE_SLACK_SECONDS, RoundReport
+    from pinlog.core.rescan import (
+        FAILED_ROUND_RETRY_SECONDS,
+        MIN_WAKE_SECONDS,
+        WAKE_SLACK_SECONDS,
+        RoundReport,
+    )
 
     settings = make_rescan_settings(rescan_batch_size=10)  # interval 300 s
     quiet = RoundReport()
-    assert next_delay(settings, None, None) == 300
+    assert next_delay(settings, None, None) == FAILED_ROUND_RETRY_SECONDS  # a failed round
     assert next_delay(settings, RoundReport(claimed=10), ExpiryOutlook(0, 5, None)) == 0
     assert next_delay(settings, RoundReport(finalized=10), None) == 0
     assert next_delay(settings, RoundReport(claimed=9), ExpiryOutlook(0, 0, None)) == 300
