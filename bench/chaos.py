@@ -210,13 +210,15 @@ def check(conn: psycopg.Connection, importer: Importer, texts: list[str],
     emb_calls = [model.embedded.get(t, 0) for t in texts_in_db]
     judge_calls = [model.judged.get(t, 0) for t in texts_in_db]
     retries = [r[4] or 0 for r in rows]
+    failed = sum(1 for r in rows if "FAILED" in (r[2], r[3]))
     lost = len(missing) + len(no_state) + len(not_final)
     duplicates = len(emb_bad) + per_record + unexpected
     lines = [
         f"contexts in the database {len(rows)} (expected {len(texts)}); states "
         + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
         f"lost: confirmed but missing {len(missing)}, no state row {len(no_state)}, not final "
-        f"{len(not_final)}",
+        f"{len(not_final)}; final but with a FAILED stage (retries exhausted; not a loss, "
+        f"reported) {failed}",
         f"duplicates: COMPLETED with embedding rows != 1 {len(emb_bad)}, records with > 1 "
         f"context {per_record}, unknown texts {unexpected}",
         f"model calls: embedding total {sum(emb_calls)} (max per context "
