@@ -209,8 +209,7 @@ FROM (
                CASE WHEN embedding_status = 'PROCESSING' OR keyword_status = 'PROCESSING'
                     THEN CAST(:processing_expiry AS interval) END) AS expires_at
     FROM ai.context_ai_state
-    WHERE {unfinished}
-      AND embedding_status <> 'CANCELLED' AND keyword_status <> 'CANCELLED'
+    WHERE {unfinished} AND 'CANCELLED' NOT IN (embedding_status, keyword_status)
 ) AS t
 WHERE expires_at IS NOT NULL
 

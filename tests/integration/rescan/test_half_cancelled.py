@@ -67,3 +67,24 @@ async def test_status_lists_anomalies_by_kind(sync_conn, engine, make_rescan_set
     after = await status_snapshot(engine, settings, anomalies=True)
     assert after["anomalies"]["half_cancelled"] == 0  # ended by the round
     assert after["anomalies"]["dead_end_keyword"] == 0
+
+
+@pytest.mark.parametrize("retry", [0, 3])
+@pytest.mark.parametrize(("emb", "kw"), [("PENDING", "CANCELLED"), ("PROCESSING", "CANCELLED"),
+                                         ("CANCELLED", "PROCESSING")])
+async def test_a_half_cancelled_row_beyond_the_batch_waits_and_is_never_claimed_or_failed(
+        sync_conn, engine, make_rescan_settings, client, retry, emb, kw):
+    """`expired` keeps excluding CANCELLED: a half-cancelled row the anomaly step did not reach
+    this round (batch size) is neither re-sent nor FAILED — the next round cancels it."""
+    first = make_context(sync_conn, emb="CANCELLED", kw="PENDING", age_s=20_000)
+    second = make_context(sync_conn, emb=emb, kw=kw, retry=retry, age_s=10_000)
+    loop = RescanLoop(make_rescan_settings(rescan_batch_size=1), engine, client)
+
+    report = await loop.run_round()
+
+    assert report.half_cancelled_ids == [first]
+    assert report.claimed_ids == [] and report.finalized_ids == [] and client.ids == []
+    row = state(sync_conn, second)
+    assert (row["embedding_status"], row["keyword_status"], row["retry_count"]) == (
+        emb, kw, retry)
+    assert (await loop.run_round()).half_cancelled_ids == [second]
