@@ -52,7 +52,10 @@ class CountingModel:
                 try:
                     body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 except (ValueError, OSError):  # the caller was SIGKILLed mid-request
-                    self.send_error(400)
+                    try:
+                        self.send_error(400)
+                    except OSError:
+                        pass
                     return
                 if self.path.endswith("/embeddings"):
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
