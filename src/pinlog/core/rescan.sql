@@ -204,7 +204,7 @@ SELECT count(*) FILTER (WHERE expires_at > now()) AS waiting,
 FROM (
     SELECT {age} + least(
                CASE WHEN embedding_status = 'PENDING'
-                         OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED')
+                         OR (embedding_status = 'COMPLETED' AND keyword_status = 'PENDING')
                     THEN CAST(:pending_expiry AS interval) END,
                CASE WHEN embedding_status = 'PROCESSING' OR keyword_status = 'PROCESSING'
                     THEN CAST(:processing_expiry AS interval) END) AS expires_at
