@@ -28,6 +28,22 @@ from pinlog.settings import Settings, load_settings
 #: Fixtures registered once for the whole suite (fake provider/judge, seeded presets).
 pytest_plugins = ("tests.support.fixtures",)
 
+#: The only PINLOG_* variables of the calling shell the suite reads (README "Development").
+TEST_VARIABLES = ("PINLOG_TEST_DATABASE_URL",)
+
+
+def _hermetic_environment() -> None:
+    """The suite ignores the developer's PINLOG_* settings (issue 13): they are removed from
+    this process's environment (so from every subprocess it starts) before anything loads
+    settings, and no ``.env`` file is read."""
+    for name in [n for n in os.environ if n.upper().startswith("PINLOG_")
+                 and n.upper() not in TEST_VARIABLES]:
+        del os.environ[name]
+    Settings.model_config["env_file"] = None
+
+
+_hermetic_environment()
+
 TEST_SECRET = "test-internal-secret-0123456789"
 TEST_JWT_SECRET = "test-jwt-secret-0123456789-abcdefghijklmnop"
 

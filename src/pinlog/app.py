@@ -6,13 +6,22 @@ opens the database (external or embedded), starts each component's background ma
 stops it in reverse order.
 
 Components are built by :mod:`pinlog.composition` (core never imports ai).
+
+Every request passes :class:`RequestGuard` (outermost app middleware): it counts requests and
+latency by route template and status, and turns an exception that escaped a route into a JSON
+answer — ``503`` with ``Retry-After`` when the database is unavailable, ``500`` for a bug — logged
+with method, path, request id and (for a bug) the redacted traceback; never note text.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
@@ -20,13 +29,100 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from pinlog import __version__
+from pinlog import metrics as m
 from pinlog.composition import running_components
-from pinlog.db.engine import create_engine, resolve_database_url
+from pinlog.contracts import REQUEST_ID_HEADER
+from pinlog.db.engine import (
+    create_engine,
+    is_database_unavailable,
+    redacted_url,
+    resolve_database_url,
+)
 from pinlog.db.migrate import VERSION_SCHEMA, head
 from pinlog.db.process_settings import ProcessRegistry
 from pinlog.settings import Settings, get_settings
 
 Component = Literal["core", "ai"]
+log = logging.getLogger("pinlog.http")
+
+#: Seconds a client is told to wait when the database is unavailable.
+RETRY_AFTER_SECONDS = 5
+#: Seconds ``/metrics`` waits for its database read before serving the last values.
+METRICS_DB_TIMEOUT = 3.0
+DB_UNAVAILABLE_BODY = {"error": "DATABASE_UNAVAILABLE",
+                       "message": "the database is unavailable, retry later"}
+INTERNAL_BODY = {"error": "INTERNAL", "message": "internal error"}
+
+
+class RequestGuard:
+    """Pure ASGI middleware: HTTP metrics, and a JSON answer for any exception a route let out.
+
+    * ``pinlog_http_requests_total{route,method,status}`` and ``pinlog_http_request_seconds``
+      (route = the matched route template, e.g. ``/v1/records/{record_id}``; ``unmatched``).
+    * database unavailable (:func:`pinlog.db.engine.is_database_unavailable`) → ``503``
+      ``{"error": "DATABASE_UNAVAILABLE", …}`` with ``Retry-After``; logged at WARNING.
+    * any other exception → ``500`` ``{"error": "INTERNAL", …}``; logged at ERROR with the
+      traceback (redacted by :mod:`pinlog.logs`).
+
+    Log lines carry ``method``, ``path``, ``request_id`` (the ``X-Request-Id`` header, or a new
+    one that is also returned) — never a body. A response already started cannot be replaced:
+    the error is logged and the connection ends.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = dict(scope.get("headers") or [])
+        raw_id = headers.get(REQUEST_ID_HEADER.lower().encode(), b"")
+        request_id = raw_id.decode("latin-1")[:64] or uuid.uuid4().hex
+        state = {"status": 500, "started": False}
+
+        async def send_wrapper(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                state["status"], state["started"] = message["status"], True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception as exc:  # noqa: BLE001 - every escaped error gets an answer
+            extra = {"method": scope.get("method"), "path": scope.get("path"),
+                     "request_id": request_id, "error_class": type(exc).__name__}
+            if is_database_unavailable(exc):
+                status, body = 503, DB_UNAVAILABLE_BODY
+                log.warning("database unavailable: answered 503", extra=extra)
+            else:
+                status, body = 500, INTERNAL_BODY
+                log.error("unhandled error", exc_info=True, extra=extra)
+            if state["started"]:
+                raise
+            response = JSONResponse(body, status_code=status, headers={
+                REQUEST_ID_HEADER: request_id,
+                **({"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else {})})
+            await response(scope, receive, send_wrapper)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            method = str(scope.get("method", ""))
+            m.HTTP_REQUESTS.labels(route=route, method=method, status=str(state["status"])).inc()
+            m.HTTP_LATENCY.labels(route=route, method=method).observe(
+                time.perf_counter() - started)
+
+
+def startup_fields(settings: Settings, components: tuple[str, ...], url: str) -> dict[str, str]:
+    """The fields of the one start-up log line: components, embedding profile, database
+    (redacted: no password), rescan settings. Never a secret."""
+    rescan = (f"enabled interval={settings.rescan_interval.total_seconds():g}s "
+              f"pending_expiry={settings.pending_expiry.total_seconds():g}s "
+              f"processing_expiry={settings.processing_expiry.total_seconds():g}s "
+              f"max_retries={settings.max_retries} batch={settings.rescan_batch_size}"
+              if settings.rescan_enabled and "core" in components else "off")
+    return {"components": ",".join(components), "profile": settings.profile,
+            "database": ("embedded " if settings.embedded else "") + redacted_url(url),
+            "rescan": rescan}
 
 
 def create_app(
@@ -63,6 +159,7 @@ def create_app(
                 # runs with other values (never refuses to start)
                 registry = ProcessRegistry(engine, settings, components)
                 await registry.start()
+                log.info("pinlog started", extra=startup_fields(settings, components, url))
                 try:
                     yield
                 finally:
@@ -99,9 +196,25 @@ def create_app(
 
     @app.get("/metrics", tags=["ops"], include_in_schema=False)
     async def metrics() -> Response:
+        """Prometheus metrics. Always answers: the database-derived gauges are refreshed
+        within :data:`METRICS_DB_TIMEOUT`; when that read fails they keep their last values
+        and ``pinlog_db_up`` is 0 (``pinlog_db_last_read_timestamp_seconds`` says how old)."""
         core = getattr(app.state, "core", None)
-        if core is not None:
-            await core.refresh_gauges()
+        try:
+            if core is not None:
+                await asyncio.wait_for(core.refresh_gauges(), timeout=METRICS_DB_TIMEOUT)
+            else:
+                async def ping() -> None:
+                    async with app.state.engine.connect() as conn:
+                        await conn.execute(text("SELECT 1"))
+                await asyncio.wait_for(ping(), timeout=METRICS_DB_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - monitoring must not go blind
+            m.DB_UP.set(0)
+            log.warning("metrics: database read failed; serving the last values",
+                        extra={"error_class": type(exc).__name__})
+        else:
+            m.DB_UP.set(1)
+            m.DB_LAST_READ.set(time.time())
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     if "ai" in components:
@@ -114,4 +227,5 @@ def create_app(
         from pinlog.core.api import router as core_router
 
         app.include_router(core_router)
+    app.add_middleware(RequestGuard)
     return app

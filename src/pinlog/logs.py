@@ -15,7 +15,11 @@ ALLOWED_FIELDS = (
     "context_id", "record_id", "member_id", "user_id", "stage", "outcome", "error_class",
     "request_id", "status", "count", "claimed", "finalized", "dispatched", "seconds", "attempt",
     "profile", "reason", "http_status", "previous_status", "batch", "queue",
+    "method", "path", "route", "components", "database", "rescan",
 )
+
+#: Longest traceback kept in a log line (characters, after redaction).
+TRACEBACK_CHARS = 8000
 
 
 class JsonFormatter(logging.Formatter):
@@ -33,6 +37,12 @@ class JsonFormatter(logging.Formatter):
                 payload[key] = record.__dict__[key]
         if record.exc_info and record.exc_info[0] is not None:
             payload["exc_type"] = record.exc_info[0].__name__
+            # the traceback, redacted (secrets, keys, URLs); statement parameters never reach
+            # it (engines hide them), and no code path puts note text in an exception message
+            from pinlog.redaction import redact
+
+            payload["traceback"] = redact(self.formatException(record.exc_info),
+                                          limit=TRACEBACK_CHARS)
         return json.dumps(payload, ensure_ascii=False, default=str)
 
 

@@ -55,3 +55,26 @@ EXHAUSTED_UNFINISHED = Gauge(
     "pinlog_exhausted_unfinished_rows",
     "Rows with retry_count >= max that are still unfinished (should return to 0 within an interval)",
 )
+OLDEST_UNFINISHED = Gauge(
+    "pinlog_oldest_unfinished_seconds",
+    "Age of the oldest unfinished stage on the rescan clock (0 when none; alert on it)",
+)
+DB_UP = Gauge(
+    "pinlog_db_up",
+    "1 when the last /metrics read of the database succeeded, 0 when it failed (the database "
+    "gauges then keep their last successful values)",
+)
+DB_LAST_READ = Gauge(
+    "pinlog_db_last_read_timestamp_seconds", "Unix time of the last successful database read",
+)
+
+# --- HTTP ---------------------------------------------------------------------------------------
+HTTP_REQUESTS = Counter(
+    "pinlog_http_requests_total", "HTTP requests by route template, method and status",
+    ["route", "method", "status"],
+)
+HTTP_LATENCY = Histogram(
+    "pinlog_http_request_seconds", "HTTP request latency by route template and method",
+    ["route", "method"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)

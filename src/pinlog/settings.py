@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     max_retries: int = Field(3, ge=0, le=100)
     rescan_batch_size: int = Field(100, ge=1, le=10_000)
     rescan_concurrency: int = Field(4, ge=1, le=64, description="Parallel re-sends per round.")
+    rescan_busy_wait: float = Field(
+        60.0, ge=0, le=3600, description="Seconds one re-send keeps retrying (capped backoff) "
+        "while the ai side answers 503 (queue full), so back-to-back rounds never flood it.")
 
     # --- dispatch (SPEC §4) ---------------------------------------------------------------
     dispatch_queue_size: int = Field(100, ge=1)
@@ -170,6 +173,10 @@ class Settings(BaseSettings):
         "with Retry-After.")
 
     max_text_chars: int = Field(2000, ge=1, le=100_000)
+    shutdown_grace: float = Field(
+        10.0, ge=0, le=3600, description="Seconds running stages (and a running rescan round, "
+        "the dispatch queue, in-flight HTTP requests) get to finish on SIGTERM; what is left is "
+        "logged and recovered by the rescan.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="JSON log lines on stderr (`pinlog serve`; other commands log "
         "warnings and errors only unless this is set).")
@@ -223,12 +230,23 @@ class Settings(BaseSettings):
             raise ValueError("must be an odd number")
         return value
 
+    def uses_llm(self) -> bool:
+        """True when an LLM endpoint is called: the ``llm`` judge or an ``llm`` query rewrite."""
+        return self.judge == "llm" or getattr(self, "search_rewrite", "off") == "llm"
+
     @model_validator(mode="after")
     def _check_budget(self) -> Settings:
-        """SPEC §6 budget rule: a job's retries must end before the PROCESSING expiry."""
+        """SPEC §6 budget rule: a job's retries must end before the PROCESSING expiry —
+        counting only the models that are called (the LLM timeout only with an LLM judge or
+        rewrite, SPEC §13). Also: an LLM judge needs its endpoint."""
         expiry = self.processing_expiry.total_seconds()
-        for name, timeout in (("PINLOG_EMBEDDING_TIMEOUT", self.embedding_timeout),
-                              ("PINLOG_LLM_TIMEOUT", self.llm_timeout)):
+        timeouts = [("PINLOG_EMBEDDING_TIMEOUT", self.embedding_timeout)]
+        if self.uses_llm():
+            timeouts.append(("PINLOG_LLM_TIMEOUT", self.llm_timeout))
+            if not self.llm_base_url:
+                raise ValueError("PINLOG_JUDGE=llm (or an llm search rewrite) needs "
+                                 "PINLOG_LLM_BASE_URL (an OpenAI-compatible endpoint, …/v1)")
+        for name, timeout in timeouts:
             budget = timeout * self.model_attempts + self.total_backoff()
             if budget >= expiry:
                 raise ValueError(
@@ -308,11 +326,19 @@ def load_settings(**overrides: object) -> Settings:
             name = "PINLOG_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else ""
             message = err["msg"].removeprefix("Value error, ")
             lines.append(f"{name}: {message}" if name else message)
-        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+        # one line per bad setting (issue 13): "invalid setting PINLOG_X: what is wrong"
+        raise SettingsError("\n".join(
+            f"invalid setting {line}" if line.startswith("PINLOG_") else f"invalid settings: {line}"
+            for line in lines)) from None
     missing = []
     if not settings.internal_secrets or not settings.jwt_secret:
         if settings.embedded:
-            generated = _load_generated_secrets(settings.data_dir)
+            try:
+                generated = _load_generated_secrets(settings.data_dir)
+            except OSError as exc:
+                raise SettingsError(
+                    f"PINLOG_DATA_DIR: cannot use {settings.data_dir} "
+                    f"({exc.strerror or type(exc).__name__})") from None
             if not settings.internal_secrets:
                 settings.internal_secrets = [SecretStr(generated["internal_secret"])]
             if not settings.jwt_secret:
@@ -345,6 +371,46 @@ def _register_secrets(settings: Settings) -> None:
             register_secret(urlsplit(settings.database_url.get_secret_value()).password)
         except ValueError:
             pass
+
+
+#: ``PINLOG_*`` variables that are read outside :class:`Settings` (the test suite's database).
+EXTRA_KNOWN_VARIABLES = ("PINLOG_TEST_DATABASE_URL",)
+
+
+def known_variables() -> list[str]:
+    """Every ``PINLOG_*`` variable name PinLog reads (SPEC §13)."""
+    return sorted({"PINLOG_" + name.upper() for name in Settings.model_fields}
+                  | set(EXTRA_KNOWN_VARIABLES))
+
+
+def unknown_variables(environ: dict[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """``PINLOG_*`` variables of ``environ`` (default ``os.environ``) that PinLog does not read,
+    each with the closest known name (difflib; None when nothing is close), sorted by name.
+    Names only — values are never looked at (they may be secrets)."""
+    import difflib
+
+    known = known_variables()
+    env = os.environ if environ is None else environ
+    unknown = sorted(name for name in env if name.upper().startswith("PINLOG_")
+                     and name.upper() not in known)
+    # compare the parts after the common prefix (with it, every name looks alike)
+    suffixes = {k.removeprefix("PINLOG_"): k for k in known}
+
+    def closest(name: str) -> str | None:
+        match = difflib.get_close_matches(name.upper().removeprefix("PINLOG_"), list(suffixes),
+                                          n=1, cutoff=0.6)
+        return suffixes[match[0]] if match else None
+
+    return [(name, closest(name)) for name in unknown]
+
+
+def unknown_variables_warning(environ: dict[str, str] | None = None) -> str | None:
+    """One line naming the unknown ``PINLOG_*`` variables and the closest known names, or None."""
+    found = unknown_variables(environ)
+    if not found:
+        return None
+    parts = [f"{name} (did you mean {close}?)" if close else name for name, close in found]
+    return "warning: unknown PINLOG_* variable(s) ignored: " + ", ".join(parts)
 
 
 @lru_cache(maxsize=1)

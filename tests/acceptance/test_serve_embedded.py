@@ -59,7 +59,8 @@ def test_commands_join_a_running_server_and_leave_it_running(tmp_path):
 def test_ready_is_503_before_migrations(tmp_path):
     data = tmp_path / "data"
     port = free_port()
-    env = pinlog_env(data, PINLOG_PORT=str(port))
+    # a core-only server needs an ai side to dispatch to (issue 13); nothing listens there
+    env = pinlog_env(data, PINLOG_PORT=str(port), PINLOG_AI_BASE_URL="http://127.0.0.1:9")
     proc = subprocess.Popen(PINLOG + ["serve", "--components", "core"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -65,6 +65,7 @@ JUDGES = "tests/unit/judges/test_candidates_and_similarity.py"
 AUTH_T = "tests/unit/core/test_auth.py"
 AI_API_T = "tests/integration/ai/test_api.py"
 REPROCESS_T = "tests/integration/rescan/test_reprocess_and_status.py"
+HALF_T = "tests/integration/rescan/test_half_cancelled.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -287,12 +288,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "expiry_ignores_cancelled",
-        "rescan.sql `expired`: a half-cancelled row is never claimed nor finalized (current "
-        "rule; SPEC §7.2 will end it CANCELLED)",
+        "rescan.sql `expired`: a half-cancelled row is never claimed nor FAILED — also when the "
+        "anomaly step (finalize_half_cancelled, SPEC §7.2) has not reached it this round",
         RESCAN_SQL,
         "    AND embedding_status <> 'CANCELLED' AND keyword_status <> 'CANCELLED'\n",
         "",
-        (f"{ROUND}::test_half_cancelled_rows_are_neither_claimed_nor_finalized_current_rule",),
+        (f"{HALF_T}::test_a_half_cancelled_row_beyond_the_batch_waits_and_is_never_claimed_or_failed",),
     ),
     Mutation(
         "expiry_ignores_cancelled_embedding",
@@ -300,7 +301,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         RESCAN_SQL,
         "    AND embedding_status <> 'CANCELLED' AND keyword_status <> 'CANCELLED'\n",
         "    AND keyword_status <> 'CANCELLED'\n",
-        (f"{ROUND}::test_half_cancelled_rows_are_neither_claimed_nor_finalized_current_rule",),
+        (f"{HALF_T}::test_a_half_cancelled_row_beyond_the_batch_waits_and_is_never_claimed_or_failed",),
     ),
     Mutation(
         "expiry_ignores_cancelled_keyword",
@@ -308,7 +309,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         RESCAN_SQL,
         "    AND embedding_status <> 'CANCELLED' AND keyword_status <> 'CANCELLED'\n",
         "    AND embedding_status <> 'CANCELLED'\n",
-        (f"{ROUND}::test_half_cancelled_rows_are_neither_claimed_nor_finalized_current_rule",),
+        (f"{HALF_T}::test_a_half_cancelled_row_beyond_the_batch_waits_and_is_never_claimed_or_failed",),
+    ),
+    Mutation(
+        "half_cancelled_not_ended",
+        "SPEC §7.2 anomaly: the next round ends a half-cancelled row's unfinished stage CANCELLED",
+        RESCAN_SQL,
+        "    SET embedding_status = 'CANCELLED', keyword_status = 'CANCELLED', updated_at = now()\n"
+        "    FROM picked AS p",
+        "    SET updated_at = now()\n    FROM picked AS p",
+        (f"{HALF_T}::test_the_next_round_ends_a_half_cancelled_row_cancelled",
+         f"{ROUND}::test_half_cancelled_rows_end_cancelled_and_are_neither_claimed_nor_failed"),
     ),
     Mutation(
         "processing_expiry_replaced_by_pending_expiry",
@@ -325,7 +336,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         RESCAN_SQL,
         "OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'",
         "OR (keyword_status = 'PENDING'",
-        (f"{ROUND}::test_pending_and_processing_expiries_differ_and_come_from_settings",),
+        (f"{ROUND}::test_pending_and_processing_expiries_differ_and_come_from_settings",
+         "tests/integration/rescan/test_recovery_speed.py::"
+         "test_the_outlook_agrees_with_the_expired_predicate_for_every_status_pair"),
     ),
     Mutation(
         "reprocess_profile_moves_unfinished_stages",

@@ -65,9 +65,15 @@ def test_invalid_value_fails_without_echoing_it(tmp_path, monkeypatch):
 def test_budget_rule_rejects_timeouts_that_outlive_the_processing_expiry(tmp_path):
     """SPEC §6: timeouts × attempts + backoff must stay below the PROCESSING expiry."""
     with pytest.raises(SettingsError) as exc:
-        load_settings(data_dir=tmp_path, processing_expiry=200, llm_timeout=90)
+        load_settings(data_dir=tmp_path, processing_expiry=200, llm_timeout=90, judge="llm",
+                      llm_base_url="http://127.0.0.1:9/v1")
     message = str(exc.value)
     assert "PINLOG_LLM_TIMEOUT" in message and "PINLOG_PROCESSING_EXPIRY" in message
+    # issue 13: the LLM timeout counts only when an LLM is called (SPEC §13)
+    assert load_settings(data_dir=tmp_path, processing_expiry=200, llm_timeout=90).judge == \
+        "similarity"
+    with pytest.raises(SettingsError, match="PINLOG_EMBEDDING_TIMEOUT"):
+        load_settings(data_dir=tmp_path, processing_expiry=100, llm_timeout=1)
     # the defaults satisfy it, with the worst-case backoff counted
     s = load_settings(data_dir=tmp_path)
     worst = max(s.embedding_timeout, s.llm_timeout) * s.model_attempts + s.total_backoff()
@@ -78,3 +84,27 @@ def test_budget_rule_rejects_timeouts_that_outlive_the_processing_expiry(tmp_pat
 def test_even_vote_count_is_rejected(tmp_path):
     with pytest.raises(SettingsError, match="PINLOG_LLM_VOTES"):
         load_settings(data_dir=tmp_path, llm_votes=2)
+
+
+def test_an_llm_judge_needs_its_endpoint(tmp_path):
+    with pytest.raises(SettingsError, match="PINLOG_LLM_BASE_URL"):
+        load_settings(data_dir=tmp_path, judge="llm")
+
+
+def test_a_data_dir_that_cannot_be_created_is_one_settings_error(tmp_path):
+    with pytest.raises(SettingsError, match="PINLOG_DATA_DIR: cannot use /proc/nope"):
+        load_settings(data_dir="/proc/nope")
+
+
+def test_unknown_variables_name_the_closest_known_one():
+    from pinlog.settings import unknown_variables, unknown_variables_warning
+
+    env = {"PINLOG_RESCAN_INTERVALL": "60", "PINLOG_PORT": "1", "PINLOG_ZZZ": "x",
+           "PINLOG_TEST_DATABASE_URL": "postgresql://x", "HOME": "/root"}
+    assert unknown_variables(env) == [("PINLOG_RESCAN_INTERVALL", "PINLOG_RESCAN_INTERVAL"),
+                                      ("PINLOG_ZZZ", None)]
+    line = unknown_variables_warning(env)
+    assert line is not None and "\n" not in line
+    assert "PINLOG_RESCAN_INTERVALL (did you mean PINLOG_RESCAN_INTERVAL?)" in line
+    assert "60" not in line  # values are never shown
+    assert unknown_variables_warning({"PINLOG_PORT": "1"}) is None

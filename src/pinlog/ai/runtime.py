@@ -190,7 +190,7 @@ class AiRuntime:
     async def stop(self) -> None:
         """Stop the workers (queued jobs are left to the rescan) and close the provider."""
         if self.queue is not None:
-            await self.queue.stop()
+            await self.queue.stop(grace=self.settings.shutdown_grace)
         if self.provider is not None and self._given_provider is not self.provider:
             # our own batcher; the provider inside is closed only if we built it too
             await self.provider.aclose(close_provider=self._given_provider is None)

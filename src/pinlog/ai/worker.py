@@ -58,6 +58,7 @@ class WorkQueue:
         self.concurrency = concurrency
         self._queue: asyncio.Queue[Job] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._running_jobs = 0
 
     @property
     def running(self) -> bool:
@@ -90,10 +91,16 @@ class WorkQueue:
         if self._queue is not None:
             await self._queue.join()
 
+    @property
+    def running_jobs(self) -> int:
+        """Jobs a worker is running right now."""
+        return self._running_jobs
+
     async def stop(self, *, grace: float = 5.0) -> None:
         """Stop: refuse new jobs, drop the queued ones (their rows stay PENDING; the rescan
-        recovers them), give running jobs up to ``grace`` seconds to finish, then cancel them
-        (a cancelled stage stays PROCESSING and is re-claimed after the processing expiry)."""
+        recovers them), give running jobs up to ``grace`` seconds (``PINLOG_SHUTDOWN_GRACE``)
+        to finish, then cancel them (a cancelled stage stays PROCESSING and is re-claimed after
+        the processing expiry). Logs what it dropped, what it waits for and what it cancelled."""
         queue, self._queue = self._queue, None  # offer() refuses from now on
         dropped = 0
         if queue is not None:
@@ -102,13 +109,19 @@ class WorkQueue:
                 queue.task_done()
                 dropped += 1
         if dropped:
-            log.warning("work queue stopped with jobs waiting; the rescan recovers them",
-                        extra={"count": dropped})
-        if self._tasks and queue is not None and grace > 0:
+            log.warning("work queue stopped with jobs waiting (rows stay PENDING); the rescan "
+                        "recovers them", extra={"count": dropped, "outcome": "dropped"})
+        if self._tasks and queue is not None and grace > 0 and self._running_jobs:
+            log.info("shutdown: waiting for running jobs to finish",
+                     extra={"count": self._running_jobs, "seconds": grace})
             waiter = asyncio.create_task(queue.join())
             done, _ = await asyncio.wait({waiter}, timeout=grace)
             if not done:
                 waiter.cancel()
+        if self._running_jobs:
+            log.warning("shutdown grace over: running jobs cancelled (their stages stay "
+                        "PROCESSING; the rescan re-sends them after the processing expiry)",
+                        extra={"count": self._running_jobs, "outcome": "cancelled"})
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -121,6 +134,7 @@ class WorkQueue:
         while True:
             job = await queue.get()
             metrics.WORK_QUEUE_DEPTH.set(queue.qsize())
+            self._running_jobs += 1
             try:
                 await self._handler(job.request, job.request_id)
             except asyncio.CancelledError:
@@ -129,4 +143,5 @@ class WorkQueue:
                 log.error("job crashed", extra={"context_id": job.request.context_id,
                                                 "error_class": type(exc).__name__})
             finally:
+                self._running_jobs -= 1
                 queue.task_done()

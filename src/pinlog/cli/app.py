@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog.db.embedded import EmbeddedDatabaseError
 from pinlog.db.engine import create_engine, resolve_database_url
 from pinlog.logs import configure_logging
-from pinlog.settings import Settings, SettingsError, load_settings
+from pinlog.settings import Settings, SettingsError, load_settings, unknown_variables_warning
 
 T = TypeVar("T")
 err_console = Console(stderr=True)
@@ -33,6 +33,22 @@ app = typer.Typer(
     name="pinlog", help="PinLog AI: reliable embeddings and keywords for place notes.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from pinlog import __version__
+
+        typer.echo(f"pinlog {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """PinLog AI: reliable embeddings and keywords for place notes."""
 
 
 def exit_with_error(message: str, code: int = 1) -> NoReturn:
@@ -56,6 +72,9 @@ def settings_or_exit(*, service: bool = False) -> Settings:
         settings = load_settings()
     except SettingsError as exc:
         exit_with_error(str(exc), 2)
+    warning = unknown_variables_warning()
+    if warning:
+        err_console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
     explicit = "log_level" in settings.model_fields_set
     configure_logging(settings.log_level if service or explicit else "WARNING")
     return settings

@@ -4,7 +4,11 @@ core services with a progress bar, wait for the AI stages, summarise."""
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +46,48 @@ class ImportOutcome:
         """The ``--json`` summary line: contexts, per-stage status counts, seconds."""
         return {"contexts": self.summary.contexts, "embedding": self.summary.embedding,
                 "keyword": self.summary.keyword, "seconds": round(self.seconds, 2)}
+
+
+class DispatchTally(logging.Filter):
+    """Counts the dispatch log lines of one command by outcome and keeps them off the terminal,
+    so a run with the ai side unreachable prints one summary instead of one line per request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcomes: Counter[str] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        outcome = getattr(record, "outcome", None)
+        if outcome is None and "dispatch queue full" in record.getMessage():
+            outcome = "dropped"
+        if outcome is None or outcome == "accepted" or record.levelno < logging.WARNING:
+            return True
+        self.outcomes[str(outcome)] += 1
+        return False
+
+    def summary(self) -> str | None:
+        """One line, or None when every request was delivered."""
+        if not self.outcomes:
+            return None
+        total = sum(self.outcomes.values())
+        detail = ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items()))
+        hint = (" — the internal secret was not accepted: check PINLOG_INTERNAL_SECRETS on both "
+                "sides" if "unauthorized" in self.outcomes else "")
+        return (f"dispatch: {total} process request(s) not delivered ({detail}){hint}; those "
+                "contexts stay PENDING and the rescan (pinlog serve, pinlog rescan) sends them "
+                "again")
+
+
+@contextmanager
+def tallied_dispatch_logs() -> Iterator[DispatchTally]:
+    """Install a :class:`DispatchTally` on core's dispatch logger for the block."""
+    tally = DispatchTally()
+    logger = logging.getLogger("pinlog.core.dispatch")
+    logger.addFilter(tally)
+    try:
+        yield tally
+    finally:
+        logger.removeFilter(tally)
 
 
 def _progress(console: Console) -> Progress:
@@ -134,7 +180,8 @@ def print_import_outcome(console: Console, outcome: ImportOutcome) -> None:
 @app.command("import")
 def import_file(
     file: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
-                                help="JSONL place notes (see README: import format)."),
+                                help="JSONL place notes: one object a line with member, record, place "
+                                "{name, external_place_id, lat, lng, address?} and context (the note)."),
     wait: bool = typer.Option(False, "--wait", help="Wait until the AI stages finish."),
     timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds to wait at most."),
     as_json: bool = typer.Option(False, "--json", help="End with one JSON summary line."),
@@ -148,10 +195,16 @@ def import_file(
     settings = without_rescan(settings_or_exit())
     parsed = parse_import_file(file, max_text_chars=settings.max_text_chars)
     console = Console(stderr=as_json)
-    outcome = run_with_engine(settings, lambda engine: run_import(
-        engine, settings, parsed, wait=wait or settings.ai_base_url is None, timeout=timeout,
-        console=console))
+    with tallied_dispatch_logs() as tally:
+        outcome = run_with_engine(settings, lambda engine: run_import(
+            engine, settings, parsed, wait=wait or settings.ai_base_url is None,
+            timeout=timeout, console=console))
     print_import_outcome(console, outcome)
+    line = tally.summary()
+    if line:
+        from pinlog.cli.app import err_console
+
+        err_console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(outcome.as_json()))
     if outcome.report.errors or (outcome.waited and not outcome.summary.all_completed):

@@ -1,4 +1,5 @@
-"""``pinlog members create`` and ``pinlog token``: members and their tokens.
+"""``pinlog members create``, ``pinlog token`` and ``pinlog records``: members, their tokens and
+their records.
 
 Output is the value alone on stdout (scripts capture it); errors go to stderr with exit 1.
 """
@@ -47,3 +48,48 @@ def token(
 
     member_id = run_with_engine(settings, work)
     typer.echo(issue_token(settings, member_id))
+
+
+@app.command()
+def records(
+    member: str = typer.Option(..., "--member", help="Member id or external ref."),
+    as_json: bool = typer.Option(False, "--json", help="Print the /v1/records body (JSON)."),
+) -> None:
+    """Show a member's records: place, keywords and the AI status of every context."""
+    from pinlog.core.api.schemas import RecordListOut, RecordOut
+    from pinlog.core.services import CoreService
+
+    settings = settings_or_exit()
+
+    async def work(engine: AsyncEngine) -> RecordListOut:
+        service = CoreService(engine, None, settings)
+        member_id = await service.resolve_member(member)
+        views, offset = [], 0
+        while True:
+            page = await service.list_records(member_id, limit=500, offset=offset)
+            views += page
+            if len(page) < 500:
+                return RecordListOut(records=[RecordOut.of(v) for v in views])
+            offset += 500
+
+    listing = run_with_engine(settings, work)
+    if as_json:
+        typer.echo(listing.model_dump_json(by_alias=True))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"records of member {member}")
+    for column in ("record", "place", "keywords", "context", "ai status", "context keywords"):
+        table.add_column(column)
+    for record in listing.records:
+        for i, context in enumerate(record.contexts):
+            first = i == 0
+            table.add_row(str(record.record_id) if first else "",
+                          record.place.name if first else "",
+                          ", ".join(record.keywords) if first else "",
+                          str(context.context_id), context.ai_status,
+                          ", ".join(context.keywords) or "-")
+    if not listing.records:
+        table.add_row("-", "", "", "", "", "none")
+    Console().print(table)

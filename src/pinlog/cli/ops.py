@@ -87,6 +87,8 @@ def _print_round(report: RoundReport) -> None:
                   _ids(report.finalized_ids))
     table.add_row("finalized FAILED (dead-end keyword)", str(report.dead_ends),
                   _ids(report.dead_end_ids))
+    table.add_row("ended CANCELLED (half-cancelled anomaly)", str(report.half_cancelled),
+                  _ids(report.half_cancelled_ids))
     table.add_row("claimed (retry spent)", str(report.claimed), _ids(report.claimed_ids))
     table.add_row("dispatched (accepted)", str(report.dispatched), _ids(report.dispatched_ids))
     table.add_row("skipped (context deleted)", str(report.skipped_deleted),
@@ -95,6 +97,16 @@ def _print_round(report: RoundReport) -> None:
     table.add_row("failed calls", str(report.failed_calls), _ids(report.failed_call_ids))
     console.print(table)
     console.print(f"round took {report.seconds:.3f} s")
+    # "claimed 0" is explained: what is unfinished but not expired yet, and when it expires
+    if report.expired_left:
+        console.print(f"{report.expired_left} expired row(s) left for the next round "
+                      "(beyond the batch size, or locked by another rescan)")
+    if report.waiting:
+        first = report.first_expires_in or 0.0
+        console.print(f"{report.waiting} unfinished row(s) not expired yet (not claimed before "
+                      f"their PENDING/PROCESSING expiry); the first expires in {_fmt_age(first)}")
+    elif not report.expired_left:
+        console.print("no unfinished row is waiting for an expiry")
 
 
 def _fmt_age(seconds: float | None) -> str:
@@ -111,6 +123,10 @@ def _fmt_age(seconds: float | None) -> str:
 @app.command()
 def serve(
     components: str = typer.Option("core,ai", help="Components to run: core, ai or core,ai."),
+    host: str | None = typer.Option(None, "--host", help="Listen address (default: PINLOG_HOST, "
+                                    "else 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", min=0, max=65535,
+                                    help="Listen port (default: PINLOG_PORT, else 8000)."),
 ) -> None:
     """Run the HTTP server (uvicorn) with the rescan loop; stops the embedded DB it started."""
     import uvicorn
@@ -118,9 +134,16 @@ def serve(
     from pinlog.app import create_app
 
     settings = settings_or_exit(service=True)
+    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    if overrides:
+        settings = settings.model_copy(update=overrides)
     wanted = tuple(c.strip() for c in components.split(",") if c.strip())
     if not wanted or any(c not in ("core", "ai") for c in wanted):
         exit_with_error("--components must be core, ai or core,ai", 2)
+    if "ai" not in wanted and not settings.ai_base_url:
+        # a core without an ai side could never dispatch: every note would stay PENDING
+        exit_with_error("--components core needs PINLOG_AI_BASE_URL (where the ai side "
+                        "listens); without it no note could ever be processed", 2)
     url = database_url_or_exit(settings)
     _preflight(settings, url, wanted)
     app_ = create_app(settings, components=wanted, database_url=url)  # type: ignore[arg-type]
@@ -133,8 +156,11 @@ def serve(
 
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGINT, _exit)
+    # SIGTERM: uvicorn stops accepting, in-flight requests get the grace, then the lifespan
+    # stops the components (running stages get the grace too; what is left is logged)
     uvicorn.run(app_, host=settings.host, port=settings.port, log_config=None,
-                log_level=settings.log_level.lower())
+                log_level=settings.log_level.lower(),
+                timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)))
 
 
 def _preflight(settings: Settings, url: str, components: tuple[str, ...]) -> None:
@@ -162,7 +188,7 @@ def _preflight(settings: Settings, url: str, components: tuple[str, ...]) -> Non
 def rescan(
     once: bool = typer.Option(False, "--once", help="Run one round, print it, and exit."),
 ) -> None:
-    """Run the rescan + FAILED finalizer (SPEC §7): a fixed-delay loop, or one round.
+    """Run the rescan + FAILED finalizer: a loop (at most one interval between rounds), or one round.
 
     Parameters come from PINLOG_RESCAN_INTERVAL, PINLOG_PENDING_EXPIRY,
     PINLOG_PROCESSING_EXPIRY, PINLOG_MAX_RETRIES, PINLOG_RESCAN_BATCH_SIZE,
@@ -218,7 +244,7 @@ def reprocess(
     no_dispatch: bool = typer.Option(
         False, "--no-dispatch", help="Do not send requests; leave the rows to the rescan."),
 ) -> None:
-    """Move COMPLETED stages back to PENDING in batches, then dispatch them (SPEC §7.5).
+    """Move COMPLETED stages back to PENDING in batches, then dispatch them.
 
     Old embedding/keyword rows are kept until each new result replaces them.
     """
@@ -277,10 +303,11 @@ def reprocess(
 @app.command()
 def status() -> None:
     """Show the state machine: rows per stage × status, retries, exhausted rows, failures."""
-    from pinlog.core.status import status_snapshot
+    from pinlog.core.status import ANOMALY_MEANING, status_snapshot
 
     settings = settings_or_exit()
-    snap = run_with_engine(settings, lambda engine: status_snapshot(engine, settings))
+    snap = run_with_engine(settings,
+                           lambda engine: status_snapshot(engine, settings, anomalies=True))
 
     rows = Table(title="state rows (stage × status)")
     rows.add_column("stage")
@@ -322,6 +349,13 @@ def status() -> None:
     for diff in snap["setting_differences"]:
         err_console.print(f"ERROR: live processes disagree: {diff.describe()}", style="red",
                           markup=False, highlight=False)
+    anomalies = Table(title="anomalies by kind")
+    anomalies.add_column("kind")
+    anomalies.add_column("rows", justify="right")
+    anomalies.add_column("meaning")
+    for kind, n in snap["anomalies"].items():
+        anomalies.add_row(kind, str(n), ANOMALY_MEANING.get(kind, ""))
+    console.print(anomalies)
 
     failures = Table(title="recent failures")
     for col in ("context", "embedding", "keyword", "retries", "at", "last_error"):

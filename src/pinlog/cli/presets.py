@@ -23,7 +23,7 @@ from pinlog.ai.presets import (
 from pinlog.cli.app import app, exit_with_error, run_with_engine, settings_or_exit
 
 console = Console(soft_wrap=True, highlight=False)
-presets_app = typer.Typer(help="Keyword presets (SPEC §8): load and list.", no_args_is_help=True)
+presets_app = typer.Typer(help="Keyword presets: load and list.", no_args_is_help=True)
 app.add_typer(presets_app, name="presets")
 
 

@@ -22,8 +22,8 @@ def search(
     limit: int = typer.Option(10, "--limit", min=1, max=100, help="Most records to show."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
-    """Search a member's records by meaning and by their own words (SPEC §10), as the member
-    would through /v1/search; "matched by" shows which channels matched (vector, text, place).
+    """Search a member's records by meaning and by their own words, as the member would through
+    /v1/search; "matched by" shows which channels matched (vector, text, place).
 
     ``--json`` prints the body ``POST /v1/search`` answers. Runs the ai side in this process
     unless PINLOG_AI_BASE_URL points at a running one.

@@ -2,8 +2,9 @@
 
 One round (:meth:`RescanLoop.run_round`), in this order (SPEC §7.2):
 
-1. **finalize** — own transaction: dead-end keyword stages (keyword PENDING while the embedding
-   FAILED) end FAILED whatever their retry count; then expired rows whose retries are exhausted
+1. **finalize** — own transaction: half-cancelled rows (one stage CANCELLED, the other
+   unfinished — an anomaly) end CANCELLED; dead-end keyword stages (keyword PENDING while the
+   embedding FAILED) end FAILED whatever their retry count; then expired rows whose retries are exhausted
    (``retry_count >= max``) have their PENDING/PROCESSING stages set FAILED (whitelist).
 2. **claim** — own transaction: expired rows with retries left get ``retry_count + 1`` and
    ``rescanned_at = now()`` (never ``updated_at``: SPEC §7.3), then commit.
@@ -13,9 +14,21 @@ One round (:meth:`RescanLoop.run_round`), in this order (SPEC §7.2):
    concurrency (``settings.rescan_concurrency``); one failure never stops the round.
 
 The predicates use the database clock and live in ``rescan.sql``; the expiry predicate is written
-once there and shared by the claim and the finalizer. The loop runs with a fixed **delay**: the
-next round starts one ``rescan_interval`` after the previous round ended. Any number of loops may
-run against one database (``FOR UPDATE SKIP LOCKED``, SPEC §7.4).
+once there and shared by the claim and the finalizer. Any number of loops may run against one
+database (``FOR UPDATE SKIP LOCKED``, SPEC §7.4).
+
+Scheduling (SPEC §7.1 fixed delay + §7.2 "Recovery speed"): the first round runs at start-up;
+after a round the loop waits **at most** ``rescan_interval`` (a fixed delay after the round
+ended), and less when
+
+* the round claimed (or finalized) a full batch — the next round starts at once; it cannot flood
+  the ai side because a round ends only when the ai side has *accepted* its re-sends: a busy
+  answer (503, its queue is full) is retried within the round with capped backoff
+  (up to ``PINLOG_RESCAN_BUSY_WAIT`` seconds per re-send), so back-to-back rounds are paced by the ai side's queue;
+* an unfinished row expires before the interval is over (``next_expiry`` in ``rescan.sql``) —
+  the loop wakes :data:`WAKE_SLACK_SECONDS` after that expiry.
+
+So a crash backlog is re-sent within seconds of its expiry, whatever the interval.
 """
 
 from __future__ import annotations
@@ -39,6 +52,15 @@ log = logging.getLogger(__name__)
 
 #: Seconds ``stop()`` lets a running round finish before it is cancelled.
 STOP_GRACE_SECONDS = 10.0
+#: Seconds the loop waits after the first expiry it sleeps towards (the DB and app clocks differ
+#: by the time the query took; the slack makes the woken round find the row expired).
+WAKE_SLACK_SECONDS = 1.0
+#: Shortest wait between two rounds that were not back-to-back (no busy loop on a clock skew).
+MIN_WAKE_SECONDS = 0.5
+#: Wait after a round that failed (database unavailable): retried soon, not one interval later.
+FAILED_ROUND_RETRY_SECONDS = 10.0
+#: First and longest pause between busy retries, seconds.
+BUSY_BACKOFF = (0.05, 2.0)
 
 
 @cache
@@ -74,20 +96,29 @@ class RoundReport:
     """Outcome of one rescan round (SPEC §7.2). Counts; the ``*_ids`` lists name the contexts.
 
     ``finalized``: rows whose exhausted unfinished stages became FAILED; ``dead_ends``: keyword
-    stages ended FAILED because the embedding failed; ``claimed``: rows whose retry was spent;
+    stages ended FAILED because the embedding failed; ``half_cancelled``: anomalous rows whose
+    unfinished stage was ended CANCELLED because the other stage was CANCELLED; ``claimed``: rows whose retry was spent;
     ``dispatched`` / ``skipped_deleted`` / ``failed_calls``: see :class:`DispatchReport`.
+    After the round (:class:`ExpiryOutlook`): ``waiting`` unfinished rows not yet expired,
+    ``expired_left`` expired rows left for the next round (beyond the batch, or locked), and
+    ``first_expires_in`` seconds until the first waiting row expires (None: none waiting).
     """
 
     finalized: int = 0
     dead_ends: int = 0
+    half_cancelled: int = 0
     claimed: int = 0
     dispatched: int = 0
     skipped_deleted: int = 0
     skipped_finished: int = 0
     failed_calls: int = 0
     seconds: float = 0.0
+    waiting: int = 0
+    expired_left: int = 0
+    first_expires_in: float | None = None
     finalized_ids: list[int] = field(default_factory=list)
     dead_end_ids: list[int] = field(default_factory=list)
+    half_cancelled_ids: list[int] = field(default_factory=list)
     claimed_ids: list[int] = field(default_factory=list)
     dispatched_ids: list[int] = field(default_factory=list)
     skipped_deleted_ids: list[int] = field(default_factory=list)
@@ -97,6 +128,58 @@ class RoundReport:
 _UNFINISHED = ("PENDING", "PROCESSING")
 
 
+@dataclass(frozen=True)
+class ExpiryOutlook:
+    """Unfinished rows the rescan will act on later (SPEC §7.3 clock, ``next_expiry`` in SQL).
+
+    ``waiting``: rows not expired yet; ``expired``: rows already expired (claimable now);
+    ``first_expires_in``: seconds until the first waiting row expires, None when none waits.
+    Rows that never expire (a CANCELLED stage, a dead-end keyword stage) are not counted.
+    """
+
+    waiting: int
+    expired: int
+    first_expires_in: float | None
+
+
+async def expiry_outlook(engine: AsyncEngine, settings: Settings) -> ExpiryOutlook:
+    """Read the :class:`ExpiryOutlook` (one short read-only query, database clock)."""
+    async with engine.connect() as conn:
+        row = (await conn.execute(statements()("next_expiry"), {
+            "pending_expiry": settings.pending_expiry,
+            "processing_expiry": settings.processing_expiry})).mappings().one()
+    first = row["first_expires_in"]
+    return ExpiryOutlook(int(row["waiting"]), int(row["expired"]),
+                         float(first) if first is not None else None)
+
+
+def next_delay(settings: Settings, report: RoundReport | None,
+               outlook: ExpiryOutlook | None) -> float:
+    """Seconds the loop waits before its next round (SPEC §7.1, §7.2 "Recovery speed").
+
+    0 after a round that claimed or finalized a full batch (more is waiting; the round already
+    waited for the ai side to accept its re-sends). Otherwise ``rescan_interval``, shortened to
+    the first expiry + :data:`WAKE_SLACK_SECONDS` (at least :data:`MIN_WAKE_SECONDS`); with
+    expired rows still left (locked by another loop) :data:`MIN_WAKE_SECONDS`. ``report`` None
+    (the round failed, e.g. the database was unavailable) → :data:`FAILED_ROUND_RETRY_SECONDS`
+    (at most the interval).
+    """
+    interval = settings.rescan_interval.total_seconds()
+    if report is None:
+        return min(interval, FAILED_ROUND_RETRY_SECONDS)
+    batch = settings.rescan_batch_size
+    if (report.claimed >= batch or report.finalized >= batch or report.dead_ends >= batch
+            or report.half_cancelled >= batch):
+        return 0.0
+    if outlook is None:
+        return interval
+    if outlook.expired:
+        return min(interval, MIN_WAKE_SECONDS)
+    if outlook.first_expires_in is not None:
+        return min(interval, max(MIN_WAKE_SECONDS, outlook.first_expires_in + WAKE_SLACK_SECONDS))
+    return interval
+
+
 async def resend(
     engine: AsyncEngine,
     client: ProcessClient,
@@ -104,6 +187,7 @@ async def resend(
     *,
     concurrency: int,
     actor: str = "rescan",
+    busy_wait: float = 0.0,
 ) -> DispatchReport:
     """Re-read each context from core and send a normal process request (SPEC §7.2 step 3).
 
@@ -116,6 +200,8 @@ async def resend(
         context_ids: state row ids (= ``core.context.id``) to re-send.
         concurrency: parallel re-sends (>= 1).
         actor: ``rescan`` or ``reprocess`` (log and metric label only).
+        busy_wait: seconds one id keeps being re-sent (capped exponential backoff from
+            :data:`BUSY_BACKOFF`) while the ai side answers 503 (its queue is full); 0 → once.
     """
     semaphore = asyncio.Semaphore(max(1, concurrency))
     q = statements()
@@ -148,7 +234,16 @@ async def resend(
                     context_id=row["context_id"], user_id=row["member_id"],
                     record_id=row["record_id"], text=row["body"],
                 )
-                status = await client.send(request, request_id=f"{actor}-{uuid.uuid4().hex[:16]}")
+                request_id = f"{actor}-{uuid.uuid4().hex[:16]}"
+                status = await client.send(request, request_id=request_id)
+                # busy (503: the ai side's queue is full) → wait and re-send, so the rescan is
+                # paced by that queue instead of flooding it (SPEC §7.2 "Recovery speed")
+                deadline = time.monotonic() + busy_wait
+                pause = BUSY_BACKOFF[0]
+                while status == 503 and time.monotonic() + pause < deadline:
+                    await asyncio.sleep(pause)
+                    pause = min(BUSY_BACKOFF[1], pause * 2)
+                    status = await client.send(request, request_id=request_id)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one failure never stops the round
@@ -223,10 +318,13 @@ class RescanLoop:
         self._stopping = asyncio.Event()
         self._in_round = False
         self.rounds = 0
+        self.outlook: ExpiryOutlook | None = None
+        self.last_half_cancelled: list[int] = []
 
     # --- the three steps (public so tests can interleave events between them) --------------
     async def finalize(self) -> tuple[list[int], list[int]]:
-        """Step 1, one transaction: dead-end keyword stages, then exhausted expired rows.
+        """Step 1, one transaction: half-cancelled rows (→ CANCELLED, kept in
+        :attr:`last_half_cancelled`), dead-end keyword stages, then exhausted expired rows.
 
         Returns:
             (dead-end context ids, finalized context ids).
@@ -234,9 +332,16 @@ class RescanLoop:
         q = statements()
         params = expiry_params(self.settings)
         async with self.engine.begin() as conn:
+            half = (await conn.execute(q("finalize_half_cancelled"),
+                                       {"batch_size": params["batch_size"]})).mappings().all()
             dead = (await conn.execute(q("finalize_dead_ends"),
                                        {"batch_size": params["batch_size"]})).scalars().all()
             finalized = (await conn.execute(q("finalize_exhausted"), params)).mappings().all()
+        self.last_half_cancelled = [row["context_id"] for row in half]
+        for row in half:
+            log.warning("anomaly: half-cancelled row ended CANCELLED (an invalidation wins)", extra={
+                "context_id": row["context_id"], "outcome": "half_cancelled",
+                "previous_status": f"{row['embedding_before']}/{row['keyword_before']}"})
         for cid in dead:
             log.warning("dead-end keyword stage finalized FAILED (embedding failed)",
                         extra={"context_id": cid, "stage": "keyword", "outcome": "dead_end"})
@@ -265,7 +370,8 @@ class RescanLoop:
     async def dispatch(self, context_ids: Sequence[int]) -> DispatchReport:
         """Step 3: re-read and re-send each claimed id (no transaction, bounded concurrency)."""
         return await resend(self.engine, self.client, context_ids,
-                            concurrency=self.settings.rescan_concurrency)
+                            concurrency=self.settings.rescan_concurrency,
+                            busy_wait=self.settings.rescan_busy_wait)
 
     async def run_round(self) -> RoundReport:
         """One full round: finalize → claim → re-send (SPEC §7.2). Updates RESCAN_* metrics.
@@ -280,6 +386,8 @@ class RescanLoop:
             dead, finalized = await self.finalize()
             report.dead_end_ids, report.finalized_ids = dead, finalized
             report.dead_ends, report.finalized = len(dead), len(finalized)
+            report.half_cancelled_ids = self.last_half_cancelled
+            report.half_cancelled = len(report.half_cancelled_ids)
             metrics.RESCAN_FINALIZED.set(report.finalized + report.dead_ends)
             claimed = await self.claim()
             report.claimed_ids, report.claimed = claimed, len(claimed)
@@ -299,10 +407,20 @@ class RescanLoop:
         report.skipped_finished = len(sent.skipped_finished)
         report.failed_calls = len(sent.failed_calls)
         report.seconds = time.monotonic() - started
+        try:
+            outlook = await expiry_outlook(self.engine, self.settings)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the round is done; only the outlook is missing
+            outlook = None
+        self.outlook = outlook
+        if outlook is not None:
+            report.waiting, report.expired_left = outlook.waiting, outlook.expired
+            report.first_expires_in = outlook.first_expires_in
         metrics.RESCAN_ROUNDS.labels(outcome="ok").inc()
         self.rounds += 1
-        level = logging.INFO if (report.claimed or report.finalized or report.dead_ends) \
-            else logging.DEBUG
+        level = logging.INFO if (report.claimed or report.finalized or report.dead_ends
+                                 or report.half_cancelled) else logging.DEBUG
         log.log(level, "rescan round", extra={
             "claimed": report.claimed, "finalized": report.finalized + report.dead_ends,
             "dispatched": report.dispatched, "count": report.failed_calls,
@@ -311,7 +429,8 @@ class RescanLoop:
 
     # --- the loop ----------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the fixed-delay loop as a background task (first round immediately)."""
+        """Start the loop as a background task (first round immediately; delays between rounds
+        from :func:`next_delay`)."""
         if self._task is not None and not self._task.done():
             return
         self._stopping = asyncio.Event()
@@ -344,16 +463,20 @@ class RescanLoop:
         await self._loop()
 
     async def _loop(self) -> None:
-        interval = self.settings.rescan_interval.total_seconds()
         while not self._stopping.is_set():
+            report: RoundReport | None = None
             try:
-                await self.run_round()
+                report = await self.run_round()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the loop must survive a bad round
                 log.error("rescan round failed", extra={"error_class": type(exc).__name__})
+            delay = next_delay(self.settings, report, self.outlook if report else None)
+            if delay <= 0:
+                await asyncio.sleep(0)  # back-to-back: let other tasks run, then go on
+                continue
             try:
-                # fixed delay: the next round starts one interval after this one ended
-                await asyncio.wait_for(self._stopping.wait(), timeout=interval)
+                # at most a fixed delay: the next round starts `delay` after this one ended
+                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
             except (TimeoutError, asyncio.TimeoutError):
                 pass

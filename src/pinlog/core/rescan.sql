@@ -33,8 +33,9 @@ greatest(updated_at, coalesce(rescanned_at, updated_at))
 --   embedding FAILED     + keyword PENDING     → never expired: a dead end (SPEC §7.2), ended by
 --       finalize_dead_ends every round; no retry is spent on it
 --   any stage CANCELLED                        → never expired: the context was invalidated,
---       CANCELLED always wins and nothing is re-sent or finalized (core cancels both stages in
---       one statement, so a half-cancelled row is an anomaly; `pinlog status` shows it unfinished)
+--       CANCELLED always wins and nothing is re-sent or FAILED (core cancels both stages in one
+--       statement, so a half-cancelled row is an anomaly: finalize_half_cancelled ends its
+--       unfinished stage CANCELLED every round, SPEC §7.2)
 --   nothing unfinished (COMPLETED/FAILED/CANCELLED pairs) → never expired.
 -- The first two lines are index conditions: the partial index predicate (verbatim) and an age
 -- bound, so the ordered LIMIT scan stops at the first row that cannot be expired.
@@ -77,6 +78,41 @@ WITH picked AS (
     FROM failed
 )
 SELECT context_id FROM failed ORDER BY context_id
+
+-- name: finalize_half_cancelled
+-- Rule: SPEC §7.2 (anomaly) — a row with one stage CANCELLED and the other still PENDING or
+-- PROCESSING (core cancels both in one statement, so this only follows a manual fix or an
+-- adopted database) would stay unfinished forever: no claim or finalizer touches a CANCELLED
+-- row. Every round, whatever the retry count and without waiting for expiry, the unfinished
+-- stage ends CANCELLED too (an invalidation always wins), with one event row per changed stage
+-- (actor finalizer, reason names the anomaly). Guarded: the UPDATE repeats the precondition.
+WITH picked AS (
+    SELECT context_id, embedding_status AS embedding_before, keyword_status AS keyword_before
+    FROM ai.context_ai_state
+    WHERE {unfinished} AND (embedding_status = 'CANCELLED' OR keyword_status = 'CANCELLED')
+    ORDER BY {age}
+    LIMIT :batch_size
+    FOR UPDATE SKIP LOCKED
+), cancelled AS (
+    UPDATE ai.context_ai_state AS s
+    SET embedding_status = 'CANCELLED', keyword_status = 'CANCELLED', updated_at = now()
+    FROM picked AS p
+    WHERE s.context_id = p.context_id
+      AND (s.embedding_status = 'CANCELLED' OR s.keyword_status = 'CANCELLED')
+      AND (s.embedding_status IN ('PENDING','PROCESSING')
+           OR s.keyword_status IN ('PENDING','PROCESSING'))
+    RETURNING s.context_id, p.embedding_before, p.keyword_before
+), events AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'embedding', embedding_before, 'CANCELLED', 'finalizer',
+           'anomaly: half-cancelled row (keyword stage CANCELLED); invalidation wins'
+    FROM cancelled WHERE embedding_before IN ('PENDING','PROCESSING')
+    UNION ALL
+    SELECT context_id, 'keyword', keyword_before, 'CANCELLED', 'finalizer',
+           'anomaly: half-cancelled row (embedding stage CANCELLED); invalidation wins'
+    FROM cancelled WHERE keyword_before IN ('PENDING','PROCESSING')
+)
+SELECT context_id, embedding_before, keyword_before FROM cancelled ORDER BY context_id
 
 -- name: finalize_exhausted
 -- Rule: SPEC §7.2 step 1 — rows whose retries are exhausted (retry_count >= max) and that are
@@ -151,6 +187,31 @@ WITH picked AS (
 )
 SELECT context_id, retry_count, embedding_status, keyword_status
 FROM claimed ORDER BY context_id
+
+-- name: next_expiry
+-- Rule: SPEC §7.2 "Recovery speed" + §7.3 — when does the next unfinished row become expired?
+-- The loop sleeps until then (never longer than the interval), and `pinlog rescan --once`
+-- explains "claimed 0" with it. Per row, the expiry that applies is the one the `expired`
+-- fragment uses for its stages (PENDING expiry for a PENDING embedding, or a PENDING keyword
+-- after a COMPLETED embedding; PROCESSING expiry for a PROCESSING stage — least() of those
+-- that apply; PostgreSQL's least() ignores NULLs), counted on the rescan clock ({age}). Rows
+-- that can never expire (a CANCELLED stage; a dead-end keyword stage) get NULL and are not
+-- counted. Read-only; O(unfinished rows) through the partial rescan index.
+SELECT count(*) FILTER (WHERE expires_at > now()) AS waiting,
+       count(*) FILTER (WHERE expires_at <= now()) AS expired,
+       extract(epoch FROM min(expires_at) FILTER (WHERE expires_at > now()) - now())
+           AS first_expires_in
+FROM (
+    SELECT {age} + least(
+               CASE WHEN embedding_status = 'PENDING'
+                         OR (embedding_status = 'COMPLETED' AND keyword_status = 'PENDING')
+                    THEN CAST(:pending_expiry AS interval) END,
+               CASE WHEN embedding_status = 'PROCESSING' OR keyword_status = 'PROCESSING'
+                    THEN CAST(:processing_expiry AS interval) END) AS expires_at
+    FROM ai.context_ai_state
+    WHERE {unfinished} AND 'CANCELLED' NOT IN (embedding_status, keyword_status)
+) AS t
+WHERE expires_at IS NOT NULL
 
 -- name: reread_context
 -- Rule: SPEC §7.2 step 3 — re-read the context from core (outside any transaction that holds a

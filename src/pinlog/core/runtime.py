@@ -71,12 +71,13 @@ class CoreRuntime:
     async def stop(self) -> None:
         """Stop the rescan loop (if started), then drain and stop the dispatcher, then close
         the client."""
+        grace = self.settings.shutdown_grace
         if self.rescan is not None:
             try:
-                await self.rescan.stop()
+                await self.rescan.stop(grace=grace)
             finally:
                 self.rescan = None
-        await self.dispatcher.stop()
+        await self.dispatcher.stop(drain_timeout=grace)
         for client in (self.client, self.search_client):
             close = getattr(client, "aclose", None)
             if close is not None:

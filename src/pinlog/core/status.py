@@ -22,8 +22,22 @@ _q = SqlStatements("pinlog.core", "status.sql", fragments_from=("rescan.sql",))
 RECENT_FAILURES = 10
 
 
+#: What each anomaly kind means and what ends it (``pinlog status``).
+ANOMALY_MEANING: dict[str, str] = {
+    "half_cancelled": "one stage CANCELLED, the other unfinished; the next rescan round ends it "
+                      "CANCELLED",
+    "dead_end_keyword": "keyword PENDING behind a FAILED embedding; the next round ends it FAILED",
+    "keyword_ahead_of_embedding": "keyword PROCESSING/COMPLETED without a COMPLETED embedding "
+                                  "(manual change?)",
+    "deleted_not_cancelled": "context/record/member deleted but a stage not CANCELLED "
+                             "(missed invalidation)",
+    "state_without_context": "state row without its core.context row",
+}
+
+
 async def status_snapshot(engine: AsyncEngine, settings: Settings,
-                          *, recent: int = RECENT_FAILURES) -> dict[str, Any]:
+                          *, recent: int = RECENT_FAILURES,
+                          anomalies: bool = False) -> dict[str, Any]:
     """Everything ``pinlog status`` shows, read in one short read-only transaction.
 
     Returns:
@@ -35,7 +49,9 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
         "recent_failures": [{"context_id", "embedding_status", "keyword_status",
         "retry_count", "last_error", "at"}, …] (newest first, at most ``recent``),
         "processes": [ProcessInfo] (live processes and their rule-relevant settings),
-        "setting_differences": [Difference] (settings on which live processes disagree)}``.
+        "setting_differences": [Difference] (settings on which live processes disagree),
+        "anomalies": {kind: n} (every kind of ``status.sql``'s ``anomalies``, zeros included;
+        only with ``anomalies=True``)}``.
     """
     rows: dict[str, dict[str, int]] = {
         stage.label: {status.value: 0 for status in Status} for stage in Stage}
@@ -48,6 +64,8 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
                                       {"max_retries": settings.max_retries})).mappings().one()
         failures = [dict(r) for r in (await conn.execute(
             _q("recent_failures"), {"limit": recent})).mappings()]
+        kinds = ({r["kind"]: int(r["n"]) for r in (await conn.execute(_q("anomalies"))).mappings()}
+                 if anomalies else {})
     try:
         processes = await live_processes(engine)
     except Exception:  # noqa: BLE001 - a database before migration 0004: nothing recorded
@@ -64,13 +82,15 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
         "recent_failures": failures,
         "processes": processes,
         "setting_differences": all_differences(processes),
+        "anomalies": kinds,
     }
 
 
 async def refresh_gauges(engine: AsyncEngine, settings: Settings) -> None:
     """Fill ``STATE_ROWS`` (stage × status, every combination, zeros included),
-    ``RETRY_COUNT_ROWS`` (unfinished rows per retry_count; stale labels removed) and
-    ``EXHAUSTED_UNFINISHED`` from the database (SPEC §12).
+    ``RETRY_COUNT_ROWS`` (unfinished rows per retry_count; stale labels removed),
+    ``EXHAUSTED_UNFINISHED`` and ``OLDEST_UNFINISHED`` (seconds, 0 when nothing is unfinished)
+    from the database (SPEC §12).
 
     Raises:
         whatever the database raises (the ``/metrics`` handler decides what to do with it).
@@ -83,3 +103,4 @@ async def refresh_gauges(engine: AsyncEngine, settings: Settings) -> None:
     for retry_count, n in snapshot["retry_distribution"].items():
         metrics.RETRY_COUNT_ROWS.labels(retry_count=str(retry_count)).set(n)
     metrics.EXHAUSTED_UNFINISHED.set(snapshot["exhausted_unfinished"])
+    metrics.OLDEST_UNFINISHED.set(max(0.0, snapshot["oldest_unfinished_seconds"] or 0.0))

@@ -39,3 +39,44 @@ FROM ai.context_ai_state
 WHERE embedding_status = 'FAILED' OR keyword_status = 'FAILED'
 ORDER BY updated_at DESC
 LIMIT :limit
+
+-- name: anomalies
+-- Rows the state machine should never produce, by kind (SPEC §3, §7.2), for `pinlog status`.
+-- half_cancelled: one stage CANCELLED, the other unfinished (the next round ends it CANCELLED);
+-- dead_end_keyword: keyword PENDING behind a FAILED embedding (the next round ends it FAILED);
+-- keyword_ahead_of_embedding: keyword PROCESSING/COMPLETED while the embedding is neither
+-- COMPLETED nor CANCELLED (the keyword start requires a COMPLETED embedding);
+-- deleted_not_cancelled: the context, its record or member is deleted but a stage is not
+-- CANCELLED (an invalidation was missed; the rescan skips it and logs a WARN);
+-- state_without_context: a state row whose core.context row does not exist.
+-- One pass over the state table joined to core (O(table), like rows_per_stage_status).
+SELECT kind, n FROM (
+    SELECT 1 AS ord, 'half_cancelled' AS kind,
+           count(*) FILTER (WHERE {unfinished}
+                            AND (s.embedding_status = 'CANCELLED' OR s.keyword_status = 'CANCELLED')) AS n
+    FROM ai.context_ai_state AS s
+    UNION ALL
+    SELECT 2, 'dead_end_keyword',
+           count(*) FILTER (WHERE s.keyword_status = 'PENDING' AND s.embedding_status = 'FAILED')
+    FROM ai.context_ai_state AS s
+    UNION ALL
+    SELECT 3, 'keyword_ahead_of_embedding',
+           count(*) FILTER (WHERE s.keyword_status IN ('PROCESSING','COMPLETED')
+                            AND s.embedding_status NOT IN ('COMPLETED','CANCELLED'))
+    FROM ai.context_ai_state AS s
+    UNION ALL
+    SELECT 4, 'deleted_not_cancelled',
+           count(*) FILTER (WHERE c.id IS NOT NULL
+                            AND (c.deleted_at IS NOT NULL OR r.deleted_at IS NOT NULL
+                                 OR m.deleted_at IS NOT NULL)
+                            AND (s.embedding_status <> 'CANCELLED' OR s.keyword_status <> 'CANCELLED'))
+    FROM ai.context_ai_state AS s
+    LEFT JOIN core.context AS c ON c.id = s.context_id
+    LEFT JOIN core.record AS r ON r.id = c.record_id
+    LEFT JOIN core.member AS m ON m.id = c.member_id
+    UNION ALL
+    SELECT 5, 'state_without_context', count(*) FILTER (WHERE c.id IS NULL)
+    FROM ai.context_ai_state AS s
+    LEFT JOIN core.context AS c ON c.id = s.context_id
+) AS t
+ORDER BY ord

@@ -69,4 +69,41 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         max_overflow=0,
         pool_pre_ping=True,
         pool_timeout=30,
+        # statement parameters (note text is personal data, SPEC §6) never reach an
+        # exception message, hence never a log line or a traceback
+        hide_parameters=True,
     )
+
+
+#: SQLSTATE classes of an unavailable database: connection exception, insufficient resources
+#: (too many connections), operator intervention (shutdown), system error (SPEC §6).
+UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57", "58")
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it wraps) means the database cannot be reached or is
+    shutting down — the caller should answer 503 and let the client retry, not 500.
+
+    Recognised: SQLAlchemy ``OperationalError``/``InterfaceError``/pool ``TimeoutError``, a
+    DBAPI error whose connection was invalidated, psycopg ``OperationalError``, SQLSTATE classes
+    08/53/57/58, and OS-level connection errors.
+    """
+    import psycopg
+    from sqlalchemy import exc as sa_exc
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (sa_exc.OperationalError, sa_exc.InterfaceError,
+                                sa_exc.TimeoutError, psycopg.OperationalError,
+                                psycopg.InterfaceError, ConnectionError)):
+            return True
+        if isinstance(current, sa_exc.DBAPIError) and current.connection_invalidated:
+            return True
+        sqlstate = getattr(current, "sqlstate", None) or getattr(
+            getattr(current, "orig", None), "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES:
+            return True
+        current = getattr(current, "orig", None) or current.__cause__ or current.__context__
+    return False

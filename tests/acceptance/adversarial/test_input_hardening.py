@@ -124,6 +124,15 @@ async def test_bad_ids_in_paths_are_4xx(full, path):
         assert 400 <= r.status_code < 500, (method, path, r.status_code)
 
 
+@pytest.mark.parametrize("query", ["offset=9223372036854775808", "offset=1000000001",
+                                   "offset=-1", "limit=0", "limit=501"])
+async def test_out_of_range_paging_is_422_not_500(full, query):
+    """Found by bench/fuzz_api.py (schemathesis): an offset beyond bigint reached PostgreSQL."""
+    _, auth = await full.member()
+    r = await full.http.get(f"/v1/records?{query}", headers=auth)
+    assert r.status_code == 422, (query, r.status_code, r.text)
+
+
 async def test_other_members_ids_look_missing_and_change_nothing(full, sync_conn):
     _, alice = await full.member()
     _, mallory = await full.member()

@@ -98,6 +98,7 @@ def test_status_shows_the_picture(tmp_path, db_url, sync_conn, receiver):
     make_context(sync_conn, retry=3, age_s=30)
     make_context(sync_conn, emb="FAILED", kw="FAILED",
                  last_error="embedding permanent: wrong vector length")
+    make_context(sync_conn, emb="CANCELLED", kw="PENDING")  # an anomaly (SPEC §7.2)
 
     result = run_pinlog(["status"], env_for(tmp_path, db_url, url), timeout=60)
 
@@ -108,6 +109,9 @@ def test_status_shows_the_picture(tmp_path, db_url, sync_conn, receiver):
         assert expected in out
     exhausted_line = next(line for line in out.splitlines() if "exhausted but" in line)
     assert exhausted_line.rstrip(" │").endswith("1")
+    assert "anomalies by kind" in out
+    half_line = next(line for line in out.splitlines() if "half_cancelled" in line)
+    assert [c.strip() for c in half_line.split("│")][1:3] == ["half_cancelled", "1"]
 
 
 def test_reprocess_profile_dry_run_then_run(tmp_path, db_url, sync_conn, receiver):

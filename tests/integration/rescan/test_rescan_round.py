@@ -57,7 +57,9 @@ async def test_retry_budget_is_spent_even_when_the_call_fails(
         sync_conn, engine, make_rescan_settings, failure):
     ids = [make_context(sync_conn, age_s=OLD) for _ in range(3)]
 
-    report = await RescanLoop(make_rescan_settings(), engine, failure).run_round()
+    # busy_wait 0: a 503 is not retried within the round (that pacing is tested separately)
+    report = await RescanLoop(make_rescan_settings(rescan_busy_wait=0), engine,
+                              failure).run_round()
 
     assert sorted(report.failed_call_ids) == ids and report.dispatched == 0
     assert sorted(failure.ids) == ids  # one failure never stopped the round
@@ -242,26 +244,28 @@ async def test_scenario_17_cancelled_is_never_overwritten_by_failed(
     for cid in (cancelled, deleting):
         row = state(sync_conn, cid)
         assert (row["embedding_status"], row["keyword_status"]) == ("CANCELLED", "CANCELLED")
+    # never FAILED next to a CANCELLED stage: the half-cancelled anomaly ends CANCELLED
+    # (SPEC §7.2, issue 13: it used to stay CANCELLED/PENDING forever)
     assert (state(sync_conn, half)["embedding_status"], state(sync_conn, half)["keyword_status"]) \
-        == ("CANCELLED", "PENDING")  # never FAILED next to a CANCELLED stage
+        == ("CANCELLED", "CANCELLED")
+    assert report.half_cancelled_ids == [half]
     # and once committed, later rounds leave it CANCELLED
     run_round_in_thread(settings, db_url, client)
     assert state(sync_conn, deleting)["embedding_status"] == "CANCELLED"
 
 
 # --- half-cancelled rows (one stage CANCELLED, the other PENDING/PROCESSING) ------------------
-# CURRENT RULE (rescan.sql `expired`: "any stage CANCELLED → never expired"): the rescan leaves
-# such a row exactly as it is — it is neither claimed (no retry spent, no request) nor finalized
-# (never FAILED next to CANCELLED), and no event is written. SPEC §7.2 announces a change (the
-# next round ends the unfinished stage CANCELLED too, with an event row): when that lands, THIS
-# TEST FAILS ON PURPOSE and must be rewritten deliberately to pin the new rule — do not loosen it.
+# RULE (SPEC §7.2 anomaly, issue 13; it replaced "any stage CANCELLED → never expired, left as
+# it is"): the next round ends the unfinished stage CANCELLED too (an invalidation always wins),
+# with one event row — whatever the retry count and age; the row is never claimed (no retry
+# spent, no request) nor FAILED, and its retry_count, rescanned_at and last_error are kept.
 HALF_CANCELLED = [(emb, kw) for unfinished in ("PENDING", "PROCESSING")
                   for emb, kw in (("CANCELLED", unfinished), (unfinished, "CANCELLED"))]
 
 
 @pytest.mark.parametrize("retry", [0, 2, 3, 5], ids=lambda r: f"retry{r}")
 @pytest.mark.parametrize("emb,kw", HALF_CANCELLED, ids=lambda s: s)
-async def test_half_cancelled_rows_are_neither_claimed_nor_finalized_current_rule(
+async def test_half_cancelled_rows_end_cancelled_and_are_neither_claimed_nor_failed(
         sync_conn, engine, make_rescan_settings, client, emb, kw, retry):
     """Every half-cancelled shape, retries left (0, 2) and used up (3 = max, 5), expired by both
     clocks (updated_at and rescanned_at far past every expiry), through one real round next to
@@ -278,8 +282,15 @@ async def test_half_cancelled_rows_are_neither_claimed_nor_finalized_current_rul
 
     assert report.claimed_ids == [claimable] and client.ids == [claimable]
     assert report.finalized_ids == [exhausted] and report.dead_ends == 0
-    assert state(sync_conn, half) == before  # statuses, retry_count, clocks, last_error
-    assert events(sync_conn, half) == []
+    assert report.half_cancelled_ids == [half]
+    after = state(sync_conn, half)
+    assert (after["embedding_status"], after["keyword_status"]) == ("CANCELLED", "CANCELLED")
+    for kept in ("retry_count", "rescanned_at", "last_error"):
+        assert after[kept] == before[kept], kept
+    unfinished_stage, unfinished = (("embedding", emb) if emb != "CANCELLED" else ("keyword", kw))
+    [(stage, from_status, to_status, actor, _reason)] = events(sync_conn, half)
+    assert (stage, from_status, to_status, actor) == (unfinished_stage, unfinished, "CANCELLED",
+                                                      "finalizer")
 
 
 async def test_scenario_18_context_deleted_after_the_claim_is_not_called(

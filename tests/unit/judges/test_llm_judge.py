@@ -224,7 +224,10 @@ def test_build_judge_picks_the_configured_judge(tmp_path):
     llm = build_judge(make_settings(tmp_path, judge="llm", llm_base_url="http://x/v1",
                                     llm_chain="a,b", llm_votes=3), provider)
     assert isinstance(llm, LlmJudge) and llm.chain == ["a", "b"] and llm.votes == 3
-    with pytest.raises(ValueError, match="PINLOG_LLM_BASE_URL"):
-        build_judge(make_settings(tmp_path, judge="llm", llm_chain="a"), provider)
+    # issue 13: a missing endpoint is now refused when the settings load (one line, exit 2)
+    from pinlog.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="PINLOG_LLM_BASE_URL"):
+        make_settings(tmp_path, judge="llm", llm_chain="a")
     with pytest.raises(ValueError, match="PINLOG_LLM_CHAIN"):
         build_judge(make_settings(tmp_path, judge="llm", llm_base_url="http://x/v1"), provider)

@@ -26,8 +26,13 @@ def test_the_expiry_predicate_is_written_once_and_shared_by_claim_and_finalizer(
     code = _code(SOURCE)
     q = statements()
     fragment = _code(q.raw("expired"))
+    # only inside `expired` — and `next_expiry`, the read-only outlook that computes *when* a
+    # row becomes expired (issue 13; tests/integration/rescan/test_recovery_speed.py checks
+    # that both agree for every status pair)
+    outlook = _code(q.raw("next_expiry"))
     for param in (":pending_expiry", ":processing_expiry"):
-        assert code.count(param) == fragment.count(param) > 0  # only inside `expired`
+        assert code.count(param) == fragment.count(param) + outlook.count(param)
+        assert fragment.count(param) > 0
     for name in ("claim", "finalize_exhausted"):
         assert "{expired}" in _code(q.raw(name))
         assert "pending_expiry" not in _code(q.raw(name))
@@ -97,4 +102,5 @@ def test_status_reuses_the_rescan_fragments_verbatim():
         assert "{" not in _code(status_q.sql(name))
     assert age in _code(status_q.sql("unfinished_summary"))
     assert status_q.names() == ["rows_per_stage_status", "unfinished_by_retry_count",
-                                "unfinished_summary", "recent_failures"]
+                                "unfinished_summary", "recent_failures", "anomalies"]
+    assert unfinished in status_q.sql("anomalies")  # half_cancelled counts on the same predicate

@@ -38,7 +38,7 @@ async def create_record(body: CreateRecordIn, member_id: Member, service: Servic
 async def list_records(
     member_id: Member, service: Service,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,  # SQL OFFSET is a bigint
 ) -> RecordListOut:
     """The member's active records, newest first: place, keywords (union over active contexts,
     owner view) and every active context with its text, ``aiStatus`` and keywords. Contexts whose

@@ -1,0 +1,87 @@
+"""SPEC §7.2 "Recovery speed" through the real `pinlog serve` (subprocess, real PostgreSQL):
+a crash backlog — committed PENDING rows whose dispatch died with the process — is final long
+before the default 5-minute interval, because the loop wakes at the first expiry and runs
+back-to-back rounds while they claim full batches. And `pinlog rescan --once` explains a
+"claimed 0" (rows not expired yet, and when the first expires)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.acceptance.rescan.fake_openai import FakeOpenAI
+from tests.acceptance.rescan.test_crash_recovery import Server, serve_env, wait_for
+from tests.helpers import free_port, run_pinlog
+from tests.integration.rescan.factory import make_context, make_member
+
+pytestmark = pytest.mark.slow
+
+BACKLOG = 35
+BATCH = 10
+
+
+@pytest.fixture
+def fake_openai():
+    server = FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_a_crash_backlog_is_final_within_seconds_with_the_default_interval(
+        tmp_path, db_url, sync_conn, fake_openai):
+    env = serve_env(tmp_path, db_url, free_port(), fake_openai,
+                    PINLOG_RESCAN_BATCH_SIZE=str(BATCH))
+    env["PINLOG_RESCAN_INTERVAL"] = "300"  # the default: one round per 5 minutes at most
+    env["PINLOG_PENDING_EXPIRY"] = "4"
+    loaded = run_pinlog(["presets", "load"], env, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    member = make_member(sync_conn)
+    # the backlog a SIGKILL leaves: committed contexts, PENDING, never dispatched
+    ids = [make_context(sync_conn, member_id=member, body=f"노트 {i} 조용한 카페")
+           for i in range(BACKLOG)]
+
+    server = Server(env, tmp_path, "serve")
+    started = time.monotonic()
+    try:
+        server.wait_ready()
+
+        def all_final() -> bool:
+            (n,) = sync_conn.execute(
+                "SELECT count(*) FROM ai.context_ai_state WHERE context_id = ANY(%s) AND "
+                "embedding_status = 'COMPLETED' AND keyword_status = 'COMPLETED'",
+                (ids,)).fetchone()
+            return n == BACKLOG
+
+        # 4 batches; without the recovery rules this takes at least one 300 s interval
+        await wait_for(all_final, "the backlog to complete", timeout=90, server=server)
+        drained = time.monotonic() - started
+    finally:
+        server.proc.terminate()
+        try:
+            server.proc.wait(20)
+        finally:
+            server.close()
+    assert drained < 90
+    (claims,) = sync_conn.execute(
+        "SELECT count(*) FROM ai.context_ai_event WHERE actor = 'rescan' AND context_id = ANY(%s)",
+        (ids,)).fetchone()
+    assert claims == BACKLOG  # one retry each: nothing was re-sent twice
+
+
+def test_rescan_once_explains_claimed_0(tmp_path, db_url, sync_conn, fake_openai):
+    env = serve_env(tmp_path, db_url, free_port(), fake_openai)
+    env["PINLOG_PENDING_EXPIRY"] = "300"
+    env["PINLOG_PROCESSING_EXPIRY"] = "600"
+    env["PINLOG_AI_BASE_URL"] = "http://127.0.0.1:9"  # nothing is sent: nothing is expired
+    env["COLUMNS"] = "200"
+    make_context(sync_conn, age_s=60)
+    make_context(sync_conn, emb="PROCESSING", age_s=60)
+
+    result = run_pinlog(["rescan", "--once"], env, timeout=60)
+
+    assert result.returncode == 0, result.stderr
+    assert "2 unfinished row(s) not expired yet" in result.stdout
+    assert "the first expires in 4.0 min" in result.stdout, result.stdout

@@ -1,0 +1,143 @@
+"""SPEC §7.2 "Recovery speed": the loop wakes at the first expiry instead of waiting the whole
+interval, runs back-to-back while a round claims a full batch, and is paced by the ai side's
+queue (a busy 503 is re-sent within the round, never dropped). Real PostgreSQL; the process
+client is the recording fake at the contract; ordering by the client's own events."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pinlog.core.rescan import ExpiryOutlook, RescanLoop, expiry_outlook, next_delay
+from tests.integration.rescan.factory import RecordingClient, make_context, state
+
+OLD = 10_000
+
+
+class NotifyingClient(RecordingClient):
+    """Sets ``reached`` once ``want`` distinct contexts were accepted."""
+
+    def __init__(self, want: int, busy_first: int = 0) -> None:
+        super().__init__()
+        self.want = want
+        self.reached = asyncio.Event()
+        self.busy_left = busy_first
+        self.accepted: set[int] = set()
+
+    async def send(self, request, *, request_id=None):
+        await super().send(request, request_id=request_id)
+        if self.busy_left > 0:
+            self.busy_left -= 1
+            return 503
+        self.accepted.add(request.context_id)
+        if len(self.accepted) >= self.want:
+            self.reached.set()
+        return 202
+
+
+async def test_outlook_counts_rows_not_expired_yet_and_when_the_first_expires(
+        sync_conn, engine, make_rescan_settings):
+    settings = make_rescan_settings()  # PENDING 300 s, PROCESSING 600 s
+    make_context(sync_conn, age_s=100)                       # PENDING: expires in ~200 s
+    make_context(sync_conn, emb="PROCESSING", age_s=100)     # PROCESSING: ~500 s
+    make_context(sync_conn, emb="COMPLETED", kw="PENDING", age_s=250)  # keyword PENDING: ~50 s
+    make_context(sync_conn, age_s=OLD)                       # already expired
+    make_context(sync_conn, emb="FAILED", kw="PENDING")      # dead end: never expires
+    make_context(sync_conn, emb="COMPLETED", kw="COMPLETED")  # finished
+
+    outlook = await expiry_outlook(engine, settings)
+
+    assert (outlook.waiting, outlook.expired) == (3, 1)
+    assert outlook.first_expires_in is not None and 45 < outlook.first_expires_in <= 50
+
+
+def test_next_delay_rules(make_rescan_settings):
+    from pinlog.core.rescan import (
+        FAILED_ROUND_RETRY_SECONDS,
+        MIN_WAKE_SECONDS,
+        WAKE_SLACK_SECONDS,
+        RoundReport,
+    )
+
+    settings = make_rescan_settings(rescan_batch_size=10)  # interval 300 s
+    quiet = RoundReport()
+    assert next_delay(settings, None, None) == FAILED_ROUND_RETRY_SECONDS  # a failed round
+    assert next_delay(settings, RoundReport(claimed=10), ExpiryOutlook(0, 5, None)) == 0
+    assert next_delay(settings, RoundReport(finalized=10), None) == 0
+    assert next_delay(settings, RoundReport(claimed=9), ExpiryOutlook(0, 0, None)) == 300
+    assert next_delay(settings, quiet, ExpiryOutlook(3, 0, 42.0)) == 42.0 + WAKE_SLACK_SECONDS
+    assert next_delay(settings, quiet, ExpiryOutlook(3, 0, 4000.0)) == 300
+    assert next_delay(settings, quiet, ExpiryOutlook(1, 0, -0.9)) == MIN_WAKE_SECONDS
+    assert next_delay(settings, quiet, ExpiryOutlook(0, 2, None)) == MIN_WAKE_SECONDS
+
+
+async def test_full_batches_run_back_to_back_not_one_per_interval(
+        sync_conn, engine, make_rescan_settings):
+    ids = [make_context(sync_conn, age_s=OLD + i) for i in range(7)]
+    settings = make_rescan_settings(rescan_batch_size=2, rescan_interval=3600)
+    client = NotifyingClient(want=len(ids))
+    loop = RescanLoop(settings, engine, client)
+    await loop.start()
+    try:
+        # four rounds (2+2+2+1) inside one interval of an hour
+        await asyncio.wait_for(client.reached.wait(), timeout=30)
+    finally:
+        await loop.stop()
+    assert sorted(client.accepted) == sorted(ids)
+    assert all(state(sync_conn, i)["retry_count"] == 1 for i in ids)  # each claimed once
+    assert loop.rounds >= 4
+
+
+async def test_the_loop_wakes_at_the_first_expiry_not_after_the_interval(
+        sync_conn, engine, make_rescan_settings):
+    # PENDING expiry 2 s, interval an hour: the start-up round finds nothing expired
+    settings = make_rescan_settings(pending_expiry=2, processing_expiry=30,
+                                    rescan_interval=3600)
+    cid = make_context(sync_conn, age_s=0.5)
+    client = NotifyingClient(want=1)
+    loop = RescanLoop(settings, engine, client)
+    await loop.start()
+    try:
+        await asyncio.wait_for(client.reached.wait(), timeout=30)
+    finally:
+        await loop.stop()
+    assert client.ids == [cid]
+    assert loop.rounds >= 2  # the start-up round (nothing expired) and the woken one
+
+
+async def test_a_busy_ai_side_paces_the_round_instead_of_losing_the_resend(
+        sync_conn, engine, make_rescan_settings):
+    cid = make_context(sync_conn, age_s=OLD)
+    client = NotifyingClient(want=1, busy_first=3)  # 503, 503, 503, then 202
+    report = await RescanLoop(make_rescan_settings(rescan_busy_wait=30), engine,
+                              client).run_round()
+    assert report.dispatched_ids == [cid] and report.failed_calls == 0
+    assert client.ids == [cid] * 4
+    assert state(sync_conn, cid)["retry_count"] == 1  # one retry spent, not four
+
+
+PAIRS = [(e, k) for e in ("PENDING", "PROCESSING", "COMPLETED", "FAILED", "CANCELLED")
+         for k in ("PENDING", "PROCESSING", "COMPLETED", "FAILED", "CANCELLED")]
+
+
+async def test_the_outlook_agrees_with_the_expired_predicate_for_every_status_pair(
+        sync_conn, engine, make_rescan_settings):
+    """`next_expiry` mirrors rescan.sql's `expired`: a row counts as expired by the outlook
+    exactly when the claim would take it (ages on both sides of both expiries)."""
+    settings = make_rescan_settings(pending_expiry=100, processing_expiry=200)
+    for emb, kw in PAIRS:
+        for age in (50, 150, 250):
+            sync_conn.execute("TRUNCATE ai.context_ai_state, ai.context_ai_event")
+            make_context(sync_conn, emb=emb, kw=kw, age_s=age)
+            outlook = await expiry_outlook(engine, settings)
+            (claimable,) = sync_conn.execute(
+                "SELECT count(*) FROM ai.context_ai_state WHERE "
+                + expired_sql().replace(":pending_expiry", "'100 seconds'")
+                .replace(":processing_expiry", "'200 seconds'")).fetchone()
+            assert outlook.expired == claimable, (emb, kw, age)
+
+
+def expired_sql() -> str:
+    """rescan.sql's `expired` fragment, spliced."""
+    from pinlog.core.rescan import statements
+
+    return statements().sql("expired")
