@@ -28,6 +28,28 @@ from pinlog.settings import Settings, load_settings
 #: Fixtures registered once for the whole suite (fake provider/judge, seeded presets).
 pytest_plugins = ("tests.support.fixtures",)
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this session its own temp root (unless ``--basetemp`` was given).
+
+    The embedded PostgreSQL runs as its own system user when the tests run as root, and it makes
+    the folders above its data dir traversable. pytest's shared ``/tmp/pytest-of-<user>`` is reset
+    to mode 0700 by every other pytest session that starts (a parallel run, the mutation runner's
+    sessions), which would cut a running test server off its own ``tmp_path`` data dir. A private
+    root per session avoids that; it is removed at the end of the session.
+    """
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        root = Path(tempfile.mkdtemp(prefix="pinlog-pytest-"))
+        root.chmod(0o755)
+        config.option.basetemp = str(root / "t")
+        config._pinlog_temp_root = root  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = getattr(config, "_pinlog_temp_root", None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+
 #: The only PINLOG_* variables of the calling shell the suite reads (README "Development").
 TEST_VARIABLES = ("PINLOG_TEST_DATABASE_URL",)
 
