@@ -124,11 +124,11 @@ def migrated_db_url(pg_server_url: str) -> str:
 
 
 def truncate_all(url: str) -> None:
-    """Empty every core.* and ai.* table (identities restarted)."""
+    """Empty every core.* and ai.* table (identities restarted) but our version table."""
     with psycopg.connect(url, autocommit=True) as conn:
         tables = conn.execute(
             "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables "
-            "WHERE schemaname IN ('core', 'ai')"
+            "WHERE schemaname IN ('core', 'ai') AND tablename <> 'alembic_version'"
         ).fetchall()
         if tables:
             conn.execute("TRUNCATE " + ", ".join(t[0] for t in tables) + " RESTART IDENTITY CASCADE")

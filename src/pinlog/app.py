@@ -38,7 +38,7 @@ from pinlog.db.engine import (
     redacted_url,
     resolve_database_url,
 )
-from pinlog.db.migrate import HEAD
+from pinlog.db.migrate import VERSION_SCHEMA, head
 from pinlog.db.process_settings import ProcessRegistry
 from pinlog.settings import Settings, get_settings
 
@@ -176,14 +176,17 @@ def create_app(
 
     @app.get("/ready", tags=["ops"])
     async def ready() -> Response:
-        """Readiness: database reachable and migrated, and each component ready (presets
-        loaded for the ai side). Reveals no configuration."""
+        """Readiness: database reachable, our tables at our revision (our own version table,
+        ``ai.alembic_version`` — also on an adopted database whose backend owns ``core``, SPEC
+        §2.2) and each component ready (the ai side: its tables present and presets loaded).
+        Reveals no configuration."""
         try:
             async with app.state.engine.connect() as conn:
-                version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+                version = (await conn.execute(
+                    text(f"SELECT version_num FROM {VERSION_SCHEMA}.alembic_version"))).scalar()
         except Exception:  # noqa: BLE001 - any failure means not ready
             return JSONResponse({"status": "unavailable"}, status_code=503)
-        if version != HEAD:
+        if version != head():
             return JSONResponse({"status": "unavailable"}, status_code=503)
         for name in ("ai", "core"):
             runtime = getattr(app.state, name, None)

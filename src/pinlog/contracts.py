@@ -2,14 +2,18 @@
 
 Neither side owns it: core builds these requests, ai validates and serves them, over HTTP
 (``/internal/v1/...``) or through the in-process adapter with exactly the same semantics.
-JSON is camelCase; unknown fields are rejected (422).
+JSON is camelCase. Requests keep strict types (no coercion) but IGNORE unknown fields, each
+field name logged once per process (a backend that adds a field must not fail every call:
+issue 14); responses carry the reference system's names too (``keywordMatched``).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from pinlog.text import is_blank, normalize
@@ -28,10 +32,43 @@ class _Camel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
-class _StrictCamel(_Camel):
-    """Requests: no type coercion (``"1"``, ``true`` or ``1.0`` for an id is a 422)."""
+log = logging.getLogger(__name__)
 
-    model_config = ConfigDict(strict=True)
+#: Unknown request field names already logged (bounded: a caller cannot grow it without limit).
+_SEEN_UNKNOWN: set[tuple[str, str]] = set()
+_SEEN_LOCK = threading.Lock()
+_SEEN_MAX = 256
+
+
+def _note_unknown_fields(model: type[BaseModel], data: object) -> None:
+    """Log each unknown field name of ``model`` once per process (WARNING; the name only,
+    truncated to 64 characters, never a value)."""
+    if not isinstance(data, dict):
+        return
+    known = set(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
+    for key in data:
+        if not isinstance(key, str) or key in known:
+            continue
+        name = key[:64]
+        with _SEEN_LOCK:
+            if (model.__name__, name) in _SEEN_UNKNOWN or len(_SEEN_UNKNOWN) >= _SEEN_MAX:
+                continue
+            _SEEN_UNKNOWN.add((model.__name__, name))
+        log.warning("unknown field in an internal request ignored (logged once per name)",
+                    extra={"request_model": model.__name__, "field": name})
+
+
+class _StrictCamel(_Camel):
+    """Requests: no type coercion (``"1"``, ``true`` or ``1.0`` for an id is a 422); unknown
+    fields are ignored and logged once per field name (:func:`_note_unknown_fields`)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_fields(cls, data: Any) -> Any:
+        _note_unknown_fields(cls, data)
+        return data
 
 
 def _storable_text(value: str) -> str:
@@ -99,11 +136,17 @@ class SearchRequest(_StrictCamel):
 
 class SearchHit(_Camel):
     """One record of a search: its best-matching context and that context's cosine
-    similarity to the query (in [-1, 1], higher is closer; SPEC §10)."""
+    similarity to the query (in [-1, 1], higher is closer; SPEC §10).
+
+    ``keyword_matched`` (``keywordMatched``, the reference's field): True when the hit's record
+    has a keyword (COMPLETED keyword stage, active context) among the query's own best presets
+    (:func:`pinlog.ai.search.query_presets`).
+    """
 
     record_id: int
     context_id: int
     similarity: float
+    keyword_matched: bool = False
 
 
 class SearchResponse(_Camel):

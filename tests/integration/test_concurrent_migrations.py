@@ -28,6 +28,6 @@ def test_three_concurrent_migrate_commands_on_an_empty_database_all_exit_0(pg_se
     outcomes = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
     assert [rc for rc, _, _ in outcomes] == [0, 0, 0], outcomes
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT count(*) FROM public.alembic_version").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM ai.alembic_version").fetchone()[0] == 1
         assert conn.execute("SELECT to_regclass('ai.context_ai_state') IS NOT NULL").fetchone()[0]
     assert _head(url) is not None

@@ -33,7 +33,10 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                             "updated_at": ("timestamp with time zone", False),
                             "rescanned_at": ("timestamp with time zone", True),
                             "last_error": ("text", True),
-                            "last_error_at": ("timestamp with time zone", True)},
+                            "last_error_at": ("timestamp with time zone", True),
+                            # SPEC §7.3 re-claim after the backend's rescan (revision 0002)
+                            "embedding_start_retry": ("integer", True),
+                            "keyword_start_retry": ("integer", True)},
     "ai.context_embedding": {"context_id": ("bigint", False), "user_id": ("bigint", False),
                              "record_id": ("bigint", False), "embedding": ("vector", False),
                              "embedding_profile": ("text", False), "text_sha256": ("bytea", False),
@@ -76,7 +79,7 @@ def _columns(conn: psycopg.Connection) -> dict[str, dict[str, tuple[str, bool]]]
            FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
            JOIN pg_namespace n ON n.oid = c.relnamespace
            WHERE n.nspname IN ('core', 'ai') AND c.relkind = 'r' AND a.attnum > 0
-             AND NOT a.attisdropped"""
+             AND NOT a.attisdropped AND c.relname <> 'alembic_version'"""
     ).fetchall()
     out: dict[str, dict[str, tuple[str, bool]]] = {}
     for table, column, typ, nullable in rows:
@@ -181,3 +184,15 @@ def test_lexical_revision_backfills_existing_notes_places_and_records(pg_server_
     with psycopg.connect(url) as conn:
         assert "lexemes" not in _columns(conn)["core.context"]
         assert "place_lexemes" not in _columns(conn)["core.record"]
+
+
+def test_our_version_table_lives_in_ai_never_in_public(pg_server_url):
+    """SPEC §2.2: our history is ai.alembic_version (fresh path too); public stays clean."""
+    url = create_database(pg_server_url, "pinlog_ver")
+    migrate.upgrade(url)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT to_regclass('public.alembic_version')").fetchone()[0] is None
+        assert conn.execute("SELECT version_num FROM ai.alembic_version").fetchall() == \
+            [(migrate.head(),)]
+    migrate.downgrade(url)
+    assert migrate.current_revision(url) is None

@@ -57,6 +57,7 @@ PIPELINE = "tests/integration/ai/test_pipeline.py"
 ROUND = "tests/integration/rescan/test_rescan_round.py"
 STATEMENTS = "tests/unit/rescan/test_statements.py"
 SEARCH = "tests/integration/search/test_search_sql.py"
+RECLAIM = "tests/integration/ai/test_reclaim_after_backend_rescan.py"
 PUBLIC_SEARCH = "tests/integration/search/test_public_search.py"
 SERVICES_T = "tests/integration/core/test_services.py"
 ROLLBACK = "tests/integration/core/test_rollback.py"
@@ -85,10 +86,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "start_embedding_reclaims_live_processing",
         "SPEC §3 start (embedding): a PROCESSING stage is re-claimed only after the expiry",
         STATE_SQL,
-        "OR (s.embedding_status = 'PROCESSING' AND s.updated_at < now() - :expiry))",
-        "OR (s.embedding_status = 'PROCESSING'))",
+        "OR (s.embedding_status = 'PROCESSING'\n                AND (s.updated_at < now() - :expiry\n",
+        "OR (s.embedding_status = 'PROCESSING'\n                AND (true\n",
         (f"{GUARDS}::test_embedding_start_only_from_pending",
          f"{GUARDS}::test_processing_younger_than_expiry_is_not_reclaimed"),
+    ),
+    Mutation(
+        "start_embedding_reclaims_on_any_retry_count",
+        "SPEC §7.3 (last paragraph): only a retry_count HIGHER than at the stage's start re-claims",
+        STATE_SQL,
+        "OR s.retry_count > s.embedding_start_retry)))",
+        "OR s.retry_count >= s.embedding_start_retry)))",
+        (f"{RECLAIM}::test_backend_claim_after_a_crash_lets_the_resend_reclaim",),
     ),
     Mutation(
         "start_embedding_from_failed_or_cancelled",
@@ -121,9 +130,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "start_keyword_reclaims_live_processing",
         "SPEC §3 start (keyword): a PROCESSING stage is re-claimed only after the expiry",
         STATE_SQL,
-        "OR (s.keyword_status = 'PROCESSING' AND s.updated_at < now() - :expiry))",
-        "OR (s.keyword_status = 'PROCESSING'))",
+        "OR (s.keyword_status = 'PROCESSING'\n                AND (s.updated_at < now() - :expiry\n",
+        "OR (s.keyword_status = 'PROCESSING'\n                AND (true\n",
         (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",),
+    ),
+    Mutation(
+        "start_keyword_reclaims_on_any_retry_count",
+        "SPEC §7.3 (last paragraph): only a retry_count HIGHER than at the stage's start re-claims",
+        STATE_SQL,
+        "OR s.retry_count > s.keyword_start_retry)))",
+        "OR s.retry_count >= s.keyword_start_retry)))",
+        (f"{RECLAIM}::test_backend_claim_after_a_crash_lets_the_resend_reclaim",),
     ),
     Mutation(
         "complete_embedding_not_only_from_processing",

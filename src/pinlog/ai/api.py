@@ -36,13 +36,16 @@ _BUSY = {"error": "busy, retry later"}
 def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]]:
     """``(HTTP status, fixed body)`` for a search that failed (SPEC §10).
 
-    A profile mismatch → 422 naming both profiles (no model was called); a model error → 503,
+    A profile mismatch → 422 naming both profiles under our keys and the reference's
+    (``requestProfile``/``serverProfile``; no model was called); a model error → 503,
     counted in ``pinlog_search_requests_total{outcome="model_error"}`` and logged with its class
     only (never the query).
     """
     if isinstance(exc, ProfileMismatch):
+        # Our keys and the reference system's (requestProfile/serverProfile, SPEC §10).
         return 422, {"error": "embedding profile mismatch", "requested": exc.requested,
-                     "server": exc.server}
+                     "server": exc.server, "requestProfile": exc.requested,
+                     "serverProfile": exc.server}
     metrics.SEARCH_REQUESTS.labels("model_error").inc()
     log.warning("search query could not be embedded",
                 extra={"error_class": "transient" if exc.transient else "permanent"})

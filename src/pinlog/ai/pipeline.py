@@ -199,7 +199,15 @@ class Pipeline:
 
     def _stop_reason(self, pre: state.PreCheck | None, sha: bytes, ids: dict) -> str | None:
         """Why the pre-check ends the job (``missing``, ``contract_violation``, ``finished``),
-        or None to go on (SPEC §5.2 step 1, §5.6)."""
+        or None to go on (SPEC §5.2 step 1, §5.6).
+
+        Hash-less embeddings (rows made before an adoption, ``text_sha256`` NULL) are TRUSTED:
+        a context id always means the same text (SPEC §5.6), so a COMPLETED vector of the
+        current profile is reused for the keyword stage and search as any other; with no hash
+        there is nothing to compare, so no contract violation can be reported for it. A
+        hash-less vector of another profile is never used (SPEC §9) and is replaced by
+        ``pinlog reprocess --profile``; whenever our side embeds a context, the hash is written.
+        """
         if (pre is not None and pre.embedding_status is Status.COMPLETED
                 and pre.text_sha256 is not None and pre.text_sha256 != sha):
             # SPEC §5.6: checked before "nothing to do" so it is reported even when both
@@ -386,7 +394,8 @@ class Pipeline:
                                                           "outcome": "skipped"})
         elif previous is Status.PROCESSING:
             self._count(stage, "reclaimed")
-            log.warning("re-claimed a PROCESSING stage older than the processing expiry",
+            log.warning("re-claimed a PROCESSING stage (processing expiry passed, or the row's "
+                        "retry_count rose since it started: SPEC §7.3)",
                         extra={**ids, "stage": stage.label, "outcome": "reclaimed",
                                "previous_status": previous.value})
 

@@ -255,11 +255,13 @@ class AiRuntime:
 
         if self.provider is None:
             raise RuntimeError("the ai runtime is not started")
-        cuts = SearchCuts.from_calibration(calibration_for(self.settings))
+        calibration = calibration_for(self.settings)
+        cuts = SearchCuts.from_calibration(calibration)
         deadline = self.settings.search_timeout
         try:
             return await asyncio.wait_for(search(self.engine, self.provider, request, cuts,
-                                                 rewrite=self.rewriter),
+                                                 rewrite=self.rewriter,
+                                                 keyword_floor=calibration.candidate_floor),
                                           deadline)
         except TimeoutError:
             metrics.SEARCH_REQUESTS.labels("timeout").inc()

@@ -16,12 +16,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai.calibration import Calibration
+from pinlog.ai.candidates import select_candidates
+from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import EmbeddingProvider
+from pinlog.ai.presets import load_snapshot
 from pinlog.ai.vectors import check_embeddings, to_pgvector
 from pinlog.contracts import SearchHit, SearchRequest, SearchResponse
 from pinlog.db.sql import Queries
@@ -84,6 +88,36 @@ def apply_cuts(hits: list[SearchHit], query: str, cuts: SearchCuts) -> list[Sear
 Rewrite = Callable[[str], Awaitable[str]]
 
 
+#: How many of the query's nearest presets count for ``keywordMatched`` (a context keeps at
+#: most 3 keywords, SPEC §8).
+QUERY_PRESETS_TOP_K = 3
+
+
+async def query_presets(conn: AsyncConnection, vector: np.ndarray, profile: str, *,
+                        floor: float, top_k: int = QUERY_PRESETS_TOP_K) -> list[int]:
+    """The query's own best presets: ids of its ``top_k`` nearest usable presets of
+    ``profile`` at cosine ≥ ``floor`` (the profile's candidate floor) — the keyword stage's
+    candidate rule applied to the query vector (SPEC §8). Empty when none are loaded."""
+    snapshot = await load_snapshot(conn, profile)
+    try:
+        chosen = select_candidates(vector, snapshot, top_k=top_k, floor=floor)
+    except PermanentModelError:  # a zero query vector: no preset is near it
+        return []
+    return [c.preset.id for c in chosen]
+
+
+async def mark_keyword_matched(conn: AsyncConnection, hits: list[SearchHit], user_id: int,
+                               preset_ids: list[int]) -> list[SearchHit]:
+    """``hits`` with ``keyword_matched`` set: True when the hit's record has a keyword among
+    ``preset_ids`` (COMPLETED keyword stage, active context, same member)."""
+    if not hits or not preset_ids:
+        return hits
+    matched = set((await conn.execute(queries("keyword_matched_records"), {
+        "user_id": user_id, "record_ids": [h.record_id for h in hits],
+        "keyword_ids": preset_ids})).scalars())
+    return [h.model_copy(update={"keyword_matched": h.record_id in matched}) for h in hits]
+
+
 async def search(
     engine: AsyncEngine,
     provider: EmbeddingProvider,
@@ -92,8 +126,10 @@ async def search(
     *,
     apply: bool = True,
     rewrite: Rewrite | None = None,
+    keyword_floor: float | None = None,
 ) -> SearchResponse:
-    """Run one personal search.
+    """Run one personal search. With ``keyword_floor`` (the profile's candidate floor) each
+    hit's ``keywordMatched`` is set (:func:`query_presets`, :func:`mark_keyword_matched`).
 
     Args:
         apply: apply the vector-evidence cuts (False: every hit, for calibration/benchmarks).
@@ -120,8 +156,11 @@ async def search(
                                    {**params, "limit": request.limit})).all()
         scored_rows = (await conn.execute(queries("score_records"), {
             **params, "record_ids": list(request.record_ids)})).all() if request.record_ids else []
-    hits = [_hit(r) for r in rows]
-    kept = apply_cuts(hits, request.query, cuts) if apply else hits
+        hits = [_hit(r) for r in rows]
+        kept = apply_cuts(hits, request.query, cuts) if apply else hits
+        if keyword_floor is not None and kept:
+            presets = await query_presets(conn, vector, provider.profile, floor=keyword_floor)
+            kept = await mark_keyword_matched(conn, kept, request.user_id, presets)
     metrics.SEARCH_REQUESTS.labels("ok").inc()
     log.info("search", extra={"user_id": request.user_id, "count": len(kept),
                               "scored": len(scored_rows)})

@@ -53,3 +53,17 @@ WHERE e.record_id = ANY(CAST(:record_ids AS bigint[]))
   AND e.embedding_profile = :profile                -- filter: profile
   AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500
   AND NOT (1 - (e.embedding <=> CAST(:query_vector AS vector))) = 'NaN'::float8  -- NaN never scored
+
+-- name: keyword_matched_records
+-- SPEC §10 / issue 14 (the reference's `keywordMatched`): which of the hit records have a
+-- keyword among the query's own best presets. Only keywords of a COMPLETED keyword stage of an
+-- active (not deleted) context of the same member count — the same stale-data filters as above.
+SELECT DISTINCT e.record_id
+FROM ai.context_keyword AS k
+JOIN ai.context_ai_state AS s ON s.context_id = k.context_id
+JOIN ai.context_embedding AS e ON e.context_id = k.context_id
+WHERE e.user_id = :user_id
+  AND e.is_deleted = false
+  AND s.keyword_status = 'COMPLETED'
+  AND e.record_id = ANY(CAST(:record_ids AS bigint[]))
+  AND k.keyword_id = ANY(CAST(:keyword_ids AS integer[]))

@@ -73,11 +73,20 @@ class PreCheck:
 
 @dataclass(frozen=True)
 class StoredEmbedding:
-    """A stored, not deleted context vector: ``vector`` is ``(dim,)`` float32."""
+    """A stored, not deleted context vector: ``vector`` is ``(dim,)`` float32.
+
+    ``text_sha256`` is None for a row embedded before an adoption (the reference stored no
+    hash): such a vector is trusted for its profile (rule in :mod:`pinlog.ai.pipeline`).
+    """
 
     vector: np.ndarray
     profile: str
-    text_sha256: bytes
+    text_sha256: bytes | None
+
+
+def _hash(value: Any) -> bytes | None:
+    """A stored text hash as bytes; None stays None (hash-less rows from before an adoption)."""
+    return bytes(value) if value is not None else None
 
 
 async def precheck(conn: AsyncConnection, context_id: int) -> PreCheck | None:
@@ -212,7 +221,7 @@ async def read_embedding(conn: AsyncConnection, context_id: int) -> StoredEmbedd
     if row is None:
         return None
     embedding, profile, sha = row
-    return StoredEmbedding(parse_pgvector(embedding), profile, bytes(sha))
+    return StoredEmbedding(parse_pgvector(embedding), profile, _hash(sha))
 
 
 async def ai_tables_present(conn: AsyncConnection) -> bool:
@@ -312,6 +321,6 @@ async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry:
         fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
     row = await start.fetchone()
     vector_row = await stored.fetchone()
-    embedding = (StoredEmbedding(parse_pgvector(vector_row[0]), vector_row[1], bytes(vector_row[2]))
+    embedding = (StoredEmbedding(parse_pgvector(vector_row[0]), vector_row[1], _hash(vector_row[2]))
                  if vector_row is not None else None)
     return (Status(row[0]) if row else None), embedding, (await fingerprint.fetchone())[0]

@@ -25,58 +25,73 @@ SELECT s.embedding_status,
 
 -- name: start_embedding
 -- Rule: SPEC §3 start (embedding) — PENDING → PROCESSING, or re-claim a stale PROCESSING stage
--- whose updated_at (alone, never rescanned_at: §7.3) is older than the processing expiry.
+-- whose updated_at (alone, never rescanned_at: §7.3) is older than the processing expiry, or
+-- (§7.3, last paragraph) whose row's retry_count is higher than when the stage started: a
+-- backend that keeps the reference's rescan bumps retry_count AND refreshes updated_at when it
+-- gives an attempt up and re-sends, so age alone would strand a crashed stage. The start records
+-- retry_count in embedding_start_retry for exactly this test (NULL = not recorded: age only).
 -- Returns the status BEFORE the update (the locked subquery), so a fresh start and a re-claim are
 -- told apart in one statement without a second racy read. FAILED, COMPLETED, CANCELLED and a live
 -- PROCESSING stage never start (0 rows). Writes the event row in the same statement.
 WITH previous AS (
-    SELECT context_id, embedding_status AS previous_status
+    SELECT context_id, embedding_status AS previous_status,
+           updated_at < now() - :expiry AS expired
       FROM ai.context_ai_state
      WHERE context_id = :context_id
        FOR UPDATE
 ), started AS (
     UPDATE ai.context_ai_state s
        SET embedding_status = 'PROCESSING',
-           updated_at = now()
+           updated_at = now(),
+           embedding_start_retry = s.retry_count
       FROM previous p
      WHERE s.context_id = p.context_id
        AND (s.embedding_status = 'PENDING'
-            OR (s.embedding_status = 'PROCESSING' AND s.updated_at < now() - :expiry))
-    RETURNING p.previous_status
+            OR (s.embedding_status = 'PROCESSING'
+                AND (s.updated_at < now() - :expiry
+                     OR s.retry_count > s.embedding_start_retry)))
+    RETURNING p.previous_status, p.expired
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
     SELECT :context_id, 'embedding', previous_status, 'PROCESSING', 'ai',
-           CASE WHEN previous_status = 'PROCESSING' THEN 'reclaimed after processing expiry'
-                ELSE 'started' END
+           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
+                WHEN expired THEN 'reclaimed after processing expiry'
+                ELSE 'reclaimed: retry_count rose since the stage started' END
       FROM started
 )
 SELECT previous_status FROM started;
 
 
 -- name: start_keyword
--- Rule: SPEC §3 start (keyword) — as start_embedding, and additionally requires
--- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector.
+-- Rule: SPEC §3 start (keyword) — as start_embedding (expiry or retry_count above
+-- keyword_start_retry, §7.3), and additionally requires embedding_status = 'COMPLETED': a
+-- keyword stage never starts without a stored vector. Records retry_count in keyword_start_retry.
 -- Returns the status before the update; writes the event row in the same statement.
 WITH previous AS (
-    SELECT context_id, keyword_status AS previous_status
+    SELECT context_id, keyword_status AS previous_status,
+           updated_at < now() - :expiry AS expired
       FROM ai.context_ai_state
      WHERE context_id = :context_id
        FOR UPDATE
 ), started AS (
     UPDATE ai.context_ai_state s
        SET keyword_status = 'PROCESSING',
-           updated_at = now()
+           updated_at = now(),
+           keyword_start_retry = s.retry_count
       FROM previous p
      WHERE s.context_id = p.context_id
        AND s.embedding_status = 'COMPLETED'
        AND (s.keyword_status = 'PENDING'
-            OR (s.keyword_status = 'PROCESSING' AND s.updated_at < now() - :expiry))
-    RETURNING p.previous_status
+            OR (s.keyword_status = 'PROCESSING'
+                AND (s.updated_at < now() - :expiry
+                     OR s.retry_count > s.keyword_start_retry)))
+    RETURNING p.previous_status, p.expired
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
     SELECT :context_id, 'keyword', previous_status, 'PROCESSING', 'ai',
-           CASE WHEN previous_status = 'PROCESSING' THEN 'reclaimed after processing expiry'
-                ELSE 'started' END
+           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
+                WHEN expired THEN 'reclaimed after processing expiry'
+                ELSE 'reclaimed: retry_count rose since the stage started' END
       FROM started
 )
 SELECT previous_status FROM started;

@@ -121,9 +121,11 @@ def describe_error(exc: BaseException) -> tuple[str, int] | None:
     from pinlog.ai.errors import ModelError
     from pinlog.ai.presets import PresetFileError
     from pinlog.core.search import SearchRejected, SearchUnavailable
+    from pinlog.db.migrate import AdoptionRequired, NothingToAdopt
     from pinlog.errors import PinlogError, StartupError
 
-    if isinstance(exc, (StartupError, SettingsError, PresetFileError)):
+    if isinstance(exc, (StartupError, SettingsError, PresetFileError, AdoptionRequired,
+                        NothingToAdopt)):
         return str(exc), 2
     if isinstance(exc, ModelError):
         return f"embedding failed: {exc}", 1

@@ -12,14 +12,29 @@ app.add_typer(db_app, name="db")
 
 
 @app.command()
-def migrate() -> None:
-    """Apply the database migrations (both schemas; idempotent)."""
+def migrate(
+    adopt: bool = typer.Option(False, "--adopt", help=(
+        "Adopt an existing deployment whose backend owns core and created the ai tables: add "
+        "only what our ai side needs, in place, in one transaction (idempotent).")),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --adopt: print the plan only."),
+) -> None:
+    """Apply the database migrations (both schemas; idempotent). Our history lives in
+    ai.alembic_version. With --adopt: take over an existing deployment's ai side in place."""
     from pinlog.db import migrate as migrations
 
+    if dry_run and not adopt:
+        exit_with_error("--dry-run goes with --adopt", 2)
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
     before = migrations.current_revision(url)
-    migrations.upgrade(url)
+    if adopt:
+        plan = migrations.adopt(url, settings.dimension, dry_run=dry_run)
+        typer.echo(plan.render())
+        if dry_run:
+            typer.echo("dry run: nothing changed")
+            return
+    else:
+        migrations.upgrade(url)
     after = migrations.current_revision(url)
     typer.echo(f"schema at revision {after}" + (" (no change)" if before == after else f" (was {before or 'empty'})"))
 

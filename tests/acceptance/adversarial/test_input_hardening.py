@@ -249,7 +249,8 @@ async def test_process_type_confusion_is_422(full, sync_conn, value):
 
 @pytest.mark.parametrize("body", [
     "", "null", "[]", "hello", '{"contextId":1}', _process(text=""), _process(text="a" * 2001),
-    _process(contextId=0), _process(contextId=-5), _process(extra=1), _process(placeMeta=[1]),
+    _process(contextId=0), _process(contextId=-5), _process(extra="1", recordId="70"),
+    _process(placeMeta=[1]),
     '{"contextId":1,"userId":7,"recordId":70,"text":"\\ud800"}',
     '{"contextId":1,"userId":7,"recordId":70,"text":"a","placeMeta":' + '{"a":' * 5000 + "1"
     + "}" * 5000 + "}",

@@ -88,7 +88,7 @@ async def test_rotation_every_configured_secret_is_accepted(tmp_path, db_url, pr
     b'{"contextId": 1, "userId": 7, "recordId": 70, "text": ""}',           # empty text
     b'{"contextId": "x", "userId": 7, "recordId": 70, "text": "a"}',
     b'{"contextId": 0, "userId": 7, "recordId": 70, "text": "a"}',
-    b'{"contextId": 1, "userId": 7, "recordId": 70, "text": "a", "extra": 1}',
+    b'{"contextId": 1, "userId": "7", "recordId": 70, "text": "a", "extra": 1}',  # strict types
 ])
 async def test_422_invalid_body_changes_nothing(ai_settings, db_url, provider, judge, presets,
                                                 sync_conn, payload):

@@ -40,7 +40,7 @@ async def test_200_camel_case_results_best_first(search_settings, db_url, provid
     assert response.status_code == 200
     results = response.json()["results"]
     assert [(r["recordId"], r["contextId"]) for r in results] == [(71, 2), (70, 1)]
-    assert set(results[0]) == {"recordId", "contextId", "similarity"}
+    assert set(results[0]) == {"recordId", "contextId", "similarity", "keywordMatched"}
     assert results[0]["similarity"] == pytest.approx(0.95, abs=1e-5)
     assert provider.calls == 1 and provider.kinds == ["query"]
 
@@ -74,14 +74,15 @@ async def test_422_profile_mismatch_names_both_profiles_and_calls_no_model(
     assert response.status_code == 422
     assert OTHER_PROFILE in response.text and PROFILE in response.text
     assert response.json() == {"error": "embedding profile mismatch", "requested": OTHER_PROFILE,
-                               "server": PROFILE}
+                               "server": PROFILE, "requestProfile": OTHER_PROFILE,
+                               "serverProfile": PROFILE}
     assert provider.calls == 0 and provider.texts == []
     assert _count("profile_mismatch") == before + 1
 
 
 @pytest.mark.parametrize("bad", [
     {"limit": 0}, {"limit": 101}, {"query": ""}, {"userId": 0}, {"embeddingProfile": ""},
-    {"unexpected": 1},
+    {"limit": "5"}, {"userId": 7.0},  # types stay strict (unknown fields are ignored: issue 14)
 ])
 async def test_422_invalid_body_no_model_call(search_settings, db_url, provider, judge, presets,
                                               bad):

@@ -10,15 +10,21 @@ from pinlog.db.migrate import MIGRATION_LOCK_KEY
 config = context.config
 url = config.attributes.get("sqlalchemy_url") or config.get_main_option("sqlalchemy.url")
 
+#: Our history lives in our own schema (ai.alembic_version), never in public or in a backend's
+#: version table (SPEC §2.2; pinlog.db.migrate).
+VERSION_SCHEMA = "ai"
+
 
 def _run_locked(connection: Connection) -> None:
     """Run the migrations in one transaction that first takes the migration advisory lock
     (``pg_advisory_xact_lock``, released at commit/rollback): concurrent ``pinlog migrate`` runs
     on one database wait for each other, and the later ones read the version table only after
-    the first committed, so they find it at head and do nothing (no unique violation)."""
-    context.configure(connection=connection, version_table_schema="public")
+    the first committed, so they find it at head and do nothing (no unique violation).
+    The version table's schema is created first (the table is created before revision 0001)."""
+    context.configure(connection=connection, version_table_schema=VERSION_SCHEMA)
     with context.begin_transaction():
         context.execute(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+        context.execute(f"CREATE SCHEMA IF NOT EXISTS {VERSION_SCHEMA}")
         context.run_migrations()
 
 
@@ -36,7 +42,7 @@ def run_migrations_online() -> None:
 
 
 if context.is_offline_mode():
-    context.configure(url=url, literal_binds=True)
+    context.configure(url=url, literal_binds=True, version_table_schema=VERSION_SCHEMA)
     with context.begin_transaction():
         context.run_migrations()
 else:

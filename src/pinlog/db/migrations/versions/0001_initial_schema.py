@@ -159,8 +159,11 @@ CREATE TABLE ai.context_ai_event (
 CREATE INDEX context_ai_event_context_idx ON ai.context_ai_event (context_id, id);
 """
 
+# The ai schema itself stays: it holds our version table (ai.alembic_version, pinlog.db.migrate).
 DOWNGRADE = """
-DROP SCHEMA IF EXISTS ai CASCADE;
+DROP TABLE IF EXISTS ai.context_ai_event, ai.context_keyword_analysis, ai.context_keyword,
+    ai.keyword_preset_embedding, ai.keyword_preset, ai.context_embedding, ai.context_ai_state
+    CASCADE;
 DROP SCHEMA IF EXISTS core CASCADE;
 """
 
@@ -170,4 +173,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    from pinlog.db.migrate import owns_core
+
+    if not owns_core(op.get_bind()):
+        # An adopted database: core and the ai tables are the backend's (SPEC §2.2).
+        raise RuntimeError("refusing to downgrade an adopted database below 0001: "
+                           "its core schema and ai tables belong to the backend")
     op.execute(DOWNGRADE)

@@ -48,6 +48,10 @@ def _backfill(table: str, columns: str) -> None:
 
 
 def upgrade() -> None:
+    from pinlog.db.migrate import owns_core
+
+    if not owns_core(op.get_bind()):
+        return  # an adopted database: core is the backend's, not ours to change (issue 14)
     op.execute("ALTER TABLE core.context ADD COLUMN IF NOT EXISTS lexemes tsvector NULL")
     op.execute("ALTER TABLE core.place ADD COLUMN IF NOT EXISTS lexemes tsvector NULL")
     op.execute("ALTER TABLE core.record ADD COLUMN IF NOT EXISTS place_lexemes tsvector NULL")
@@ -58,6 +62,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    from pinlog.db.migrate import owns_core
+
+    if not owns_core(op.get_bind()):
+        return  # an adopted database: nothing of core was added (issue 14)
     op.execute("ALTER TABLE core.record DROP COLUMN IF EXISTS place_lexemes")
     op.execute("ALTER TABLE core.context DROP COLUMN IF EXISTS lexemes")
     op.execute("ALTER TABLE core.place DROP COLUMN IF EXISTS lexemes")

@@ -1,0 +1,207 @@
+"""``pinlog migrate --adopt [--dry-run]`` on a reference-shaped database (issue 14, SPEC §2.2):
+detects it, adds only what our ai side needs, in place, in one transaction, idempotently; our
+history in ``ai.alembic_version``; the backend's schema, rows and version table untouched; a
+plain ``pinlog migrate`` keeps working on both kinds of database."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pinlog.db import migrate
+from tests.conftest import create_database
+from tests.integration.adoption.reference import (
+    REF_DIM,
+    REF_PROFILE,
+    backend_snapshot,
+    build_reference_database,
+)
+
+
+def _ai_columns(conn: psycopg.Connection) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for table, column in conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'ai'").fetchall():
+        out.setdefault(table, set()).add(column)
+    return out
+
+
+def _relfilenodes(conn: psycopg.Connection) -> dict[str, int]:
+    return dict(conn.execute(
+        "SELECT c.relname, c.relfilenode FROM pg_class c WHERE c.relnamespace = 'ai'::regnamespace "
+        "AND c.relkind = 'r'").fetchall())
+
+
+def _state_rows(conn: psycopg.Connection) -> list[tuple]:
+    return conn.execute("SELECT context_id, embedding_status, keyword_status, retry_count, "
+                        "updated_at FROM ai.context_ai_state ORDER BY 1").fetchall()
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(reference_url):
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        before = (_ai_columns(conn), backend_snapshot(conn), _state_rows(conn))
+    plan = migrate.adopt(reference_url, REF_DIM, dry_run=True)
+    text = plan.render()
+    assert plan.kind == "foreign"
+    for fragment in ("add column ai.context_ai_state.rescanned_at",
+                     "add column ai.context_embedding.text_sha256",
+                     "add column ai.keyword_preset.examples",
+                     "create ai.keyword_preset_embedding", "create ai.context_ai_event",
+                     "allow NULL in ai.keyword_preset.embedding",
+                     "copy preset vectors", "retry_count >= 0", "stamp ai.alembic_version"):
+        assert fragment in text, fragment
+    assert "relax" not in text  # same dimension as the profile: the column stays vector(1536)
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        assert (_ai_columns(conn), backend_snapshot(conn), _state_rows(conn)) == before
+        assert conn.execute("SELECT to_regclass('ai.alembic_version')").fetchone()[0] is None
+    assert migrate.current_revision(reference_url) is None
+
+
+def test_plain_migrate_refuses_a_foreign_database_and_changes_nothing(reference_url):
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        before = (_ai_columns(conn), backend_snapshot(conn))
+    with pytest.raises(migrate.AdoptionRequired, match="--adopt"):
+        migrate.upgrade(reference_url)
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        assert (_ai_columns(conn), backend_snapshot(conn)) == before
+
+
+def test_adopt_twice_in_place_and_the_backend_is_untouched(reference_url):
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        backend = backend_snapshot(conn)
+        states = _state_rows(conn)
+        files = _relfilenodes(conn)
+    first = migrate.adopt(reference_url, REF_DIM)
+    second = migrate.adopt(reference_url, REF_DIM)
+    migrate.upgrade(reference_url)  # a later plain `pinlog migrate` keeps working
+    assert first.kind == "foreign" and second.kind == "ours"
+    assert "nothing to add" in second.render()
+    assert migrate.current_revision(reference_url) == migrate.head()
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        assert backend_snapshot(conn) == backend
+        # statuses, retry counts and updated_at of every row as the backend left them
+        assert _state_rows(conn) == states
+        # in place: no table of the backend's was rewritten (same files)
+        assert {t: f for t, f in _relfilenodes(conn).items() if t in files} == files
+        columns = _ai_columns(conn)
+        assert {"rescanned_at", "last_error", "last_error_at", "embedding_start_retry",
+                "keyword_start_retry"} <= columns["context_ai_state"]
+        assert "text_sha256" in columns["context_embedding"]
+        assert {"keyword_preset_embedding", "context_ai_event", "alembic_version",
+                "adoption"} <= set(columns)
+        assert conn.execute("SELECT version_num FROM ai.alembic_version").fetchall() == \
+            [(migrate.head(),)]
+        assert conn.execute("SELECT to_regclass('public.alembic_version')").fetchone()[0] is None
+        # the preset vectors stored on the preset rows, now one per (preset, profile)
+        assert conn.execute("SELECT preset_id, embedding_profile FROM ai.keyword_preset_embedding "
+                            "ORDER BY 1").fetchall() == [(101, REF_PROFILE), (201, REF_PROFILE),
+                                                         (301, REF_PROFILE), (501, REF_PROFILE)]
+        # the crashed PROCESSING stages got their start recorded (SPEC §7.3 re-claim)
+        assert conn.execute("SELECT context_id, embedding_start_retry, keyword_start_retry "
+                            "FROM ai.context_ai_state WHERE embedding_start_retry IS NOT NULL "
+                            "OR keyword_start_retry IS NOT NULL ORDER BY 1").fetchall() == \
+            [(2, 1, None), (6, None, 2)]
+        # the backend's CHECK stays (its rescan owns retry_count)
+        assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = "
+                            "'ai.context_ai_state'::regclass AND contype = 'c' AND "
+                            "pg_get_constraintdef(oid) LIKE '%retry_count <= 3%'").fetchone()[0] == 1
+    with pytest.raises(Exception, match="adopted database"):
+        migrate.downgrade(reference_url)
+    assert migrate.current_revision(reference_url) == migrate.head()
+
+
+def test_adopt_relaxes_a_fixed_dimension_of_another_profile_without_rewrite(reference_url):
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        files = _relfilenodes(conn)
+    plan = migrate.adopt(reference_url, 8)
+    assert "relax ai.context_embedding.embedding vector(1536) -> vector" in plan.render()
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        assert conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+                            "attrelid = 'ai.context_embedding'::regclass AND attname = 'embedding'"
+                            ).fetchone()[0] == "vector"
+        assert _relfilenodes(conn)["context_embedding"] == files["context_embedding"]
+        assert conn.execute("SELECT count(*) FROM ai.context_embedding").fetchone()[0] == 4
+
+
+def test_adopt_is_one_transaction_a_failure_changes_nothing(reference_url, monkeypatch):
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        before = (_ai_columns(conn), backend_snapshot(conn))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("upgrade failed half-way")
+
+    monkeypatch.setattr(migrate.command, "upgrade", broken)
+    with pytest.raises(RuntimeError, match="half-way"):
+        migrate.adopt(reference_url, REF_DIM)
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        assert (_ai_columns(conn), backend_snapshot(conn)) == before
+
+
+def test_adopt_on_a_fresh_database_refuses(pg_server_url):
+    url = create_database(pg_server_url, "pinlog_empty")
+    with pytest.raises(migrate.NothingToAdopt):
+        migrate.adopt(url, REF_DIM)
+
+
+def test_our_old_public_version_table_moves_into_ai(pg_server_url):
+    """A database migrated before the version table moved (public.alembic_version holding our
+    revision): the next `pinlog migrate` moves it into ai in the same transaction."""
+    url = create_database(pg_server_url, "pinlog_legacy")
+    migrate.upgrade(url, "0001")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO public.alembic_version SELECT version_num FROM ai.alembic_version")
+        conn.execute("DROP TABLE ai.alembic_version")
+    assert migrate.current_revision(url) == "0001"
+    migrate.upgrade(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('public.alembic_version')").fetchone()[0] is None
+        assert conn.execute("SELECT version_num FROM ai.alembic_version").fetchall() == \
+            [(migrate.head(),)]
+
+
+def test_a_backends_own_public_alembic_version_is_left_alone(pg_server_url):
+    url = create_database(pg_server_url, "pinlog_other")
+    with psycopg.connect(url, autocommit=True) as conn:
+        build_reference_database(conn)
+        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO public.alembic_version VALUES ('a1b2c3d4e5f6')")
+    with pytest.raises(migrate.AdoptionRequired):
+        migrate.upgrade(url)
+    migrate.adopt(url, REF_DIM)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT version_num FROM public.alembic_version").fetchall() == \
+            [("a1b2c3d4e5f6",)]
+    assert migrate.current_revision(url) == migrate.head()
+
+
+def test_concurrent_adoptions_wait_for_each_other_and_both_succeed(reference_url):
+    """The migration advisory lock serialises two `pinlog migrate --adopt` runs: the second
+    waits while the first holds the lock, then finds the adoption done (nothing to add)."""
+    import threading
+
+    holder = psycopg.connect(reference_url, autocommit=False)
+    holder.execute("SELECT pg_advisory_xact_lock(%s)", (migrate.MIGRATION_LOCK_KEY,))
+    results: dict[str, object] = {}
+
+    def run(name: str) -> None:
+        results[name] = migrate.adopt(reference_url, REF_DIM).kind
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    with psycopg.connect(reference_url, autocommit=True) as watcher:
+        # proceed only once the adoption is really waiting on the lock (no sleeps)
+        for _ in range(600):
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            ).fetchone()[0]
+            if waiting:
+                break
+            first.join(0.05)
+        assert waiting == 1 and "first" not in results
+    holder.rollback()
+    holder.close()
+    first.join(60)
+    run("second")
+    assert results == {"first": "foreign", "second": "ours"}
