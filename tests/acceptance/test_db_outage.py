@@ -67,8 +67,16 @@ def test_database_stopped_under_a_running_server(tmp_path):
             "place": {"externalPlaceId": "p-1", "name": "다방", "lat": 37.5, "lng": 127.0},
             "text": "비 오는 날 조용한 다방"})
         assert created.status_code == 201, created.text
-        before = httpx.get(f"{base}/metrics", timeout=10).text
-        assert metric(before, "pinlog_db_up") == 1
+        # a healthy database is read: on a loaded machine one gauge read may exceed its 3 s
+        # budget (then that answer says pinlog_db_up 0), so wait for a read that succeeds
+        reads: list[str] = []
+
+        def healthy_read() -> bool:
+            reads.append(httpx.get(f"{base}/metrics", timeout=10).text)
+            return metric(reads[-1], "pinlog_db_up") == 1
+
+        poll(healthy_read, "a /metrics read with pinlog_db_up 1")
+        before = reads[-1]
         rows_before = sum(float(v) for v in re.findall(
             r'^pinlog_state_rows\{stage="embedding",status="[A-Z]+"\} ([0-9.]+)$', before, re.M))
         assert rows_before == 1
