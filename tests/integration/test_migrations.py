@@ -97,9 +97,11 @@ def test_migrate_creates_exactly_the_spec_schema(sync_conn):
     checks = " ".join(_defs(sync_conn, """SELECT pg_get_constraintdef(oid) FROM pg_constraint
         WHERE contype = 'c' AND connamespace IN ('core'::regnamespace, 'ai'::regnamespace)"""))
     for fragment in ("btrim(body)", "retry_count >= 0", "'PENDING'::text", "'CANCELLED'::text",
-                     "'PRIVATE_ONLY'::text", "'SITUATION'::text", "confidence >= (0)::numeric",
+                     "'PRIVATE_ONLY'::text", "confidence >= (0)::numeric",
                      "'finalizer'::text"):
         assert fragment in checks, fragment
+    # preset categories are not limited to the reference's four (SPEC §8; revision 0005)
+    assert "'SITUATION'::text" not in checks
     assert "retry_count <=" not in checks  # the ceiling lives in SQL predicates (SPEC §2.2)
 
     fks = _defs(sync_conn, """SELECT conrelid::regclass || ' ' || pg_get_constraintdef(oid)

@@ -17,7 +17,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 EmbedKind = Literal["passage", "query"]
-Category = Literal["COMPANION", "ACTIVITY", "ATMOSPHERE", "SITUATION"]
+#: A preset category: the reference's COMPANION, ACTIVITY, ATMOSPHERE, SITUATION or any other
+#: UPPER_SNAKE_CASE name a preset file defines (SPEC §8).
+Category = str
 Visibility = Literal["PUBLIC", "PRIVATE_ONLY", "BLOCKED"]
 
 

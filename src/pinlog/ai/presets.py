@@ -40,7 +40,10 @@ from pinlog.text import normalize
 log = logging.getLogger(__name__)
 q = Queries("pinlog.ai", "presets.sql")
 
+#: The reference's four categories (SPEC §8). A preset file may define more (the reference
+#: is moving to seven): any UPPER_SNAKE_CASE name is a category; the judge treats all alike.
 CATEGORIES = ("COMPANION", "ACTIVITY", "ATMOSPHERE", "SITUATION")
+MAX_CATEGORY_CHARS = 40
 VISIBILITIES = ("PUBLIC", "PRIVATE_ONLY", "BLOCKED")
 MIN_EXAMPLES, MAX_EXAMPLES = 2, 5
 #: most cues per preset, longest cue (characters)
@@ -119,7 +122,8 @@ def parse_presets(document: object, *, source: str = "<presets>",
 
     Raises:
         PresetFileError: not a list of presets; unknown/missing fields; duplicate id or code;
-            category/visibility outside the allowed sets; empty description; fewer than 2 or
+            category not an UPPER_SNAKE_CASE name; visibility outside the
+            allowed set; empty description; fewer than 2 or
             more than 5 examples; cues not a list of short non-empty strings. The message
             names the entry id.
     """
@@ -158,8 +162,11 @@ def parse_presets(document: object, *, source: str = "<presets>",
         if code in seen_codes:
             raise _entry_error(index, entry, f"duplicate code {code} (also id {seen_codes[code]})")
         category = entry.get("category")
-        if category not in CATEGORIES:
-            raise _entry_error(index, entry, f"category must be one of {', '.join(CATEGORIES)}")
+        if (not isinstance(category, str) or not _CODE.match(category)
+                or len(category) > MAX_CATEGORY_CHARS):
+            raise _entry_error(
+                index, entry, f"category must be an UPPER_SNAKE_CASE name of at most "
+                f"{MAX_CATEGORY_CHARS} characters (e.g. {', '.join(CATEGORIES)})")
         visibility = entry.get("visibility", "PUBLIC")
         if visibility not in VISIBILITIES:
             raise _entry_error(index, entry,

@@ -57,7 +57,7 @@ def test_presets_load_twice_is_idempotent_and_list_shows_them(tmp_path):
 
 def test_an_invalid_file_is_refused_with_the_entry_id(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("presets:\n  - {id: 7, code: X, display_name: x, category: MOOD, "
+    bad.write_text("presets:\n  - {id: 7, code: X, display_name: x, category: 'good mood', "
                    "description: d, examples: [a, b]}\n")
     result = run_pinlog(["presets", "load", str(bad)], pinlog_env(tmp_path / "data"))
     assert result.returncode == 2

@@ -168,6 +168,21 @@ async def test_snapshot_has_active_presets_of_the_profile_with_normalised_rows(e
     assert len(other) == 0 and other.matrix.shape == (0, 0) and other.version == 0
 
 
+async def test_a_fifth_category_is_stored_and_becomes_a_candidate(engine, sync_conn):
+    """SPEC §8: a preset file may define categories beyond the four; the database takes them
+    (revision 0005 dropped the four-name CHECK) and they are candidates like any other."""
+    food = _preset(501, "DUMPLINGS", "FOOD")
+    provider = FakeEmbeddingProvider()
+    await upsert_presets(engine, [*PRESETS, food], provider)
+    assert _rows(sync_conn, "SELECT category FROM ai.keyword_preset WHERE id = 501") == [("FOOD",)]
+    async with engine.connect() as conn:
+        snapshot = await load_snapshot(conn, provider.profile)
+    # a context vector equal to the FOOD preset's stored vector: its nearest candidate
+    vector = snapshot.matrix[[p.id for p in snapshot.presets].index(501)]
+    candidates = select_candidates(vector, snapshot, top_k=1, floor=-1.0)
+    assert [(c.preset.id, c.preset.category) for c in candidates] == [(501, "FOOD")]
+
+
 async def test_scenario_15_blocked_preset_never_becomes_a_candidate(engine, sync_conn):
     """SPEC §11 #15: a BLOCKED preset is never a candidate, even when it is the nearest."""
     blocked = _preset(303, "TRENDY", visibility="BLOCKED")

@@ -86,7 +86,10 @@ GOOD = {"id": 301, "code": "QUIET", "display_name": "조용한", "category": "AT
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"category": "MOOD"}, "preset id 301: category"),
+    ({"category": "good mood"}, "preset id 301: category"),
+    ({"category": "mood"}, "preset id 301: category"),
+    ({"category": "M" * 41}, "preset id 301: category"),
+    ({"category": None}, "preset id 301: category"),
     ({"visibility": "SECRET"}, "preset id 301: visibility"),
     ({"description": "  "}, "preset id 301: description"),
     ({"examples": ["only one"]}, "preset id 301: examples"),
@@ -104,6 +107,13 @@ GOOD = {"id": 301, "code": "QUIET", "display_name": "조용한", "category": "AT
 def test_invalid_entries_are_refused_with_the_entry_id(change, message):
     with pytest.raises(PresetFileError, match=message):
         parse_presets({"presets": [{**GOOD, **change}]})
+
+
+def test_a_file_may_define_categories_beyond_the_four():
+    """SPEC §8: "a preset file may define more" categories (the reference is moving to seven)."""
+    parsed = parse_presets({"presets": [GOOD, {**GOOD, "id": 501, "code": "SEASON",
+                                                 "category": "SEASON_AND_WEATHER"}]})
+    assert [p.category for p in parsed] == ["ATMOSPHERE", "SEASON_AND_WEATHER"]
 
 
 def test_duplicate_ids_and_codes_are_refused():

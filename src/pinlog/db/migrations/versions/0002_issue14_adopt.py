@@ -10,7 +10,7 @@ Works on both kinds of database (ours and adopted): it only adds nullable ai col
 current ``retry_count`` (their start was not recorded; the next rescan claim then re-claims them).
 
 Revision ID: 0002_issue14_adopt
-Revises: 0004_issue16_robustness
+Revises: 0003_issue11_presets
 Create Date: 2026-11-30
 """
 
