@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from pinlog.text import is_blank, normalize
@@ -132,6 +132,15 @@ class SearchRequest(_StrictCamel):
         default_factory=list, max_length=MAX_SCORED_RECORDS)
 
     _query = field_validator("query")(_normal_text)
+
+    @field_validator("limit", "record_ids", mode="before")
+    @classmethod
+    def _null_is_absent(cls, value: Any, info: ValidationInfo) -> Any:
+        """A JSON ``null`` for an optional field means "not given": the default applies (a
+        backend that serialises absent fields as null, e.g. Jackson's default, is not refused)."""
+        if value is None and info.field_name is not None:
+            return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+        return value
 
 
 class SearchHit(_Camel):

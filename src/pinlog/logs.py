@@ -15,7 +15,7 @@ ALLOWED_FIELDS = (
     "context_id", "record_id", "member_id", "user_id", "stage", "outcome", "error_class",
     "request_id", "status", "count", "claimed", "finalized", "dispatched", "seconds", "attempt",
     "profile", "reason", "http_status", "previous_status", "batch", "queue",
-    "method", "path", "route", "components", "database", "rescan",
+    "method", "path", "route", "components", "database", "rescan", "field", "request_model",
 )
 
 #: Longest traceback kept in a log line (characters, after redaction).

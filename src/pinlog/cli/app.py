@@ -133,9 +133,16 @@ def describe_error(exc: BaseException) -> tuple[str, int] | None:
         return f"search failed: {exc}", 1
     if isinstance(exc, PinlogError):  # CoreError, ReprocessError, EmbeddedDatabaseError …
         return exc.message, 1
-    if isinstance(exc, sa_exc.ProgrammingError) and \
-            getattr(getattr(exc, "orig", None), "sqlstate", None) in ("42P01", "3F000"):
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if isinstance(exc, sa_exc.ProgrammingError) and sqlstate in ("42P01", "3F000"):
         return "the database schema is missing: run `pinlog migrate` first", 2
+    if sqlstate == "42501":  # insufficient_privilege: say which, never the statement's values
+        problem = str(getattr(exc, "orig", exc)).splitlines()[0]
+        return (f"the database role lacks a privilege ({problem}): migrations need a role that "
+                "owns the ai schema's tables; serving needs USAGE and read/write on them"), 2
+    if sqlstate == "55P03":  # lock_not_available (lock_timeout)
+        return ("a table is busy (another session holds a lock on it); nothing was changed: "
+                "run the command again when the other transaction has ended"), 1
     if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)):
         return ("cannot connect to the database: check PINLOG_DATABASE_URL (or the embedded "
                 "server of PINLOG_DATA_DIR)"), 2

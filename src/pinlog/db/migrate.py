@@ -116,13 +116,30 @@ def inspect_database(conn: Connection) -> str:
     """``empty``, ``ours`` or ``foreign`` (module docstring)."""
     if _regclass(conn, f"{VERSION_SCHEMA}.alembic_version"):
         return "ours"
-    if _regclass(conn, "public.alembic_version"):
-        legacy = conn.execute(text("SELECT version_num FROM public.alembic_version")).scalars().all()
-        if legacy and set(legacy) <= _our_revisions():
-            return "ours"
+    if _legacy_history_is_ours(conn):
+        return "ours"
     if _regclass(conn, "ai.context_ai_state"):
         return "foreign"
     return "empty"
+
+
+#: Tables only our revision 0001 creates (the reference's schema has none of them): with the
+#: revision ids, they tell our legacy ``public.alembic_version`` from a backend's own table whose
+#: revision ids happen to look like ours (e.g. a hand-picked ``0001``).
+_OUR_0001_TABLES = ("ai.keyword_preset_embedding", "ai.context_ai_event")
+
+
+def _legacy_history_is_ours(conn: Connection) -> bool:
+    """True when ``public.alembic_version`` is our own history from before our version table
+    moved to ``ai``: it holds only our revision ids AND the database has the tables our 0001
+    creates. A backend's Alembic table is never taken for ours (then the database is foreign
+    and ``--adopt`` applies)."""
+    if not _regclass(conn, "public.alembic_version"):
+        return False
+    legacy = conn.execute(text("SELECT version_num FROM public.alembic_version")).scalars().all()
+    if not legacy or not set(legacy) <= _our_revisions():
+        return False
+    return all(_regclass(conn, table) for table in _OUR_0001_TABLES)
 
 
 def owns_core(conn: Connection) -> bool:
@@ -137,12 +154,10 @@ def _move_legacy_version_table(conn: Connection) -> bool:
     """Move our history from ``public.alembic_version`` (before this revision) to
     ``ai.alembic_version``; only when the legacy table holds OUR revision ids (a backend's own
     ``public.alembic_version`` is never touched). Returns True when it moved."""
-    if _regclass(conn, f"{VERSION_SCHEMA}.alembic_version") or not _regclass(conn, "public.alembic_version"):
+    if _regclass(conn, f"{VERSION_SCHEMA}.alembic_version") or not _legacy_history_is_ours(conn):
         return False
-    legacy = conn.execute(text("SELECT version_num FROM public.alembic_version")).scalars().all()
-    if not legacy or not set(legacy) <= _our_revisions():
-        return False
-    conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {VERSION_SCHEMA}"))
+    conn.execute(text(f"DO $$ BEGIN IF to_regnamespace('{VERSION_SCHEMA}') IS NULL THEN "
+                      f"CREATE SCHEMA {VERSION_SCHEMA}; END IF; END $$"))
     conn.execute(text(f"CREATE TABLE {VERSION_SCHEMA}.alembic_version ("
                       "version_num varchar(32) NOT NULL "
                       "CONSTRAINT alembic_version_pkc PRIMARY KEY)"))

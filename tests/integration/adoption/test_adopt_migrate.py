@@ -5,9 +5,14 @@ plain ``pinlog migrate`` keeps working on both kinds of database."""
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 
+from sqlalchemy.engine import make_url
+
+from pinlog.cli.app import describe_error
 from pinlog.db import migrate
 from tests.conftest import create_database
 from tests.integration.adoption.reference import (
@@ -111,6 +116,30 @@ def test_adopt_twice_in_place_and_the_backend_is_untouched(reference_url):
     assert migrate.current_revision(reference_url) == migrate.head()
 
 
+def test_a_backend_alembic_history_with_our_revision_id_stays_the_backends(reference_url):
+    """A backend whose own Alembic history sits in ``public.alembic_version`` with an id that is
+    also ours (a hand-picked ``0001``) is still a foreign database: plain migrate refuses,
+    --adopt adopts, and neither its version table nor ``core`` is touched."""
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO public.alembic_version VALUES ('0001')")
+        backend = backend_snapshot(conn)
+    with pytest.raises(migrate.AdoptionRequired, match="--adopt"):
+        migrate.upgrade(reference_url)
+    assert migrate.adopt(reference_url, REF_DIM, dry_run=True).kind == "foreign"
+    assert migrate.adopt(reference_url, REF_DIM).kind == "foreign"
+    migrate.upgrade(reference_url)
+    assert migrate.current_revision(reference_url) == migrate.head()
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        assert backend_snapshot(conn) == backend
+        assert conn.execute("SELECT version_num FROM public.alembic_version").fetchall() == \
+            [("0001",)]
+        assert "text_sha256" in _ai_columns(conn)["context_embedding"]
+        assert conn.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                            "table_schema = 'core' AND column_name LIKE '%lexemes'"
+                            ).fetchone()[0] == 0
+
+
 def test_adopt_relaxes_a_fixed_dimension_of_another_profile_without_rewrite(reference_url):
     with psycopg.connect(reference_url, autocommit=True) as conn:
         files = _relfilenodes(conn)
@@ -205,3 +234,48 @@ def test_concurrent_adoptions_wait_for_each_other_and_both_succeed(reference_url
     first.join(60)
     run("second")
     assert results == {"first": "foreign", "second": "ours"}
+
+
+def _as_role(url: str, conn: psycopg.Connection) -> str:
+    """A new login role with what serving needs and no more: USAGE on ai and read/write on its
+    tables and sequences (not their owner, no CREATE on the database). Returns its URL."""
+    role = f"ai_rw_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'")
+    conn.execute(f"GRANT USAGE ON SCHEMA ai TO {role}")
+    conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ai TO {role}")
+    conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA ai TO {role}")
+    return make_url(url).set(username=role, password=f"pw-{role}").render_as_string(
+        hide_password=False)
+
+
+def test_a_role_that_does_not_own_the_ai_tables_gets_one_clear_line(reference_url):
+    """--adopt needs the owner of the ai tables (ALTER TABLE): another role gets one line naming
+    the missing privilege (exit 2) and nothing changes; once adopted, a plain migrate at our
+    head with that role has nothing to do and succeeds (no CREATE on the database needed)."""
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        role_url = _as_role(reference_url, conn)
+        backend = backend_snapshot(conn)
+    with pytest.raises(Exception) as refused:
+        migrate.adopt(role_url, REF_DIM)
+    message, code = describe_error(refused.value) or ("", 0)
+    assert code == 2 and "lacks a privilege" in message and "must be owner" in message
+    assert "pw-" not in message
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        assert backend_snapshot(conn) == backend
+        assert conn.execute("SELECT to_regclass('ai.alembic_version')").fetchone()[0] is None
+    migrate.adopt(reference_url, REF_DIM)  # by the owner
+    with psycopg.connect(reference_url, autocommit=True) as conn:
+        role_url = _as_role(reference_url, conn)  # grants on the tables adoption created
+    migrate.upgrade(role_url)
+    assert migrate.current_revision(role_url) == migrate.head()
+
+
+def test_a_busy_table_is_reported_as_busy_not_as_a_connection_problem(reference_url):
+    with psycopg.connect(reference_url) as holder:
+        holder.execute("SELECT count(*) FROM ai.context_ai_state")  # ACCESS SHARE, held open
+        with pytest.raises(Exception) as busy:
+            migrate.adopt(reference_url, REF_DIM)
+        holder.rollback()
+    message, code = describe_error(busy.value) or ("", 0)
+    assert code == 1 and "busy" in message and "nothing was changed" in message
+    assert migrate.adopt(reference_url, REF_DIM).kind == "foreign"

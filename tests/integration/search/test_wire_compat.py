@@ -5,9 +5,11 @@ are ignored and logged once per field name, while types stay strict."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 from pinlog import contracts
+from pinlog.logs import JsonFormatter
 from pinlog.contracts import PROCESS_PATH, SEARCH_PATH, SECRET_HEADER
 from tests.conftest import TEST_SECRET
 from tests.integration.ai.support import insert_state, statuses
@@ -65,3 +67,22 @@ async def test_unknown_fields_are_ignored_and_logged_once_per_name(
     assert sorted(set(logged)) == sorted(logged)
     assert {("SearchRequest", "newBackendField"), ("ProcessRequest", "traceTag"),
             ("ProcessRequest", "newBackendField")} <= set(logged)
+    # the log line an operator reads names the model and the field (never a value)
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records
+             if r.name == "pinlog.contracts"]
+    assert {(line["request_model"], line["field"]) for line in lines} == set(logged)
+
+
+async def test_null_for_an_optional_search_field_means_not_given(
+        search_settings, db_url, provider, judge, presets, sync_conn):
+    """A backend that serialises absent fields as null (``"limit": null``, ``"recordIds":
+    null``) gets the defaults, not a 422; a null for a required field stays a 422."""
+    seed(sync_conn, 1, 70, 0.9)
+    async with running_app(search_settings, db_url, provider, judge, ("ai",)) as app:
+        nulls = await app.http.post(SEARCH_PATH, json=body(limit=None, recordIds=None),
+                                    headers=HEADERS)
+        given = await app.http.post(SEARCH_PATH, json=body(), headers=HEADERS)
+        required = await app.http.post(SEARCH_PATH, json=body(query=None), headers=HEADERS)
+    assert nulls.status_code == 200, nulls.text
+    assert nulls.json() == given.json()
+    assert required.status_code == 422

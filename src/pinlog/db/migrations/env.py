@@ -24,7 +24,10 @@ def _run_locked(connection: Connection) -> None:
     context.configure(connection=connection, version_table_schema=VERSION_SCHEMA)
     with context.begin_transaction():
         context.execute(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
-        context.execute(f"CREATE SCHEMA IF NOT EXISTS {VERSION_SCHEMA}")
+        # existence first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when
+        # the schema exists, which a role that owns only the ai tables does not have
+        context.execute(f"DO $$ BEGIN IF to_regnamespace('{VERSION_SCHEMA}') IS NULL THEN "
+                        f"CREATE SCHEMA {VERSION_SCHEMA}; END IF; END $$")
         context.run_migrations()
 
 
