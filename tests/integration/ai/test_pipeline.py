@@ -37,6 +37,17 @@ from tests.integration.ai.support import (
 )
 
 
+async def delete_while_held(pipeline, sync_conn, gate, context_id: int = 1):
+    """Run the job of ``context_id``; while ``gate`` holds its model call, core deletes the
+    context (both stages CANCELLED, embedding ``is_deleted``); then the model answers.
+    Returns the job's result."""
+    job = asyncio.create_task(pipeline.run(request(context_id)))
+    await gate.wait_entered()
+    core_cancel(sync_conn, context_id)
+    gate.open()
+    return await job
+
+
 def _metric(counter, **labels) -> float:
     return counter.labels(**labels)._value.get() if labels else counter._value.get()
 
@@ -217,12 +228,7 @@ async def test_scenario_10_delete_while_embedding_is_computed(pipeline, sync_con
     profile (reprocess). Not saved, the old row stays deleted, CANCELLED not FAILED."""
     insert_state(sync_conn, 1)
     insert_embedding(sync_conn, 1, basis(5), profile="old-profile", text=QUIET_TEXT)
-    gate = provider.hold()
-    job = asyncio.create_task(pipeline.run(request(1)))
-    await gate.wait_entered()
-    core_cancel(sync_conn, 1)
-    gate.open()
-    result = await job
+    result = await delete_while_held(pipeline, sync_conn, provider.hold())
     assert result.embedding == "discarded"
     assert statuses(sync_conn, 1) == ("CANCELLED", "CANCELLED")
     assert embedding_rows(sync_conn, 1)[0][:2] == ("old-profile", True)
@@ -232,12 +238,7 @@ async def test_scenario_10_delete_while_embedding_is_computed(pipeline, sync_con
 
 async def test_scenario_11_delete_while_keywords_are_judged(pipeline, sync_conn, judge):
     insert_state(sync_conn, 1)
-    gate = judge.hold()
-    job = asyncio.create_task(pipeline.run(request(1)))
-    await gate.wait_entered()
-    core_cancel(sync_conn, 1)
-    gate.open()
-    result = await job
+    result = await delete_while_held(pipeline, sync_conn, judge.hold())
     assert (result.embedding, result.keyword) == ("completed", "discarded")
     assert statuses(sync_conn, 1) == ("CANCELLED", "CANCELLED")
     assert keyword_rows(sync_conn, 1) == [] and analysis_row(sync_conn, 1) is None
@@ -249,11 +250,7 @@ async def test_scenario_11_judge_failure_after_delete_never_overwrites_cancelled
     insert_state(sync_conn, 1)
     gate = judge.hold()
     judge.fail_next(PermanentModelError, message="upstream 400")
-    job = asyncio.create_task(pipeline.run(request(1)))
-    await gate.wait_entered()
-    core_cancel(sync_conn, 1)
-    gate.open()
-    assert (await job).keyword == "permanent"
+    assert (await delete_while_held(pipeline, sync_conn, gate)).keyword == "permanent"
     assert statuses(sync_conn, 1) == ("CANCELLED", "CANCELLED")
     assert read_state(sync_conn, 1).last_error is None
 
@@ -262,12 +259,8 @@ async def test_scenario_12_cancelled_alone_blocks_the_late_insert(pipeline, sync
     """Delete before any embedding row exists: core's is_deleted update touches 0 rows, so
     only CANCELLED blocks the late insert — and it does."""
     insert_state(sync_conn, 1)
-    gate = provider.hold()
-    job = asyncio.create_task(pipeline.run(request(1)))
-    await gate.wait_entered()
-    core_cancel(sync_conn, 1)  # its embedding UPDATE affects 0 rows
-    gate.open()
-    assert (await job).embedding == "discarded"
+    # core's embedding UPDATE affects 0 rows (no row yet)
+    assert (await delete_while_held(pipeline, sync_conn, provider.hold())).embedding == "discarded"
     assert embedding_rows(sync_conn, 1) == []
     assert statuses(sync_conn, 1) == ("CANCELLED", "CANCELLED")
 
