@@ -123,5 +123,5 @@ def build_rewriter(settings: Any) -> QueryRewriter | None:
     if not settings.llm_base_url or not model:
         raise ValueError("PINLOG_SEARCH_REWRITE=llm needs PINLOG_LLM_BASE_URL and "
                          "PINLOG_SEARCH_REWRITE_MODEL or PINLOG_LLM_CHAIN")
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    return QueryRewriter(settings.llm_base_url, key, model, settings.search_rewrite_timeout)
+    return QueryRewriter(settings.llm_base_url, settings.llm_key, model,
+                         settings.search_rewrite_timeout)

@@ -239,9 +239,8 @@ class LlmJudge:
         """
         if not settings.llm_base_url:
             raise ValueError("PINLOG_JUDGE=llm needs PINLOG_LLM_BASE_URL")
-        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
         return cls(
-            base_url=settings.llm_base_url, api_key=key, chain=settings.llm_chain,
+            base_url=settings.llm_base_url, api_key=settings.llm_key, chain=settings.llm_chain,
             attempts=settings.model_attempts, timeout=settings.llm_timeout,
             votes=settings.llm_votes, backoff_base=settings.backoff_base,
             backoff_cap=settings.backoff_cap, **kwargs,
