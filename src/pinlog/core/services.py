@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pinlog.contracts import ProcessRequest
+from pinlog.contracts import BIGINT_MAX, ProcessRequest
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.settings import Settings
@@ -38,7 +38,7 @@ MAX_PLACE_ID_CHARS = 200
 MAX_PLACE_NAME_CHARS = 300
 MAX_ADDRESS_CHARS = 500
 #: Largest id a path may carry (bigint).
-MAX_ID = 2**63 - 1
+MAX_ID = BIGINT_MAX  # ids are PostgreSQL bigint (pinlog.contracts.Id)
 
 AiStatus = Literal["processing", "ready", "failed"]
 
