@@ -136,7 +136,7 @@ class AiRuntime:
             raise
         self.provider, self.judge = batched, judge
         pool = getattr(self.engine.sync_engine.pool, "size", lambda: self.settings.db_pool_size)()
-        self.pipeline = Pipeline(self.settings, self.engine, batched, judge,
+        self.pipeline = Pipeline(self.engine, self.settings, batched, judge,
                                  db_slots=db_slots(min(pool, self.settings.db_pool_size)))
         self.queue = WorkQueue(self._run_job, capacity=self.settings.work_queue_size,
                                concurrency=self.settings.worker_concurrency)

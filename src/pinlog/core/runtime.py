@@ -43,7 +43,7 @@ class CoreRuntime:
         rescan: the rescan loop once started (``settings.rescan_enabled``), else None.
     """
 
-    def __init__(self, settings: Settings, engine: AsyncEngine, *,
+    def __init__(self, engine: AsyncEngine, settings: Settings, *,
                  in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
                  in_process_search: Callable[..., Awaitable[Any]] | None = None) -> None:
         self.settings, self.engine = settings, engine
