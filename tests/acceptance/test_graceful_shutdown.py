@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.serve import Server, create_context, serve_env
 from tests.helpers import free_port, run_pinlog
-from tests.integration.rescan.factory import state
+from tests.integration.core.rescan.factory import state
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import pytest
 from pinlog.core.rescan import RescanLoop
 from tests.conftest import make_settings
 from tests.helpers import free_port, run_pinlog
-from tests.integration.rescan.factory import RecordingClient, state
+from tests.integration.core.rescan.factory import RecordingClient, state
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.serve import PROFILE, TEXT, Server, create_context, serve_env, wait_for
 

@@ -15,7 +15,7 @@ import pytest
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
 from tests.conftest import TEST_JWT_SECRET, TEST_SECRET
 from tests.helpers import PINLOG, pinlog_env, run_pinlog
-from tests.integration.rescan.factory import make_context, state
+from tests.integration.core.rescan.factory import make_context, state
 
 pytestmark = pytest.mark.slow
 

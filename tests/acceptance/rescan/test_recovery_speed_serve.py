@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.helpers import free_port, run_pinlog
-from tests.integration.rescan.factory import make_context, make_member
+from tests.integration.core.rescan.factory import make_context, make_member
 from tests.support.serve import Server, serve_env, wait_for
 
 pytestmark = pytest.mark.slow

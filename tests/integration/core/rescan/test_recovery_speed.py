@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from pinlog.core.rescan import ExpiryOutlook, RescanLoop, expiry_outlook, next_delay
-from tests.integration.rescan.factory import RecordingClient, make_context, state
+from tests.integration.core.rescan.factory import RecordingClient, make_context, state
 
 OLD = 10_000
 

@@ -12,7 +12,7 @@ from pinlog.ai.errors import PermanentModelError, TransientModelError
 from pinlog.ai.judges import LlmJudge, build_judge
 from pinlog.ai.ports import Pick
 from tests.fakes import FakeEmbeddingProvider
-from tests.unit.judges.conftest import content, hang, make_candidates, ok, status
+from tests.unit.ai.judges.conftest import content, hang, make_candidates, ok, status
 
 TEXT = "비 오는 날 창가에서 커피 마시기 좋은 조용한 카페"
 KEY = "sk-test-secret-key-123456"
