@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +113,7 @@ def _answer(payload: Any) -> str | None:
     return text
 
 
-def build_rewriter(settings: Any) -> QueryRewriter | None:
+def build_rewriter(settings: Settings) -> QueryRewriter | None:
     """The rewriter configured by ``PINLOG_SEARCH_REWRITE`` (None when ``off``).
 
     Raises:
