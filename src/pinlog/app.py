@@ -26,7 +26,6 @@ from typing import Any, Literal
 from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 
 from pinlog import __version__
 from pinlog import metrics as m
@@ -35,10 +34,11 @@ from pinlog.contracts import REQUEST_ID_HEADER
 from pinlog.db.engine import (
     create_engine,
     is_database_unavailable,
+    ping,
     redacted_url,
     resolve_database_url,
 )
-from pinlog.db.migrate import VERSION_SCHEMA, head
+from pinlog.db.migrate import database_revision, head
 from pinlog.db.process_settings import ProcessRegistry
 from pinlog.settings import Settings, get_settings
 
@@ -181,9 +181,7 @@ def create_app(
         §2.2) and each component ready (the ai side: its tables present and presets loaded).
         Reveals no configuration."""
         try:
-            async with app.state.engine.connect() as conn:
-                version = (await conn.execute(
-                    text(f"SELECT version_num FROM {VERSION_SCHEMA}.alembic_version"))).scalar()
+            version = await database_revision(app.state.engine)
         except Exception:  # noqa: BLE001 - any failure means not ready
             return JSONResponse({"status": "unavailable"}, status_code=503)
         if version != head():
@@ -204,10 +202,7 @@ def create_app(
             if core is not None:
                 await asyncio.wait_for(core.refresh_gauges(), timeout=METRICS_DB_TIMEOUT)
             else:
-                async def ping() -> None:
-                    async with app.state.engine.connect() as conn:
-                        await conn.execute(text("SELECT 1"))
-                await asyncio.wait_for(ping(), timeout=METRICS_DB_TIMEOUT)
+                await asyncio.wait_for(ping(app.state.engine), timeout=METRICS_DB_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - monitoring must not go blind
             m.DB_UP.set(0)
             log.warning("metrics: database read failed; serving the last values",

@@ -93,7 +93,7 @@ async def running_components(
 
             local = ai_runtime if settings.ai_base_url is None else None
             core_runtime = CoreRuntime(
-                settings, engine,
+                engine, settings,
                 in_process_submit=local.submit if local is not None else None,
                 in_process_search=in_process_search(local) if local is not None else None,
                 **(core_kwargs or {}),

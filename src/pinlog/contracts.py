@@ -13,7 +13,15 @@ import logging
 import threading
 from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from pinlog.text import is_blank, normalize
@@ -26,6 +34,13 @@ REQUEST_ID_HEADER = "X-Request-Id"
 
 #: Ids are PostgreSQL ``bigint``: an id outside 1..2^63-1 is a 422, never a failed save.
 BIGINT_MAX = 2**63 - 1
+
+#: A row id (``core.member`` / ``core.context`` / ``core.record``): a positive PostgreSQL
+#: ``bigint``, validated once here for every model that carries one (outside 1..2^63-1 → 422).
+Id = Annotated[int, Field(gt=0, le=BIGINT_MAX)]
+MemberId = Id
+ContextId = Id
+RecordId = Id
 
 
 class _Camel(BaseModel):
@@ -95,6 +110,11 @@ def _normal_text(value: str) -> str:
     return value
 
 
+#: Text as it enters the ai side (note text, a query): non-empty, storable, normalised, not
+#: blank once normalised (:func:`_normal_text`); a length limit is the field's own.
+NormalText = Annotated[str, Field(min_length=1), AfterValidator(_normal_text)]
+
+
 class ProcessRequest(_StrictCamel):
     """Body of ``POST /internal/v1/context/process`` (SPEC §5.1).
 
@@ -102,13 +122,11 @@ class ProcessRequest(_StrictCamel):
     limit is configurable; ``placeMeta`` is accepted and unused (it would change the profile).
     """
 
-    context_id: int = Field(gt=0, le=BIGINT_MAX)
-    user_id: int = Field(gt=0, le=BIGINT_MAX)
-    record_id: int = Field(gt=0, le=BIGINT_MAX)
-    text: str = Field(min_length=1)
+    context_id: ContextId
+    user_id: MemberId
+    record_id: RecordId
+    text: NormalText
     place_meta: dict[str, Any] | None = None
-
-    _text = field_validator("text")(_normal_text)
 
 
 #: Most records a search may ask the ai side to score besides its own hits (SPEC §10).
@@ -124,14 +142,11 @@ class SearchRequest(_StrictCamel):
     vector channel vouches for them.
     """
 
-    user_id: int = Field(gt=0, le=BIGINT_MAX)
-    query: str = Field(min_length=1, max_length=2000)
+    user_id: MemberId
+    query: NormalText = Field(max_length=2000)
     limit: int = Field(20, ge=1, le=100)
     embedding_profile: str = Field(min_length=1)
-    record_ids: list[Annotated[int, Field(gt=0, le=BIGINT_MAX)]] = Field(
-        default_factory=list, max_length=MAX_SCORED_RECORDS)
-
-    _query = field_validator("query")(_normal_text)
+    record_ids: list[RecordId] = Field(default_factory=list, max_length=MAX_SCORED_RECORDS)
 
     @field_validator("limit", "record_ids", mode="before")
     @classmethod

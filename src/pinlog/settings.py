@@ -186,6 +186,16 @@ class Settings(BaseSettings):
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
+    @property
+    def embedding_key(self) -> str | None:
+        """``PINLOG_EMBEDDING_API_KEY`` revealed for the provider's HTTP client (never log it)."""
+        return self.embedding_api_key.get_secret_value() if self.embedding_api_key else None
+
+    @property
+    def llm_key(self) -> str | None:
+        """``PINLOG_LLM_API_KEY`` revealed for the llm judge / rewrite client (never log it)."""
+        return self.llm_api_key.get_secret_value() if self.llm_api_key else None
+
     @field_validator("database_url")
     @classmethod
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.acceptance.rescan.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from pinlog.core.api.auth import issue_token
-from tests.acceptance.rescan.fake_openai import FakeOpenAI
-from tests.acceptance.rescan.test_crash_recovery import Server, serve_env
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.serve import Server, serve_env
 from tests.conftest import TEST_SECRET, make_settings
 from tests.helpers import free_port, run_pinlog
 

@@ -12,12 +12,11 @@ import time
 
 import pytest
 
-from tests.acceptance.rescan.test_crash_recovery import Server, create_context, serve_env
+from tests.support.serve import Server, create_context, serve_env
 from tests.helpers import free_port, run_pinlog
-from tests.integration.rescan.factory import state
+from tests.integration.core.rescan.factory import state
 
 pytestmark = pytest.mark.slow
-
 
 
 def log_lines(server: Server) -> list[dict]:
@@ -36,8 +35,12 @@ def wait_for_log(server: Server, msg: str, timeout: float = 30) -> dict:
         time.sleep(0.1)
 
 
-async def start_held(tmp_path, db_url, sync_conn, fake, **extra) -> tuple[Server, int]:
-    env = {**serve_env(tmp_path, db_url, free_port(), fake), **extra}
+async def start_held(tmp_path, db_url, sync_conn, fake, grace: str) -> tuple[Server, int]:
+    """A server with ``PINLOG_SHUTDOWN_GRACE=grace`` whose one context's embedding call is held
+    by the model; the call may wait up to 20 s (budget: one attempt, 60 s processing expiry)."""
+    env = serve_env(tmp_path, db_url, free_port(), fake, PINLOG_SHUTDOWN_GRACE=grace,
+                    PINLOG_EMBEDDING_TIMEOUT="20", PINLOG_MODEL_ATTEMPTS="1",
+                    PINLOG_PROCESSING_EXPIRY="60")
     loaded = run_pinlog(["presets", "load"], env, timeout=120)
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     fake.hold_embeddings.set()
@@ -50,10 +53,7 @@ async def start_held(tmp_path, db_url, sync_conn, fake, **extra) -> tuple[Server
 
 async def test_sigterm_lets_the_running_stage_finish_within_the_grace(
         tmp_path, db_url, sync_conn, fake_openai):
-    # budget: the embedding call may wait up to 20 s here (held by the test)
-    server, context_id = await start_held(
-        tmp_path, db_url, sync_conn, fake_openai, PINLOG_SHUTDOWN_GRACE="60",
-        PINLOG_EMBEDDING_TIMEOUT="20", PINLOG_MODEL_ATTEMPTS="1", PINLOG_PROCESSING_EXPIRY="60")
+    server, context_id = await start_held(tmp_path, db_url, sync_conn, fake_openai, grace="60")
     try:
         server.proc.send_signal(signal.SIGTERM)
         waiting = wait_for_log(server, "shutdown: waiting for running jobs")
@@ -69,9 +69,7 @@ async def test_sigterm_lets_the_running_stage_finish_within_the_grace(
 
 async def test_what_the_grace_cannot_finish_is_logged_and_left_to_the_rescan(
         tmp_path, db_url, sync_conn, fake_openai):
-    server, context_id = await start_held(
-        tmp_path, db_url, sync_conn, fake_openai, PINLOG_SHUTDOWN_GRACE="1",
-        PINLOG_EMBEDDING_TIMEOUT="20", PINLOG_MODEL_ATTEMPTS="1", PINLOG_PROCESSING_EXPIRY="60")
+    server, context_id = await start_held(tmp_path, db_url, sync_conn, fake_openai, grace="1")
     try:
         server.proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(server.proc.wait, 60) == 0  # the model never answered

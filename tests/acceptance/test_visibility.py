@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from pinlog import __version__
-from tests.acceptance.rescan.fake_openai import FakeOpenAI
-from tests.acceptance.rescan.test_crash_recovery import serve_env
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.serve import serve_env
 from tests.conftest import TEST_JWT_SECRET, TEST_SECRET
 from tests.helpers import PINLOG, free_port, pinlog_env, run_pinlog, wait_http
-from tests.integration.rescan.factory import make_context, make_member
+from tests.integration.core.rescan.factory import make_context, make_member
 
 pytestmark = pytest.mark.slow
 

@@ -54,18 +54,18 @@ REPROCESS_SQL = "src/pinlog/core/reprocess.sql"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
-ROUND = "tests/integration/rescan/test_rescan_round.py"
-STATEMENTS = "tests/unit/rescan/test_statements.py"
+ROUND = "tests/integration/core/rescan/test_rescan_round.py"
+STATEMENTS = "tests/unit/core/rescan/test_statements.py"
 SEARCH = "tests/integration/search/test_search_sql.py"
 RECLAIM = "tests/integration/ai/test_reclaim_after_backend_rescan.py"
 PUBLIC_SEARCH = "tests/integration/search/test_public_search.py"
 SERVICES_T = "tests/integration/core/test_services.py"
 ROLLBACK = "tests/integration/core/test_rollback.py"
-JUDGES = "tests/unit/judges/test_candidates_and_similarity.py"
+JUDGES = "tests/unit/ai/judges/test_candidates_and_similarity.py"
 AUTH_T = "tests/unit/core/test_auth.py"
 AI_API_T = "tests/integration/ai/test_api.py"
-REPROCESS_T = "tests/integration/rescan/test_reprocess_and_status.py"
-HALF_T = "tests/integration/rescan/test_half_cancelled.py"
+REPROCESS_T = "tests/integration/core/rescan/test_reprocess_and_status.py"
+HALF_T = "tests/integration/core/rescan/test_half_cancelled.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -337,7 +337,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'",
         "OR (keyword_status = 'PENDING'",
         (f"{ROUND}::test_pending_and_processing_expiries_differ_and_come_from_settings",
-         "tests/integration/rescan/test_recovery_speed.py::"
+         "tests/integration/core/rescan/test_recovery_speed.py::"
          "test_the_outlook_agrees_with_the_expired_predicate_for_every_status_pair"),
     ),
     Mutation(

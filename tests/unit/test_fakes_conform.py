@@ -12,7 +12,7 @@ from pinlog.ai.ports import EmbeddingProvider, Judge
 from pinlog.contracts import ProcessClient
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.core.support import RecordingClient as CoreRecordingClient
-from tests.integration.rescan.factory import RecordingClient as RescanRecordingClient
+from tests.integration.core.rescan.factory import RecordingClient as RescanRecordingClient
 
 
 def _signature(function: object) -> list[tuple[str, inspect._ParameterKind]]:

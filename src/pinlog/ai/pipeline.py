@@ -111,9 +111,9 @@ class Pipeline:
     (many jobs may run concurrently on one instance).
 
     Args:
-        settings: expiry, attempts, backoff, timeouts, top-K.
         engine: async engine; each DB step takes a pooled connection briefly (at most one per job
             at any moment), never across a model call.
+        settings: expiry, attempts, backoff, timeouts, top-K.
         provider: the (micro-batched) embedding provider; its ``profile`` is the current profile.
         judge: the keyword judge (does its own attempts; bounded here by the budget rule).
         sleep: backoff sleep (tests may record it).
@@ -121,7 +121,7 @@ class Pipeline:
             API and search always find a connection).
     """
 
-    def __init__(self, settings: Settings, engine: AsyncEngine, provider: EmbeddingProvider,
+    def __init__(self, engine: AsyncEngine, settings: Settings, provider: EmbeddingProvider,
                  judge: Judge, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  calibration: Calibration | None = None, db_slots: int | None = None) -> None:
         self.settings = settings

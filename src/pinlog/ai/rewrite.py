@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +113,7 @@ def _answer(payload: Any) -> str | None:
     return text
 
 
-def build_rewriter(settings: Any) -> QueryRewriter | None:
+def build_rewriter(settings: Settings) -> QueryRewriter | None:
     """The rewriter configured by ``PINLOG_SEARCH_REWRITE`` (None when ``off``).
 
     Raises:
@@ -123,5 +126,5 @@ def build_rewriter(settings: Any) -> QueryRewriter | None:
     if not settings.llm_base_url or not model:
         raise ValueError("PINLOG_SEARCH_REWRITE=llm needs PINLOG_LLM_BASE_URL and "
                          "PINLOG_SEARCH_REWRITE_MODEL or PINLOG_LLM_CHAIN")
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    return QueryRewriter(settings.llm_base_url, key, model, settings.search_rewrite_timeout)
+    return QueryRewriter(settings.llm_base_url, settings.llm_key, model,
+                         settings.search_rewrite_timeout)

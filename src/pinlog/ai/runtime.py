@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -24,6 +24,9 @@ from pinlog.ai.worker import WorkQueue, db_slots
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.errors import StartupError
 from pinlog.settings import Settings
+
+if TYPE_CHECKING:
+    from pinlog.ai.rewrite import QueryRewriter
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +73,7 @@ class AiRuntime:
         self.pipeline: Pipeline | None = None
         self.queue: WorkQueue | None = None
         self.profile: str | None = None
-        self.rewriter: Any = None  # pinlog.ai.rewrite.QueryRewriter when PINLOG_SEARCH_REWRITE=llm
+        self.rewriter: QueryRewriter | None = None  # when PINLOG_SEARCH_REWRITE=llm
 
     async def start(self) -> None:
         """Check the database, build provider/judge, start the workers.
@@ -136,7 +139,7 @@ class AiRuntime:
             raise
         self.provider, self.judge = batched, judge
         pool = getattr(self.engine.sync_engine.pool, "size", lambda: self.settings.db_pool_size)()
-        self.pipeline = Pipeline(self.settings, self.engine, batched, judge,
+        self.pipeline = Pipeline(self.engine, self.settings, batched, judge,
                                  db_slots=db_slots(min(pool, self.settings.db_pool_size)))
         self.queue = WorkQueue(self._run_job, capacity=self.settings.work_queue_size,
                                concurrency=self.settings.worker_concurrency)

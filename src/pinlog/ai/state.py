@@ -49,6 +49,30 @@ async def _execute(conn: AsyncConnection, name: str, params: Mapping[str, Any] |
     return cursor
 
 
+def _embedding_params(context_id: int, user_id: int, record_id: int, vector: np.ndarray,
+                      profile: str, text_sha256: bytes) -> dict[str, Any]:
+    """Parameters of ``upsert_embedding`` (the ``(dim,)`` vector in pgvector's text form)."""
+    return {"context_id": context_id, "user_id": user_id, "record_id": record_id,
+            "embedding": to_pgvector(vector), "profile": profile, "text_sha256": text_sha256}
+
+
+def _keyword_params(context_id: int, picks: Sequence[tuple[int, float | None]],
+                    preset_version: int) -> dict[str, Any]:
+    """Parameters of ``insert_keywords``: parallel id / confidence arrays (3 decimals)."""
+    return {"context_id": context_id, "preset_version": preset_version,
+            "keyword_ids": [int(k) for k, _ in picks],
+            "confidences": [None if c is None else round(float(c), 3) for _, c in picks]}
+
+
+def _analysis_params(context_id: int, preset_version: int, unmatched_concepts: Sequence[str],
+                     model_profile: str, evidence: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Parameters of ``upsert_keyword_analysis`` (concepts and evidence as JSON text)."""
+    return {"context_id": context_id, "preset_version": preset_version,
+            "unmatched_concepts": json.dumps(list(unmatched_concepts), ensure_ascii=False),
+            "model_profile": model_profile,
+            "evidence": json.dumps([dict(e) for e in evidence], ensure_ascii=False)}
+
+
 def format_error(stage: Stage, error_class: str, reason: str) -> str:
     """``"<stage> <class>: <reason>"`` cut to 500 characters (SPEC §2.2). ``reason`` must already
     be redacted (``ModelError`` messages are)."""
@@ -87,6 +111,14 @@ class StoredEmbedding:
 def _hash(value: Any) -> bytes | None:
     """A stored text hash as bytes; None stays None (hash-less rows from before an adoption)."""
     return bytes(value) if value is not None else None
+
+
+def _stored(row: Sequence[Any] | None) -> StoredEmbedding | None:
+    """A ``read_embedding`` row ``(embedding, profile, text_sha256)`` as a StoredEmbedding."""
+    if row is None:
+        return None
+    embedding, profile, sha = row
+    return StoredEmbedding(parse_pgvector(embedding), profile, _hash(sha))
 
 
 async def precheck(conn: AsyncConnection, context_id: int) -> PreCheck | None:
@@ -165,10 +197,8 @@ async def upsert_embedding(conn: AsyncConnection, *, context_id: int, user_id: i
                            text_sha256: bytes) -> bool:
     """Store the ``(dim,)`` vector while embedding is PROCESSING; never touches or revives
     ``is_deleted`` (SPEC §5.2 step 2). Returns False when 0 rows were written (discard the save)."""
-    cursor = await _execute(conn, "upsert_embedding", {
-        "context_id": context_id, "user_id": user_id, "record_id": record_id,
-        "embedding": to_pgvector(vector), "profile": profile, "text_sha256": text_sha256,
-    })
+    cursor = await _execute(conn, "upsert_embedding", _embedding_params(
+        context_id, user_id, record_id, vector, profile, text_sha256))
     return cursor.rowcount == 1
 
 
@@ -194,11 +224,8 @@ async def replace_keywords(conn: AsyncConnection, context_id: int,
     await _execute(conn, "delete_keywords", {"context_id": context_id})
     if not picks:
         return 0
-    cursor = await _execute(conn, "insert_keywords", {
-        "context_id": context_id, "preset_version": preset_version,
-        "keyword_ids": [int(k) for k, _ in picks],
-        "confidences": [None if c is None else round(float(c), 3) for _, c in picks],
-    })
+    cursor = await _execute(conn, "insert_keywords",
+                            _keyword_params(context_id, picks, preset_version))
     return cursor.rowcount
 
 
@@ -206,22 +233,15 @@ async def upsert_keyword_analysis(conn: AsyncConnection, context_id: int, *, pre
                                   unmatched_concepts: Sequence[str], model_profile: str,
                                   evidence: Sequence[Mapping[str, Any]] = ()) -> bool:
     """Upsert the analysis row (guarded like the keyword rows). Returns True when written."""
-    cursor = await _execute(conn, "upsert_keyword_analysis", {
-        "context_id": context_id, "preset_version": preset_version,
-        "unmatched_concepts": json.dumps(list(unmatched_concepts), ensure_ascii=False),
-        "model_profile": model_profile,
-        "evidence": json.dumps([dict(e) for e in evidence], ensure_ascii=False),
-    })
+    cursor = await _execute(conn, "upsert_keyword_analysis", _analysis_params(
+        context_id, preset_version, unmatched_concepts, model_profile, evidence))
     return cursor.rowcount == 1
 
 
 async def read_embedding(conn: AsyncConnection, context_id: int) -> StoredEmbedding | None:
     """The stored, not deleted vector of ``context_id`` (``(dim,)`` float32) or None."""
     row = await (await _execute(conn, "read_embedding", {"context_id": context_id})).fetchone()
-    if row is None:
-        return None
-    embedding, profile, sha = row
-    return StoredEmbedding(parse_pgvector(embedding), profile, _hash(sha))
+    return _stored(row)
 
 
 async def ai_tables_present(conn: AsyncConnection) -> bool:
@@ -264,10 +284,8 @@ async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int
     driver = await driver_connection(conn)
     async with driver.pipeline():
         await _execute(conn, "lock_state", {"context_id": context_id})
-        upsert = await _execute(conn, "upsert_embedding", {
-            "context_id": context_id, "user_id": user_id, "record_id": record_id,
-            "embedding": to_pgvector(vector), "profile": profile, "text_sha256": text_sha256,
-        })
+        upsert = await _execute(conn, "upsert_embedding", _embedding_params(
+            context_id, user_id, record_id, vector, profile, text_sha256))
         complete = await _execute(conn, "complete_embedding",
                                   {"context_id": context_id, "reason": "completed"})
     return upsert.rowcount == 1 and await complete.fetchone() is not None
@@ -287,17 +305,10 @@ async def save_keywords(conn: AsyncConnection, context_id: int, *,
         await _execute(conn, "delete_keywords", {"context_id": context_id})
         insert = None
         if picks:
-            insert = await _execute(conn, "insert_keywords", {
-                "context_id": context_id, "preset_version": preset_version,
-                "keyword_ids": [int(k) for k, _ in picks],
-                "confidences": [None if c is None else round(float(c), 3) for _, c in picks],
-            })
-        analysis = await _execute(conn, "upsert_keyword_analysis", {
-            "context_id": context_id, "preset_version": preset_version,
-            "unmatched_concepts": json.dumps(list(unmatched_concepts), ensure_ascii=False),
-            "model_profile": model_profile,
-            "evidence": json.dumps([dict(e) for e in evidence], ensure_ascii=False),
-        })
+            insert = await _execute(conn, "insert_keywords",
+                                    _keyword_params(context_id, picks, preset_version))
+        analysis = await _execute(conn, "upsert_keyword_analysis", _analysis_params(
+            context_id, preset_version, unmatched_concepts, model_profile, evidence))
         complete = await _execute(conn, "complete_keyword",
                                   {"context_id": context_id, "reason": "completed"})
     inserted = insert.rowcount if insert is not None else 0
@@ -320,7 +331,5 @@ async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry:
         stored = await _execute(conn, "read_embedding", {"context_id": context_id})
         fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
     row = await start.fetchone()
-    vector_row = await stored.fetchone()
-    embedding = (StoredEmbedding(parse_pgvector(vector_row[0]), vector_row[1], _hash(vector_row[2]))
-                 if vector_row is not None else None)
+    embedding = _stored(await stored.fetchone())
     return (Status(row[0]) if row else None), embedding, (await fingerprint.fetchone())[0]

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.contracts import ProcessRequest
+from pinlog.contracts import ProcessClient, ProcessRequest
 from pinlog.core.dispatch import Dispatcher, HttpProcessClient, InProcessClient, UnconfiguredClient
 from pinlog.core.services import CoreService
 from pinlog.settings import Settings
+
+if TYPE_CHECKING:
+    from pinlog.core.rescan import RescanLoop
+    from pinlog.core.search import SearchFn
 
 log = logging.getLogger(__name__)
 
 
 def build_client(settings: Settings,
-                 in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None) -> Any:
+                 in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
+                 ) -> ProcessClient:
     """The process client for these settings (see module docstring)."""
     if settings.ai_base_url:
         return HttpProcessClient.from_settings(settings)
@@ -43,9 +48,9 @@ class CoreRuntime:
         rescan: the rescan loop once started (``settings.rescan_enabled``), else None.
     """
 
-    def __init__(self, settings: Settings, engine: AsyncEngine, *,
+    def __init__(self, engine: AsyncEngine, settings: Settings, *,
                  in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
-                 in_process_search: Callable[..., Awaitable[Any]] | None = None) -> None:
+                 in_process_search: SearchFn | None = None) -> None:
         self.settings, self.engine = settings, engine
         self.client = build_client(settings, in_process_submit)
         self.dispatcher = Dispatcher(self.client, queue_size=settings.dispatch_queue_size,
@@ -54,10 +59,10 @@ class CoreRuntime:
         if settings.ai_base_url:
             from pinlog.core.search import HttpSearchClient
 
-            self.search_client: Any = HttpSearchClient(settings)
+            self.search_client: SearchFn | None = HttpSearchClient(settings)
         else:
             self.search_client = in_process_search
-        self.rescan: Any | None = None
+        self.rescan: RescanLoop | None = None
 
     async def start(self) -> None:
         """Start the dispatcher, then the rescan loop when enabled."""

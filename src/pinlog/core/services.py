@@ -19,11 +19,11 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pinlog.contracts import ProcessRequest
+from pinlog.contracts import BIGINT_MAX, ProcessRequest
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.settings import Settings
@@ -38,7 +38,7 @@ MAX_PLACE_ID_CHARS = 200
 MAX_PLACE_NAME_CHARS = 300
 MAX_ADDRESS_CHARS = 500
 #: Largest id a path may carry (bigint).
-MAX_ID = 2**63 - 1
+MAX_ID = BIGINT_MAX  # ids are PostgreSQL bigint (pinlog.contracts.Id)
 
 AiStatus = Literal["processing", "ready", "failed"]
 
@@ -284,6 +284,14 @@ def _check_id(name: str, value: int) -> int:
 
 # ===== the service ==============================================================================
 
+class DispatchQueue(Protocol):
+    """Where committed context ids are queued after commit (SPEC §4):
+    :class:`pinlog.core.dispatch.Dispatcher`. ``enqueue`` never blocks; False = dropped (the
+    row stays PENDING for the rescan)."""
+
+    def enqueue(self, request: ProcessRequest, *, request_id: str | None = None) -> bool: ...
+
+
 class CoreService:
     """The lifecycle operations of SPEC §4 and the views of SPEC §8.
 
@@ -294,7 +302,8 @@ class CoreService:
         settings: ``max_text_chars`` is the text limit.
     """
 
-    def __init__(self, engine: AsyncEngine, dispatcher: Any | None, settings: Settings) -> None:
+    def __init__(self, engine: AsyncEngine, dispatcher: DispatchQueue | None,
+                 settings: Settings) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
         self.settings = settings

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -78,6 +79,13 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
 #: SQLSTATE classes of an unavailable database: connection exception, insufficient resources
 #: (too many connections), operator intervention (shutdown), system error (SPEC §6).
 UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57", "58")
+
+
+async def ping(engine: AsyncEngine) -> None:
+    """``SELECT 1`` on a pooled connection (``/metrics`` of a process without core). Raises
+    whatever the database raises."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
 
 
 def is_database_unavailable(exc: BaseException) -> bool:

@@ -27,6 +27,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, pool, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.db.engine import sqlalchemy_url
 from pinlog.errors import PinlogError
@@ -395,6 +396,15 @@ def current_revision_on(conn: Connection) -> str | None:
         if _regclass(conn, table):
             return conn.execute(text(f"SELECT version_num FROM {table}")).scalar()
     return None
+
+
+async def database_revision(engine: AsyncEngine) -> str | None:
+    """The revision in our version table (``ai.alembic_version``), read on a pooled connection
+    (``/ready``: it must equal :func:`head`). Raises whatever the database raises (a missing
+    table included): the caller treats any failure as "not ready"."""
+    async with engine.connect() as conn:
+        return (await conn.execute(
+            text(f"SELECT version_num FROM {VERSION_SCHEMA}.alembic_version"))).scalar()
 
 
 def adopt(url: str, dimension: int, *, dry_run: bool = False) -> AdoptionPlan:

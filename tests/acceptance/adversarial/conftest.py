@@ -3,45 +3,23 @@ PostgreSQL, driven in-process through httpx's ASGI transport."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
-import httpx
 import pytest
-from fastapi import FastAPI
 
-from pinlog.app import create_app
-from pinlog.core.api.auth import issue_token
 from pinlog.settings import Settings
 from tests.integration.ai.conftest import ai_settings_for
 from tests.integration.ai.support import seed_presets
+from tests.support.app import RunningApp, running_app
 
 
-@dataclass
-class Full:
-    app: FastAPI
-    http: httpx.AsyncClient
-    settings: Settings
-    provider: object
-    judge: object
-
-    @property
-    def core(self):
-        return self.app.state.core
-
-    @property
-    def ai(self):
-        return self.app.state.ai
-
-    async def member(self, external_ref: str | None = None) -> tuple[int, dict[str, str]]:
-        member_id = await self.core.service.create_member(external_ref)
-        return member_id, {"Authorization": f"Bearer {issue_token(self.settings, member_id)}"}
+class Full(RunningApp):
+    """The full app (core + ai) with fake models; errors answered as the server would (500)."""
 
     async def settle(self) -> None:
-        """Wait for core's dispatch queue and the ai work queue to drain."""
-        import asyncio
-
+        """Wait for core's dispatch queue and the ai work queue to drain (three passes: a
+        drained job may dispatch again)."""
         for _ in range(3):
             await asyncio.sleep(0.05)
             dispatcher = getattr(self.core, "dispatcher", None)
@@ -51,15 +29,10 @@ class Full:
             await self.ai.join()
 
 
-@contextlib.asynccontextmanager
-async def full_app(settings: Settings, db_url: str, provider, judge,
-                   components=("core", "ai")) -> AsyncIterator[Full]:
-    app = create_app(settings, components=components, database_url=db_url,
-                     ai_kwargs={"provider": provider, "judge": judge})
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://pinlog.test") as http:
-            yield Full(app, http, settings, provider, judge)
+def full_app(settings: Settings, db_url: str, provider, judge,
+             components=("core", "ai")) -> contextlib.AbstractAsyncContextManager[Full]:
+    return running_app(settings, db_url, components=components, provider=provider, judge=judge,
+                       raise_app_exceptions=False, kind=Full)
 
 
 @pytest.fixture
@@ -69,7 +42,7 @@ def adv_settings(tmp_path, db_url) -> Settings:
 
 
 @pytest.fixture
-async def full(adv_settings, db_url, sync_conn, provider, judge) -> AsyncIterator[Full]:
+async def full(adv_settings, db_url, sync_conn, provider, judge):
     seed_presets(sync_conn)
     async with full_app(adv_settings, db_url, provider, judge) as value:
         yield value

@@ -82,6 +82,15 @@ async def _record_with_two(full, auth, n=1):
     return record_id, first, r.json()["contextId"]
 
 
+async def _settled_record_with_two(full):
+    """A new member's record with two contexts, both processed: ``(auth, record_id, first,
+    second)``."""
+    _, auth = await full.member()
+    record_id, first, cid = await _record_with_two(full, auth)
+    await full.settle()
+    return auth, record_id, first, cid
+
+
 @pytest.mark.parametrize("action", ["delete_context", "edit", "delete_record", "withdraw"])
 async def test_invalidation_while_embedding_is_computed(full, sync_conn, action):
     _, auth = await full.member()
@@ -119,9 +128,7 @@ async def test_invalidation_while_embedding_is_computed(full, sync_conn, action)
 
 @pytest.mark.parametrize("action", ["delete_context", "edit", "withdraw"])
 async def test_invalidation_while_keywords_are_judged(full, sync_conn, action):
-    _, auth = await full.member()
-    record_id, first, cid = await _record_with_two(full, auth)
-    await full.settle()
+    auth, record_id, first, cid = await _settled_record_with_two(full)
     # reprocess the second one's keyword stage with a held judge
     sync_conn.execute("UPDATE ai.context_ai_state SET keyword_status = 'PENDING' "
                       "WHERE context_id = %s", (cid,))
@@ -210,9 +217,7 @@ async def test_rescan_reclaim_racing_a_live_but_slow_worker(full, sync_conn):
 
 async def test_rescan_claim_then_delete_before_resend(full, sync_conn):
     """§11 #18 through the public API: claimed, then deleted, then re-sent: no model call."""
-    _, auth = await full.member()
-    record_id, first, cid = await _record_with_two(full, auth)
-    await full.settle()
+    auth, record_id, first, cid = await _settled_record_with_two(full)
     sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'PENDING', "
                       "keyword_status = 'PENDING', updated_at = now() - interval '1 hour' "
                       "WHERE context_id = %s", (cid,))
@@ -232,9 +237,7 @@ async def test_rescan_claim_then_delete_before_resend(full, sync_conn):
 async def test_finalizer_vs_delete_and_live_worker(full, sync_conn):
     """Exhausted + expired rows: the finalizer fails only unfinished stages, never a CANCELLED
     one; a worker that is still running when the finalizer fires cannot save over FAILED."""
-    _, auth = await full.member()
-    record_id, first, cid = await _record_with_two(full, auth)
-    await full.settle()
+    auth, record_id, first, cid = await _settled_record_with_two(full)
     # cid: exhausted, keyword PROCESSING for an hour; first: exhausted embedding PENDING, then deleted
     sync_conn.execute("UPDATE ai.context_ai_state SET keyword_status = 'PROCESSING', "
                       "retry_count = 3, updated_at = now() - interval '1 hour' "

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from pinlog.ai.presets import load_preset_file, upsert_presets
 from pinlog.ai.providers import build_provider
-from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
 from tests.conftest import TEST_SECRET, make_settings
+from tests.support.app import running_app
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "place_notes.jsonl"
 
@@ -35,17 +34,15 @@ async def test_real_notes_get_embeddings_and_keywords(tmp_path, db_url, engine, 
     await upsert_presets(engine, load_preset_file(), provider)
     for cid in range(1, len(notes) + 1):
         sync_conn.execute("INSERT INTO ai.context_ai_state (context_id) VALUES (%s)", (cid,))
-    app = create_app(settings, components=("ai",), database_url=db_url)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://ai") as client:
-            for cid, note in enumerate(notes, start=1):
-                r = await client.post(PROCESS_PATH, headers={SECRET_HEADER: TEST_SECRET},
-                                      json={"contextId": cid, "userId": 1, "recordId": 100 + cid,
-                                            "text": note})
-                assert r.status_code == 202
-            await app.state.ai.join()
-            assert (await client.get("/ready")).status_code == 200
+    async with running_app(settings, db_url, components=("ai",), base_url="http://ai") as running:
+        app, client = running.app, running.http
+        for cid, note in enumerate(notes, start=1):
+            r = await client.post(PROCESS_PATH, headers={SECRET_HEADER: TEST_SECRET},
+                                  json={"contextId": cid, "userId": 1, "recordId": 100 + cid,
+                                        "text": note})
+            assert r.status_code == 202
+        await app.state.ai.join()
+        assert (await client.get("/ready")).status_code == 200
     rows = sync_conn.execute(
         "SELECT s.embedding_status, s.keyword_status, e.embedding_profile, vector_dims(e.embedding) "
         "FROM ai.context_ai_state s JOIN ai.context_embedding e USING (context_id)").fetchall()

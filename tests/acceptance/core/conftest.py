@@ -4,39 +4,18 @@ through httpx's ASGI transport with the lifespan running; tokens for members."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
-import httpx
 import pytest
-from fastapi import FastAPI
 
-from pinlog.app import create_app
-from pinlog.core.api.auth import issue_token
 from pinlog.settings import Settings
+from tests.support.app import RunningApp, running_app
 
-
-@dataclass
-class Api:
-    app: FastAPI
-    http: httpx.AsyncClient
-    settings: Settings
-
-    @property
-    def core(self):  # the running CoreRuntime
-        return self.app.state.core
-
-    async def member(self, external_ref: str | None = None) -> tuple[int, dict[str, str]]:
-        """A new member and its Authorization header."""
-        member_id = await self.core.service.create_member(external_ref)
-        return member_id, {"Authorization": f"Bearer {issue_token(self.settings, member_id)}"}
+Api = RunningApp
 
 
 async def start_api(settings: Settings, db_url: str) -> AsyncIterator[Api]:
-    app = create_app(settings, components=("core",), database_url=db_url)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://pinlog.test") as http:
-            yield Api(app, http, settings)
+    async with running_app(settings, db_url, components=("core",)) as api:
+        yield api
 
 
 @pytest.fixture

@@ -4,14 +4,12 @@ the old context and the new one is processed independently (SPEC §1, §4, §8, 
 
 from __future__ import annotations
 
-import httpx
-
-from pinlog.app import create_app
 from pinlog.core.api.auth import issue_token
 from tests.acceptance.core.conftest import record_body
 from tests.conftest import make_settings
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.core.support import count, state_row
+from tests.support.app import running_app
 
 PROFILE, DIM = "fake-profile-v1", 8
 FRIENDS_TEXT, QUIET_TEXT = "친구들이랑 떠들기 좋은 곳", "혼자 조용히 책 읽기 좋은 곳"
@@ -39,41 +37,37 @@ async def test_create_process_show_edit_end_to_end(tmp_path, db_url, sync_conn):
     provider = FakeEmbeddingProvider(PROFILE, DIM, vectors={FRIENDS_TEXT: basis(0),
                                                             QUIET_TEXT: basis(2)})
     judge = FakeJudge()
-    app = create_app(settings, components=("core", "ai"), database_url=db_url,
-                     ai_kwargs={"provider": provider, "judge": judge})
-    async with app.router.lifespan_context(app):
-        core, ai = app.state.core, app.state.ai
+    async with running_app(settings, db_url, provider=provider, judge=judge) as running:
+        core, ai, http = running.core, running.ai, running.http
 
         async def settle() -> None:
             await core.dispatcher.join()
             await ai.join()
 
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://pinlog.test") as http:
-            member = await core.service.create_member()
-            other = await core.service.create_member()
-            auth = {"Authorization": f"Bearer {issue_token(settings, member)}"}
-            other_auth = {"Authorization": f"Bearer {issue_token(settings, other)}"}
+        member = await core.service.create_member()
+        other = await core.service.create_member()
+        auth = {"Authorization": f"Bearer {issue_token(settings, member)}"}
+        other_auth = {"Authorization": f"Bearer {issue_token(settings, other)}"}
 
-            created = (await http.post("/v1/records", json=record_body(text=FRIENDS_TEXT),
-                                       headers=auth)).json()
-            record_id, old = created["recordId"], created["contextId"]
-            await settle()
-            shown = (await http.get(f"/v1/records/{record_id}", headers=auth)).json()
-            assert shown["contexts"][0]["aiStatus"] == "ready"
-            assert shown["keywords"] == ["친구와"]
-            assert (await http.get(f"/v1/records/{record_id}/public-keywords",
-                                   headers=other_auth)).json()["keywords"] == ["친구와"]
+        created = (await http.post("/v1/records", json=record_body(text=FRIENDS_TEXT),
+                                   headers=auth)).json()
+        record_id, old = created["recordId"], created["contextId"]
+        await settle()
+        shown = (await http.get(f"/v1/records/{record_id}", headers=auth)).json()
+        assert shown["contexts"][0]["aiStatus"] == "ready"
+        assert shown["keywords"] == ["친구와"]
+        assert (await http.get(f"/v1/records/{record_id}/public-keywords",
+                               headers=other_auth)).json()["keywords"] == ["친구와"]
 
-            new = (await http.put(f"/v1/contexts/{old}", json={"text": QUIET_TEXT},
-                                  headers=auth)).json()["contextId"]
-            await settle()
-            shown = (await http.get(f"/v1/records/{record_id}", headers=auth)).json()
-            assert [(c["contextId"], c["aiStatus"], c["keywords"]) for c in shown["contexts"]] == [
-                (new, "ready", ["조용한"])]
-            assert shown["keywords"] == ["조용한"]  # the owner sees PRIVATE_ONLY
-            assert (await http.get(f"/v1/records/{record_id}/public-keywords",
-                                   headers=other_auth)).json()["keywords"] == []  # others do not
+        new = (await http.put(f"/v1/contexts/{old}", json={"text": QUIET_TEXT},
+                              headers=auth)).json()["contextId"]
+        await settle()
+        shown = (await http.get(f"/v1/records/{record_id}", headers=auth)).json()
+        assert [(c["contextId"], c["aiStatus"], c["keywords"]) for c in shown["contexts"]] == [
+            (new, "ready", ["조용한"])]
+        assert shown["keywords"] == ["조용한"]  # the owner sees PRIVATE_ONLY
+        assert (await http.get(f"/v1/records/{record_id}/public-keywords",
+                               headers=other_auth)).json()["keywords"] == []  # others do not
 
     assert state_row(sync_conn, old) == ("CANCELLED", "CANCELLED")
     assert state_row(sync_conn, new) == ("COMPLETED", "COMPLETED")

@@ -15,7 +15,7 @@ import pytest
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
 from tests.conftest import TEST_JWT_SECRET, TEST_SECRET
 from tests.helpers import PINLOG, pinlog_env, run_pinlog
-from tests.integration.rescan.factory import make_context, state
+from tests.integration.core.rescan.factory import make_context, state
 
 pytestmark = pytest.mark.slow
 
@@ -139,29 +139,21 @@ def test_reprocess_profile_dry_run_then_run(tmp_path, db_url, sync_conn, receive
     assert [b["contextId"] for _, _, b in seen] == [cid]
 
 
-def test_rescan_once_with_the_in_process_ai_side_finishes_the_work(tmp_path, db_url, sync_conn):
+def test_rescan_once_with_the_in_process_ai_side_finishes_the_work(tmp_path, db_url, sync_conn,
+                                                                   fake_openai):
     """No PINLOG_AI_BASE_URL: the command runs the ai side in-process and waits for its jobs."""
-    from tests.acceptance.rescan.fake_openai import DIMENSION, FakeOpenAI
+    env = pinlog_env(
+        tmp_path / "data", PINLOG_DATABASE_URL=db_url, PINLOG_INTERNAL_SECRETS=TEST_SECRET,
+        PINLOG_JWT_SECRET=TEST_JWT_SECRET, **fake_openai.env("fake-openai-8-cosine-raw-v1", judge=False),
+        PINLOG_EMBEDDING_TIMEOUT="5", PINLOG_LLM_TIMEOUT="5", COLUMNS="200")
+    loaded = run_pinlog(["presets", "load"], env, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    stale = make_context(sync_conn, body="친구들과 늦게까지 수다 떨기 좋은 술집", age_s=10_000)
 
-    fake = FakeOpenAI().start()
-    try:
-        env = pinlog_env(
-            tmp_path / "data", PINLOG_DATABASE_URL=db_url, PINLOG_INTERNAL_SECRETS=TEST_SECRET,
-            PINLOG_JWT_SECRET=TEST_JWT_SECRET, PINLOG_EMBEDDING_PROVIDER="openai",
-            PINLOG_EMBEDDING_BASE_URL=fake.base_url, PINLOG_EMBEDDING_MODEL="fake-embed",
-            PINLOG_EMBEDDING_PROFILE="fake-openai-8-cosine-raw-v1",
-            PINLOG_EMBEDDING_DIMENSION=str(DIMENSION), PINLOG_EMBEDDING_TIMEOUT="5",
-            PINLOG_LLM_TIMEOUT="5", COLUMNS="200")
-        loaded = run_pinlog(["presets", "load"], env, timeout=120)
-        assert loaded.returncode == 0, loaded.stderr[-2000:]
-        stale = make_context(sync_conn, body="친구들과 늦게까지 수다 떨기 좋은 술집", age_s=10_000)
+    result = run_pinlog(["rescan", "--once"], env, timeout=120)
 
-        result = run_pinlog(["rescan", "--once"], env, timeout=120)
-
-        assert result.returncode == 0, result.stderr[-3000:]
-        row = state(sync_conn, stale)
-        assert (row["embedding_status"], row["keyword_status"], row["retry_count"]) == (
-            "COMPLETED", "COMPLETED", 1)
-        assert fake.embedded_texts.count("친구들과 늦게까지 수다 떨기 좋은 술집") == 1
-    finally:
-        fake.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = state(sync_conn, stale)
+    assert (row["embedding_status"], row["keyword_status"], row["retry_count"]) == (
+        "COMPLETED", "COMPLETED", 1)
+    assert fake_openai.embedded_texts.count("친구들과 늦게까지 수다 떨기 좋은 술집") == 1

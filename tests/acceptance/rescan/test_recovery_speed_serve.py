@@ -10,15 +10,14 @@ import time
 
 import pytest
 
-from tests.acceptance.rescan.test_crash_recovery import Server, serve_env, wait_for
 from tests.helpers import free_port, run_pinlog
-from tests.integration.rescan.factory import make_context, make_member
+from tests.integration.core.rescan.factory import make_context, make_member
+from tests.support.serve import Server, serve_env, wait_for
 
 pytestmark = pytest.mark.slow
 
 BACKLOG = 35
 BATCH = 10
-
 
 
 async def test_a_crash_backlog_is_final_within_seconds_with_the_default_interval(
@@ -50,11 +49,7 @@ async def test_a_crash_backlog_is_final_within_seconds_with_the_default_interval
         await wait_for(all_final, "the backlog to complete", timeout=90, server=server)
         drained = time.monotonic() - started
     finally:
-        server.proc.terminate()
-        try:
-            server.proc.wait(20)
-        finally:
-            server.close()
+        server.stop()
     assert drained < 90
     claims = dict(sync_conn.execute(
         "SELECT context_id, count(*) FROM ai.context_ai_event WHERE actor = 'rescan' "

@@ -10,10 +10,12 @@ import pytest
 
 from pinlog.ai.presets import load_preset_file, upsert_presets
 from pinlog.ai.providers import build_provider
+from pinlog.core.api.auth import issue_token
 from tests.conftest import make_settings
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.ai.support import DIM, PROFILE
 from tests.integration.search.conftest import place_body, running_app, search_settings_for
+from tests.support.app import running_app as run_app
 
 RAIN = "비 오는 날 빗소리 들으며 앉아 있기 좋은 다방"
 INVISIBLE = ["\u3164", "\u200b", "\ufeff", "\u2800", "\u00ad", "\u3164\u200b \ufeff",
@@ -91,36 +93,30 @@ async def test_nfd_note_gets_the_composed_copys_keywords_and_ranks_first(
     as its composed copy (non-empty) and ranks first for a rain query, also sent in NFD."""
     settings = make_settings(tmp_path, db_url)
     await upsert_presets(engine, load_preset_file(), build_provider(settings))
-    from pinlog.app import create_app
-    import httpx
-    from pinlog.core.api.auth import issue_token
-
-    app = create_app(settings, components=("core", "ai"), database_url=db_url)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://pinlog.test") as http:
-            service = app.state.core.service
-            decomposed_member = await service.create_member()
-            composed_member = await service.create_member()
-            auth = {"Authorization": f"Bearer {issue_token(settings, decomposed_member)}"}
-            composed_auth = {"Authorization": f"Bearer {issue_token(settings, composed_member)}"}
-            rain_nfd = (await http.post("/v1/records", json=place_body(1, nfd(RAIN)),
-                                        headers=auth)).json()
-            for n, note in enumerate(NOTES, start=2):
-                assert (await http.post("/v1/records", json=place_body(n, note),
-                                        headers=auth)).status_code == 201
-            rain_nfc = (await http.post("/v1/records", json=place_body(1, RAIN),
-                                        headers=composed_auth)).json()
-            await app.state.core.dispatcher.join()
-            await app.state.ai.join()
-            keywords = {}
-            for key, created, headers in (("nfd", rain_nfd, auth), ("nfc", rain_nfc, composed_auth)):
-                record = (await http.get(f"/v1/records/{created['recordId']}",
-                                         headers=headers)).json()
-                keywords[key] = record["contexts"][0]["keywords"]
-            assert keywords["nfd"] == keywords["nfc"]
-            assert keywords["nfd"], "the rain note gets at least one keyword"
-            for query in ("비 오는 날 가기 좋은 곳", nfd("비 오는 날 가기 좋은 곳")):
-                results = (await http.post("/v1/search", json={"query": query},
-                                           headers=auth)).json()["results"]
-                assert results and results[0]["contextId"] == rain_nfd["contextId"]
+    async with run_app(settings, db_url) as running:
+        app, http = running.app, running.http
+        service = app.state.core.service
+        decomposed_member = await service.create_member()
+        composed_member = await service.create_member()
+        auth = {"Authorization": f"Bearer {issue_token(settings, decomposed_member)}"}
+        composed_auth = {"Authorization": f"Bearer {issue_token(settings, composed_member)}"}
+        rain_nfd = (await http.post("/v1/records", json=place_body(1, nfd(RAIN)),
+                                    headers=auth)).json()
+        for n, note in enumerate(NOTES, start=2):
+            assert (await http.post("/v1/records", json=place_body(n, note),
+                                    headers=auth)).status_code == 201
+        rain_nfc = (await http.post("/v1/records", json=place_body(1, RAIN),
+                                    headers=composed_auth)).json()
+        await app.state.core.dispatcher.join()
+        await app.state.ai.join()
+        keywords = {}
+        for key, created, headers in (("nfd", rain_nfd, auth), ("nfc", rain_nfc, composed_auth)):
+            record = (await http.get(f"/v1/records/{created['recordId']}",
+                                     headers=headers)).json()
+            keywords[key] = record["contexts"][0]["keywords"]
+        assert keywords["nfd"] == keywords["nfc"]
+        assert keywords["nfd"], "the rain note gets at least one keyword"
+        for query in ("비 오는 날 가기 좋은 곳", nfd("비 오는 날 가기 좋은 곳")):
+            results = (await http.post("/v1/search", json={"query": query},
+                                       headers=auth)).json()["results"]
+            assert results and results[0]["contextId"] == rain_nfd["contextId"]

@@ -10,14 +10,9 @@ state, nothing of the backend's changed, search and keywords work.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
-import httpx
 import psycopg
 import pytest
 
-from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SEARCH_PATH, SECRET_HEADER
 from pinlog.errors import StartupError
 from tests.conftest import TEST_JWT_SECRET, TEST_SECRET
@@ -37,19 +32,10 @@ from tests.integration.adoption.reference import (
     text_vectors,
 )
 from tests.integration.ai.support import ai_settings_for, basis, keyword_rows, statuses
+from tests.support.app import running_ai as ai_only
 
 HEADERS = {SECRET_HEADER: TEST_SECRET}
 NEW_TEXTS = {7: TEXTS[2] + " 새 메모", 8: "곧 지울 메모", 9: "계속 실패하는 메모"}
-
-
-@contextlib.asynccontextmanager
-async def ai_only(settings, url, provider, judge) -> AsyncIterator[tuple[httpx.AsyncClient, object]]:
-    app = create_app(settings, components=("ai",), database_url=url,
-                     ai_kwargs={"provider": provider, "judge": judge})
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://ai") as client:
-            yield client, app.state.ai
 
 
 def process(cid: int) -> dict:

@@ -5,34 +5,29 @@ re-embedded (``pinlog presets load``) for another."""
 
 from __future__ import annotations
 
-import httpx
 import psycopg
 
 from pinlog.ai.presets import load_snapshot, parse_presets, upsert_presets
-from pinlog.app import create_app
 from pinlog.db import migrate
 from pinlog.db.engine import create_engine
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.adoption.reference import REF_DIM, REF_PROFILE, REF_PRESETS
 from tests.integration.ai.support import DIM, PROFILE, ai_settings_for
+from tests.support.app import running_ai
 
 
 async def _ready(settings, url, provider) -> list[int]:
     """``/ready`` status codes of an ai-only app while the test changes the database."""
-    app = create_app(settings, components=("ai",), database_url=url,
-                     ai_kwargs={"provider": provider, "judge": FakeJudge()})
     codes = []
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://ai") as client:
-            with psycopg.connect(url, autocommit=True) as conn:
-                codes.append((await client.get("/ready")).status_code)
-                conn.execute("UPDATE ai.alembic_version SET version_num = '0001'")
-                codes.append((await client.get("/ready")).status_code)   # not our revision
-                conn.execute("UPDATE ai.alembic_version SET version_num = %s", (migrate.head(),))
-                codes.append((await client.get("/ready")).status_code)
-                conn.execute("UPDATE ai.keyword_preset SET is_active = false")
-                codes.append((await client.get("/ready")).status_code)   # no presets loaded
+    async with running_ai(settings, url, provider, FakeJudge()) as (client, _ai):
+        with psycopg.connect(url, autocommit=True) as conn:
+            codes.append((await client.get("/ready")).status_code)
+            conn.execute("UPDATE ai.alembic_version SET version_num = '0001'")
+            codes.append((await client.get("/ready")).status_code)   # not our revision
+            conn.execute("UPDATE ai.alembic_version SET version_num = %s", (migrate.head(),))
+            codes.append((await client.get("/ready")).status_code)
+            conn.execute("UPDATE ai.keyword_preset SET is_active = false")
+            codes.append((await client.get("/ready")).status_code)   # no presets loaded
     return codes
 
 

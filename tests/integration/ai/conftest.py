@@ -36,4 +36,4 @@ def sleeps() -> RecordingSleep:
 
 @pytest.fixture
 def pipeline(ai_settings, engine, provider, judge, presets, sleeps) -> Pipeline:
-    return Pipeline(ai_settings, engine, provider, judge, sleep=sleeps)
+    return Pipeline(engine, ai_settings, provider, judge, sleep=sleeps)

@@ -124,29 +124,32 @@ def statuses(conn: psycopg.Connection, context_id: int) -> tuple[str, str] | Non
     return (row.embedding_status, row.keyword_status) if row else None
 
 
+def _of_context(conn: psycopg.Connection, context_id: int, columns: str, table: str,
+                order: str | None = None) -> psycopg.Cursor:
+    """``SELECT columns FROM table WHERE context_id = …`` (test-owned SQL, names are constants)."""
+    sql = f"SELECT {columns} FROM {table} WHERE context_id = %s"
+    return conn.execute(sql + (f" ORDER BY {order}" if order else ""), (context_id,))
+
+
 def embedding_rows(conn: psycopg.Connection, context_id: int) -> list[tuple]:
-    return conn.execute(
-        "SELECT embedding_profile, is_deleted, vector_dims(embedding), text_sha256 "
-        "FROM ai.context_embedding WHERE context_id = %s", (context_id,)).fetchall()
+    return _of_context(conn, context_id, "embedding_profile, is_deleted, vector_dims(embedding), "
+                       "text_sha256", "ai.context_embedding").fetchall()
 
 
 def keyword_rows(conn: psycopg.Connection, context_id: int) -> list[tuple]:
-    return conn.execute(
-        "SELECT keyword_id, confidence, preset_version FROM ai.context_keyword "
-        "WHERE context_id = %s ORDER BY keyword_id", (context_id,)).fetchall()
+    return _of_context(conn, context_id, "keyword_id, confidence, preset_version",
+                       "ai.context_keyword", order="keyword_id").fetchall()
 
 
 def analysis_row(conn: psycopg.Connection, context_id: int) -> tuple | None:
-    return conn.execute(
-        "SELECT preset_version, unmatched_concepts, model_profile FROM ai.context_keyword_analysis "
-        "WHERE context_id = %s", (context_id,)).fetchone()
+    return _of_context(conn, context_id, "preset_version, unmatched_concepts, model_profile",
+                       "ai.context_keyword_analysis").fetchone()
 
 
 def events(conn: psycopg.Connection, context_id: int) -> list[tuple]:
     """``(stage, from_status, to_status, actor, reason)`` in order."""
-    return conn.execute(
-        "SELECT stage, from_status, to_status, actor, reason FROM ai.context_ai_event "
-        "WHERE context_id = %s ORDER BY id", (context_id,)).fetchall()
+    return _of_context(conn, context_id, "stage, from_status, to_status, actor, reason",
+                       "ai.context_ai_event", order="id").fetchall()
 
 
 def request(context_id: int, text: str = QUIET_TEXT, *, user_id: int = 7,

@@ -3,28 +3,14 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
-import httpx
 import pytest
 
 from pinlog import metrics
-from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
 from tests.conftest import TEST_SECRET
 from tests.integration.ai.support import ai_settings_for
 from tests.integration.ai.support import QUIET_TEXT, insert_state, keyword_rows, request, statuses
-
-
-@contextlib.asynccontextmanager
-async def running_app(settings, db_url, provider, judge) -> AsyncIterator[tuple[httpx.AsyncClient, object]]:
-    app = create_app(settings, components=("ai",), database_url=db_url,
-                     ai_kwargs={"provider": provider, "judge": judge})
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ai") as client:
-            yield client, app.state.ai
+from tests.support.app import running_ai as running_app
 
 
 def body(context_id: int = 1, text: str = QUIET_TEXT, **extra) -> dict:

@@ -37,6 +37,17 @@ from tests.integration.ai.support import (
 )
 
 
+async def delete_while_held(pipeline, sync_conn, gate, context_id: int = 1):
+    """Run the job of ``context_id``; while ``gate`` holds its model call, core deletes the
+    context (both stages CANCELLED, embedding ``is_deleted``); then the model answers.
+    Returns the job's result."""
+    job = asyncio.create_task(pipeline.run(request(context_id)))
+    await gate.wait_entered()
+    core_cancel(sync_conn, context_id)
+    gate.open()
+    return await job
+
+
 def _metric(counter, **labels) -> float:
     return counter.labels(**labels)._value.get() if labels else counter._value.get()
 
@@ -217,12 +228,7 @@ async def test_scenario_10_delete_while_embedding_is_computed(pipeline, sync_con
     profile (reprocess). Not saved, the old row stays deleted, CANCELLED not FAILED."""
     insert_state(sync_conn, 1)
     insert_embedding(sync_conn, 1, basis(5), profile="old-profile", text=QUIET_TEXT)
-    gate = provider.hold()
-    job = asyncio.create_task(pipeline.run(request(1)))
-    await gate.wait_entered()
-    core_cancel(sync_conn, 1)
-    gate.open()
-    result = await job
+    result = await delete_while_held(pipeline, sync_conn, provider.hold())
     assert result.embedding == "discarded"
     assert statuses(sync_conn, 1) == ("CANCELLED", "CANCELLED")
     assert embedding_rows(sync_conn, 1)[0][:2] == ("old-profile", True)
@@ -232,12 +238,7 @@ async def test_scenario_10_delete_while_embedding_is_computed(pipeline, sync_con
 
 async def test_scenario_11_delete_while_keywords_are_judged(pipeline, sync_conn, judge):
     insert_state(sync_conn, 1)
-    gate = judge.hold()
-    job = asyncio.create_task(pipeline.run(request(1)))
-    await gate.wait_entered()
-    core_cancel(sync_conn, 1)
-    gate.open()
-    result = await job
+    result = await delete_while_held(pipeline, sync_conn, judge.hold())
     assert (result.embedding, result.keyword) == ("completed", "discarded")
     assert statuses(sync_conn, 1) == ("CANCELLED", "CANCELLED")
     assert keyword_rows(sync_conn, 1) == [] and analysis_row(sync_conn, 1) is None
@@ -249,11 +250,7 @@ async def test_scenario_11_judge_failure_after_delete_never_overwrites_cancelled
     insert_state(sync_conn, 1)
     gate = judge.hold()
     judge.fail_next(PermanentModelError, message="upstream 400")
-    job = asyncio.create_task(pipeline.run(request(1)))
-    await gate.wait_entered()
-    core_cancel(sync_conn, 1)
-    gate.open()
-    assert (await job).keyword == "permanent"
+    assert (await delete_while_held(pipeline, sync_conn, gate)).keyword == "permanent"
     assert statuses(sync_conn, 1) == ("CANCELLED", "CANCELLED")
     assert read_state(sync_conn, 1).last_error is None
 
@@ -262,12 +259,8 @@ async def test_scenario_12_cancelled_alone_blocks_the_late_insert(pipeline, sync
     """Delete before any embedding row exists: core's is_deleted update touches 0 rows, so
     only CANCELLED blocks the late insert — and it does."""
     insert_state(sync_conn, 1)
-    gate = provider.hold()
-    job = asyncio.create_task(pipeline.run(request(1)))
-    await gate.wait_entered()
-    core_cancel(sync_conn, 1)  # its embedding UPDATE affects 0 rows
-    gate.open()
-    assert (await job).embedding == "discarded"
+    # core's embedding UPDATE affects 0 rows (no row yet)
+    assert (await delete_while_held(pipeline, sync_conn, provider.hold())).embedding == "discarded"
     assert embedding_rows(sync_conn, 1) == []
     assert statuses(sync_conn, 1) == ("CANCELLED", "CANCELLED")
 
@@ -304,7 +297,7 @@ async def test_scenario_14_no_keyword_matches(pipeline, sync_conn, judge):
 
 async def test_scenario_14_judge_picks_nothing(ai_settings, engine, provider, presets, sync_conn):
     judge = FakeJudge(JudgeAnswer(picks=(), unmatched_concepts=("독서",), model_profile="j"))
-    pipeline = Pipeline(ai_settings, engine, provider, judge)
+    pipeline = Pipeline(engine, ai_settings, provider, judge)
     insert_state(sync_conn, 1)
     assert (await pipeline.run(request(1))).keyword == "completed"
     assert judge.calls == 1 and keyword_rows(sync_conn, 1) == []
@@ -317,7 +310,7 @@ async def test_scenario_15_blocked_preset_is_never_a_candidate(ai_settings, engi
     anyway is ignored. It never reaches the judge nor a keyword row."""
     judge = FakeJudge(lambda text, cands: JudgeAnswer(
         picks=(Pick(401, 1.0),) + tuple(Pick(c.preset.id, 0.6) for c in cands), model_profile="j"))
-    pipeline = Pipeline(ai_settings, engine, provider, judge)
+    pipeline = Pipeline(engine, ai_settings, provider, judge)
     insert_state(sync_conn, 1)
     await pipeline.run(request(1, BLOCKED_TEXT))
     assert all(401 not in ids for _, ids in judge.seen)
@@ -330,7 +323,7 @@ async def test_only_candidates_are_stored_even_if_a_judge_returns_others(ai_sett
                                                                          sync_conn):
     judge = FakeJudge(JudgeAnswer(picks=(Pick(301, 0.8), Pick(101, 0.9), Pick(302, 0.4)),
                                   model_profile="j"))
-    pipeline = Pipeline(ai_settings, engine, provider, judge)
+    pipeline = Pipeline(engine, ai_settings, provider, judge)
     insert_state(sync_conn, 1)
     await pipeline.run(request(1, QUIET_TEXT))  # candidates: 301, 302
     assert [(k, float(c)) for k, c, _ in keyword_rows(sync_conn, 1)] == [(301, 0.8), (302, 0.4)]
@@ -382,7 +375,7 @@ async def test_embedding_permanent_error_fails_only_that_stage(pipeline, sync_co
 async def test_wrong_vector_length_is_permanent_and_never_stored(ai_settings, engine, judge,
                                                                  presets, sync_conn):
     provider = FakeEmbeddingProvider(PROFILE, 8, wrong_dimension=5)
-    pipeline = Pipeline(ai_settings, engine, provider, judge)
+    pipeline = Pipeline(engine, ai_settings, provider, judge)
     insert_state(sync_conn, 1)
     assert (await pipeline.run(request(1))).embedding == "permanent"
     assert provider.calls == 1 and embedding_rows(sync_conn, 1) == []
@@ -433,7 +426,7 @@ async def test_transient_database_error_in_save_leaves_processing(ai_settings, d
         dbapi_conn.commit()
 
     try:
-        pipeline = Pipeline(ai_settings, engine, provider, judge)
+        pipeline = Pipeline(engine, ai_settings, provider, judge)
         insert_state(sync_conn, 1)
         gate = provider.hold()
         job = asyncio.create_task(pipeline.run(request(1)))
@@ -467,7 +460,7 @@ async def test_retry_timing_respects_the_budget_rule(tmp_path, db_url, engine, j
         slept.append(seconds)
         await asyncio.sleep(seconds)
 
-    pipeline = Pipeline(settings, engine, provider, judge, sleep=sleep)
+    pipeline = Pipeline(engine, settings, provider, judge, sleep=sleep)
     insert_state(sync_conn, 1)
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -492,7 +485,7 @@ async def test_judge_is_bounded_by_its_budget(tmp_path, db_url, engine, provider
                                backoff_cap=0.01, processing_expiry=1)
     judge = FakeJudge()
     judge.hold()  # never answers
-    pipeline = Pipeline(settings, engine, provider, judge)
+    pipeline = Pipeline(engine, settings, provider, judge)
     insert_state(sync_conn, 1)
     result = await pipeline.run(request(1))
     assert result.keyword == "transient"
@@ -529,7 +522,7 @@ async def test_the_analysis_row_records_the_judges_evidence(ai_settings, engine,
             {"id": 999, "code": "NEAR", "picked": False, "score": 3.1, "cues": [],
              "reason": "below floor", "confidence": None}))
 
-    pipeline = Pipeline(ai_settings, engine, provider, FakeJudge(answer))
+    pipeline = Pipeline(engine, ai_settings, provider, FakeJudge(answer))
     insert_state(sync_conn, 1)
     assert (await pipeline.run(request(1))).keyword == "completed"
     [evidence] = sync_conn.execute("SELECT evidence FROM ai.context_keyword_analysis "

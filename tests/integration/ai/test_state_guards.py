@@ -14,17 +14,9 @@ import pytest
 
 from pinlog.ai import state
 from pinlog.states import Stage, Status
-from tests.integration.ai.support import (
-    basis,
-    embedding_rows,
-    events,
-    insert_embedding,
-    insert_state,
-    keyword_rows,
-    read_state,
-    seed_presets,
-    statuses,
-)
+from tests.integration.ai.support import (basis, embedding_rows, events, insert_embedding,
+                                          insert_state, keyword_rows, read_state, seed_presets,
+                                          statuses)
 from tests.sqltext import sql_code
 
 EXPIRY = timedelta(minutes=10)

@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
-from fastapi import FastAPI
 
-from pinlog.app import create_app
-from pinlog.core.api.auth import issue_token
 from pinlog.settings import Settings
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.ai.support import DIM, PROFILE, ai_settings_for
+from tests.support.app import RunningApp
+from tests.support.app import running_app as run_app
 
 QUERY = "the query"
 
@@ -46,44 +42,14 @@ def provider() -> FakeEmbeddingProvider:
     return FakeEmbeddingProvider(PROFILE, DIM, vectors={QUERY: at_cosine(1.0)})
 
 
-@dataclass
-class Running:
-    app: FastAPI
-    http: httpx.AsyncClient
-    settings: Settings
-
-    @property
-    def ai(self):  # the running AiRuntime (or None)
-        return self.app.state.ai
-
-    @property
-    def core(self):  # the running CoreRuntime (or None)
-        return self.app.state.core
-
-    async def settle(self) -> None:
-        """Wait until every dispatched request was handed over and every ai job finished."""
-        if self.core is not None:
-            await self.core.dispatcher.join()
-        if self.ai is not None:
-            await self.ai.join()
-
-    async def member(self) -> tuple[int, dict[str, str]]:
-        """A new member and its Authorization header."""
-        member_id = await self.core.service.create_member()
-        return member_id, {"Authorization": f"Bearer {issue_token(self.settings, member_id)}"}
+Running = RunningApp
 
 
-@contextlib.asynccontextmanager
-async def running_app(settings: Settings, db_url: str, provider: FakeEmbeddingProvider,
-                      judge: FakeJudge, components: tuple[str, ...] = ("core", "ai"),
-                      ) -> AsyncIterator[Running]:
-    """The app with its lifespan running, driven through httpx's ASGI transport."""
-    app = create_app(settings, components=components, database_url=db_url,  # type: ignore[arg-type]
-                     ai_kwargs={"provider": provider, "judge": judge})
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://pinlog.test") as http:
-            yield Running(app, http, settings)
+def running_app(settings: Settings, db_url: str, provider: FakeEmbeddingProvider,
+                judge: FakeJudge, components: tuple[str, ...] = ("core", "ai"),
+                ) -> contextlib.AbstractAsyncContextManager[RunningApp]:
+    """The app with its lifespan running (:func:`tests.support.app.running_app`)."""
+    return run_app(settings, db_url, components=components, provider=provider, judge=judge)
 
 
 def place_body(n: int, text: str, name: str | None = None) -> dict:

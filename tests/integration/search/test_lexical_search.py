@@ -13,7 +13,7 @@ import pytest
 from tests.fakes import FakeEmbeddingProvider
 from tests.integration.ai.support import DIM, PROFILE
 from tests.integration.search.conftest import at_cosine, place_body, running_app, search_settings_for
-from tests.unit.judges.conftest import chat_server, content, hang, status  # noqa: F401 (fixture)
+from tests.unit.ai.judges.conftest import chat_server, content, hang, status  # noqa: F401 (fixture)
 
 STRICT_VECTOR = {"search_floor": 0.99, "search_short_query_floor": 0.99, "search_ratio": 0.0}
 

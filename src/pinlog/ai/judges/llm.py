@@ -32,7 +32,7 @@ import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -46,6 +46,9 @@ from pinlog.ai.errors import (
     provider_error_detail,
 )
 from pinlog.ai.ports import Candidate, JudgeAnswer, Pick
+
+if TYPE_CHECKING:
+    from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +233,7 @@ class LlmJudge:
         self._timeout = timeout
 
     @classmethod
-    def from_settings(cls, settings: Any, **kwargs: Any) -> LlmJudge:
+    def from_settings(cls, settings: Settings, **kwargs: Any) -> LlmJudge:
         """Build from :class:`pinlog.settings.Settings` (``PINLOG_LLM_*``, model_attempts,
         backoff_*). ``kwargs`` (e.g. ``sleep``, ``client``) are passed through.
 
@@ -239,9 +242,8 @@ class LlmJudge:
         """
         if not settings.llm_base_url:
             raise ValueError("PINLOG_JUDGE=llm needs PINLOG_LLM_BASE_URL")
-        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
         return cls(
-            base_url=settings.llm_base_url, api_key=key, chain=settings.llm_chain,
+            base_url=settings.llm_base_url, api_key=settings.llm_key, chain=settings.llm_chain,
             attempts=settings.model_attempts, timeout=settings.llm_timeout,
             votes=settings.llm_votes, backoff_base=settings.backoff_base,
             backoff_cap=settings.backoff_cap, **kwargs,

@@ -39,9 +39,9 @@ def build_provider(settings: Settings) -> EmbeddingProvider:
 
         if not settings.embedding_base_url:
             raise ValueError("PINLOG_EMBEDDING_PROVIDER=openai needs PINLOG_EMBEDDING_BASE_URL")
-        key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
         return OpenAIEmbeddingProvider(
-            base_url=settings.embedding_base_url, api_key=key, model=settings.model_name,
+            base_url=settings.embedding_base_url, api_key=settings.embedding_key,
+            model=settings.model_name,
             dimension=settings.dimension, profile=settings.profile,
             timeout=settings.embedding_timeout)
     if kind == "sentence-transformers":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from pinlog.core.services import (
@@ -36,17 +38,20 @@ def _not_blank(value: str) -> str:
     return value
 
 
+#: A string of the public API that must say something: blank once normalised or with NUL → 422
+#: (:func:`_not_blank`); the field adds its length limits.
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+
+
 class PlaceIn(_In):
     """A place (snapshot stored on first save). ``lat``/``lng`` in degrees."""
 
-    external_place_id: str = Field(min_length=1, max_length=MAX_PLACE_ID_CHARS)
-    name: str = Field(min_length=1, max_length=MAX_PLACE_NAME_CHARS)
+    external_place_id: NonBlank = Field(min_length=1, max_length=MAX_PLACE_ID_CHARS)
+    name: NonBlank = Field(min_length=1, max_length=MAX_PLACE_NAME_CHARS)
     address: str | None = Field(None, max_length=MAX_ADDRESS_CHARS)
     road_address: str | None = Field(None, max_length=MAX_ADDRESS_CHARS)
     lat: float = Field(ge=-90, le=90, allow_inf_nan=False)
     lng: float = Field(ge=-180, le=180, allow_inf_nan=False)
-
-    _blank = field_validator("external_place_id", "name")(_not_blank)
 
     def to_input(self) -> PlaceInput:
         return PlaceInput(external_place_id=self.external_place_id, name=self.name,
@@ -57,9 +62,7 @@ class PlaceIn(_In):
 class TextIn(_In):
     """A context text: not empty/whitespace, at most ``PINLOG_MAX_TEXT_CHARS`` characters."""
 
-    text: str
-
-    _blank = field_validator("text")(_not_blank)
+    text: NonBlank
 
 
 class CreateRecordIn(TextIn):

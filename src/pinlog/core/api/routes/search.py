@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from pinlog.core.api.deps import Member
 from pinlog.core.api.errors import R401, R422, CoreRoute
-from pinlog.core.api.schemas import PlaceOut, _In, _not_blank, _Out
+from pinlog.core.api.schemas import NonBlank, PlaceOut, _In, _Out
 from pinlog.core.search import SearchResult, member_search
 
 router = APIRouter(prefix="/v1/search", tags=["search"], route_class=CoreRoute,
@@ -17,10 +17,8 @@ router = APIRouter(prefix="/v1/search", tags=["search"], route_class=CoreRoute,
 class SearchIn(_In):
     """A query (1..500 characters, embedded whole) and how many records to return (1..100)."""
 
-    query: str = Field(min_length=1, max_length=500)
+    query: NonBlank = Field(min_length=1, max_length=500)
     limit: int = Field(20, ge=1, le=100)
-
-    _blank = field_validator("query")(_not_blank)
 
 
 class SearchResultOut(_Out):

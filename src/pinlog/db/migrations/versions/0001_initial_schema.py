@@ -1,16 +1,10 @@
 """Initial schema: core.* and ai.* exactly per SPEC §2.
-
-Revision ID: 0001
-Revises:
-Create Date: 2026-11-29
 """
 
 from alembic import op
 
 revision = "0001"
 down_revision = None
-branch_labels = None
-depends_on = None
 
 STATUSES = "('PENDING','PROCESSING','COMPLETED','FAILED','CANCELLED')"
 

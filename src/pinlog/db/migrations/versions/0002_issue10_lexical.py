@@ -12,10 +12,6 @@ No GIN index: search reads the member's rows through the existing member indexes
 them with ``@@`` (O(the member's rows)); a GIN index over every member's terms was measured
 slower at 1M rows, since a common term's posting list is mostly other members' rows
 (``bench/bench_search.py``, README "Search").
-
-Revision ID: 0002_issue10_lexical
-Revises: 0001
-Create Date: 2026-11-30
 """
 
 from alembic import op
@@ -23,8 +19,6 @@ from sqlalchemy import text
 
 revision = "0002_issue10_lexical"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 BATCH = 1000
 

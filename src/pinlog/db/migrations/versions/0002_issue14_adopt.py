@@ -8,18 +8,12 @@ backend gave the old attempt up, and the start may re-claim the stage.
 Works on both kinds of database (ours and adopted): it only adds nullable ai columns
 (metadata-only, no rewrite) and backfills the stages that are PROCESSING right now with their
 current ``retry_count`` (their start was not recorded; the next rescan claim then re-claims them).
-
-Revision ID: 0002_issue14_adopt
-Revises: 0003_issue11_presets
-Create Date: 2026-11-30
 """
 
 from alembic import op
 
 revision = "0002_issue14_adopt"
 down_revision = "0003_issue11_presets"
-branch_labels = None
-depends_on = None
 
 UPGRADE = """
 ALTER TABLE ai.context_ai_state

@@ -5,18 +5,12 @@
   the preset's content: a change is a new preset version (computed by the loader).
 * ``ai.context_keyword_analysis.evidence jsonb NOT NULL DEFAULT '[]'``: per pick and near miss
   the score, the cues hit and why (analysis only, never shown to members).
-
-Revision ID: 0003_issue11_presets
-Revises: 0001
-Create Date: 2026-11-30
 """
 
 from alembic import op
 
 revision = "0003_issue11_presets"
 down_revision = "0004_issue16_robustness"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

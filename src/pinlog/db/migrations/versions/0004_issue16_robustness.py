@@ -1,18 +1,12 @@
 """Process settings registry (issue 16 #7): each process records the settings the rules depend
 on (expiries, retries, timeouts, attempts, backoff, embedding profile) at start-up, so replicas
 with different timings are detected (ERROR log, ``pinlog status``).
-
-Revision ID: 0004_issue16_robustness
-Revises: 0001
-Create Date: 2026-11-30
 """
 
 from alembic import op
 
 revision = "0004_issue16_robustness"
 down_revision = "0002_issue10_lexical"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -6,18 +6,12 @@ parser (``pinlog.ai.presets.parse_presets``) now accepts any UPPER_SNAKE_CASE na
 takes its place in the database: on an adopted deployment the backend writes this table too and
 its categories are free text. Metadata only; works on both kinds of database (the adopted one
 never had the constraint).
-
-Revision ID: 0005_preset_categories
-Revises: 0002_issue14_adopt
-Create Date: 2026-11-30
 """
 
 from alembic import op
 
 revision = "0005_preset_categories"
 down_revision = "0002_issue14_adopt"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

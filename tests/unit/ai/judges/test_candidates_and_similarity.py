@@ -10,7 +10,7 @@ from pinlog.ai.candidates import map_picks, select_candidates
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.judges.similarity import SimilarityJudge
 from pinlog.ai.ports import Pick, Preset, PresetSnapshot
-from tests.unit.judges.conftest import make_candidates
+from tests.unit.ai.judges.conftest import make_candidates
 
 
 def _snapshot(vectors: dict[int, list[float]]) -> PresetSnapshot:

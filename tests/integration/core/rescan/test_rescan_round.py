@@ -14,8 +14,8 @@ import pytest
 
 from pinlog.contracts import ProcessRequest
 from pinlog.core.rescan import RescanLoop
-from tests.integration.rescan.conftest import run_round_in_thread
-from tests.integration.rescan.factory import (
+from tests.integration.core.rescan.conftest import run_round_in_thread
+from tests.integration.core.rescan.factory import (
     RecordingClient,
     delete_context,
     events,

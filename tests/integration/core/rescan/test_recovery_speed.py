@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from pinlog.core.rescan import ExpiryOutlook, RescanLoop, expiry_outlook, next_delay
-from tests.integration.rescan.factory import RecordingClient, make_context, state
+from tests.integration.core.rescan.factory import RecordingClient, make_context, state
 
 OLD = 10_000
 
@@ -32,6 +32,16 @@ class NotifyingClient(RecordingClient):
         if len(self.accepted) >= self.want:
             self.reached.set()
         return 202
+
+
+async def run_loop_until_reached(loop: RescanLoop, client: NotifyingClient) -> RescanLoop:
+    """Start the loop, wait (30 s at most) until ``client`` accepted what it wants, stop it."""
+    await loop.start()
+    try:
+        await asyncio.wait_for(client.reached.wait(), timeout=30)
+    finally:
+        await loop.stop()
+    return loop
 
 
 async def test_outlook_counts_rows_not_expired_yet_and_when_the_first_expires(
@@ -75,13 +85,8 @@ async def test_full_batches_run_back_to_back_not_one_per_interval(
     ids = [make_context(sync_conn, age_s=OLD + i) for i in range(7)]
     settings = make_rescan_settings(rescan_batch_size=2, rescan_interval=3600)
     client = NotifyingClient(want=len(ids))
-    loop = RescanLoop(settings, engine, client)
-    await loop.start()
-    try:
-        # four rounds (2+2+2+1) inside one interval of an hour
-        await asyncio.wait_for(client.reached.wait(), timeout=30)
-    finally:
-        await loop.stop()
+    # four rounds (2+2+2+1) inside one interval of an hour
+    loop = await run_loop_until_reached(RescanLoop(settings, engine, client), client)
     assert sorted(client.accepted) == sorted(ids)
     assert all(state(sync_conn, i)["retry_count"] == 1 for i in ids)  # each claimed once
     assert loop.rounds >= 4
@@ -94,12 +99,7 @@ async def test_the_loop_wakes_at_the_first_expiry_not_after_the_interval(
                                     rescan_interval=3600)
     cid = make_context(sync_conn, age_s=0.5)
     client = NotifyingClient(want=1)
-    loop = RescanLoop(settings, engine, client)
-    await loop.start()
-    try:
-        await asyncio.wait_for(client.reached.wait(), timeout=30)
-    finally:
-        await loop.stop()
+    loop = await run_loop_until_reached(RescanLoop(settings, engine, client), client)
     assert client.ids == [cid]
     assert loop.rounds >= 2  # the start-up round (nothing expired) and the woken one
 

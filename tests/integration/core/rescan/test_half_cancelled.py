@@ -8,7 +8,7 @@ import pytest
 
 from pinlog.core.rescan import RescanLoop
 from pinlog.core.status import status_snapshot
-from tests.integration.rescan.factory import events, make_context, state
+from tests.integration.core.rescan.factory import events, make_context, state
 
 PAIRS = [("CANCELLED", "PENDING"), ("CANCELLED", "PROCESSING"),
          ("PENDING", "CANCELLED"), ("PROCESSING", "CANCELLED"), ("COMPLETED", "CANCELLED")]

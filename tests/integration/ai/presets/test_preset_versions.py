@@ -13,7 +13,7 @@ from pinlog.ai.presets import load_preset_file, load_snapshot, upsert_presets
 from pinlog.core.reprocess import count_candidates
 from tests.conftest import make_settings
 from tests.fakes import FakeEmbeddingProvider
-from tests.integration.rescan.factory import make_context
+from tests.integration.core.rescan.factory import make_context
 
 
 def _preset(pid: int, code: str, **kw) -> Preset:

@@ -7,7 +7,7 @@ import pytest
 from pinlog import metrics
 from pinlog.core.reprocess import ReprocessError, count_candidates, reprocess
 from pinlog.core.status import refresh_gauges, status_snapshot
-from tests.integration.rescan.factory import RecordingClient, events, make_context, state
+from tests.integration.core.rescan.factory import RecordingClient, events, make_context, state
 
 CURRENT = "fake-profile-v2"
 

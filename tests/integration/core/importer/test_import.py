@@ -14,7 +14,7 @@ from pinlog.core.importer import import_lines, parse_import_file, summarize, wai
 from pinlog.cli.importing import import_with, print_import_outcome
 from pinlog.core.rescan import resend
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
-from tests.integration.importer.conftest import (
+from tests.integration.core.importer.conftest import (
     FRIENDS_TEXT, QUIET_TEXT, count, db_counts, import_settings, note, quiet_console, write_jsonl)
 
 WAIT = 30.0  # seconds; a generous ceiling, the tests end as soon as the work is done

@@ -25,7 +25,7 @@ from pinlog.ai.presets import default_preset_path, load_preset_file, load_snapsh
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[4].parent / "shared" / "data"
 SAMPLES = [DATA / "keyword_samples.jsonl", DATA / "keyword_samples_terse.jsonl"]
 PRESET_FILES = {"packaged": default_preset_path(), "presets_ko": DATA / "presets_ko.yaml"}
 needs_data = pytest.mark.skipif(not all(p.exists() for p in [*SAMPLES, DATA / "presets_ko.yaml",

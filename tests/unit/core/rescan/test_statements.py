@@ -27,7 +27,7 @@ def test_the_expiry_predicate_is_written_once_and_shared_by_claim_and_finalizer(
     q = statements()
     fragment = _code(q.raw("expired"))
     # only inside `expired` — and `next_expiry`, the read-only outlook that computes *when* a
-    # row becomes expired (issue 13; tests/integration/rescan/test_recovery_speed.py checks
+    # row becomes expired (issue 13; tests/integration/core/rescan/test_recovery_speed.py checks
     # that both agree for every status pair)
     outlook = _code(q.raw("next_expiry"))
     for param in (":pending_expiry", ":processing_expiry"):

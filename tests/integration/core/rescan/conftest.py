@@ -13,7 +13,7 @@ from pinlog.core.rescan import RescanLoop, RoundReport
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings
 from tests.conftest import make_settings
-from tests.integration.rescan.factory import RecordingClient
+from tests.integration.core.rescan.factory import RecordingClient
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import yaml
 
 from pinlog.ai.presets import PresetFileError, load_preset_file, parse_presets
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "presets_ko.yaml"
+SHARED = Path(__file__).resolve().parents[4].parent / "shared" / "data" / "presets_ko.yaml"
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 LATIN = re.compile(r"[A-Za-z]{3,}")
 

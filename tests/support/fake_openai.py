@@ -1,6 +1,19 @@
-"""A local OpenAI-compatible server (``/v1/embeddings``, ``/v1/chat/completions``) for the
-end-to-end rescan tests: it speaks the real protocol to the real providers of a `pinlog serve`
-subprocess, and can hold calls on a threading.Event so a test can SIGKILL the server mid-stage.
+"""The one fake OpenAI-compatible model server (``/v1/embeddings``, ``/v1/chat/completions``).
+
+It speaks the real protocol to the real providers (``PINLOG_EMBEDDING_PROVIDER=openai``, the
+``llm`` judge) of a `pinlog serve` subprocess or a bench run, so no test hook is needed in
+production code. Used by the acceptance tests (fixture ``fake_openai`` in
+``tests/acceptance/conftest.py``) and by ``bench/fake_model.py`` (chaos and fuzz runs).
+
+* Embeddings: a deterministic unit vector from a hash of the text (``vector``), unless
+  ``vectors`` maps the text to an exact vector (e.g. all zeros, as some local servers return).
+* Chat: a judge that picks the first candidate with confidence 0.9.
+* Holding: with ``hold_embeddings`` / ``hold_chat`` set, a call signals ``entered`` and blocks
+  until ``release`` is set (the start-up dimension probe is never held), so a test can SIGKILL
+  or SIGTERM the server mid-stage.
+* Counting: ``embedded_texts`` (every text, in order), ``embedded`` (Counter text → calls),
+  ``chat_calls`` and ``judged`` (Counter note → calls). Texts live only in this process's
+  memory (never printed: note text is personal data).
 """
 
 from __future__ import annotations
@@ -8,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -18,6 +32,7 @@ DIMENSION = 8
 
 
 def vector(text: str, dimension: int = DIMENSION) -> list[float]:
+    """A unit vector of ``dimension`` floats, the same for the same text (seeded by SHA-256)."""
     seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
     vec = np.random.default_rng(seed).standard_normal(dimension)
     return (vec / np.linalg.norm(vec)).astype(float).tolist()
@@ -26,12 +41,8 @@ def vector(text: str, dimension: int = DIMENSION) -> list[float]:
 class FakeOpenAI:
     """Start with :meth:`start`; ``base_url`` is ``http://127.0.0.1:<port>/v1``.
 
-    ``hold_embeddings`` / ``hold_chat``: when set, a call signals ``entered`` and blocks until
-    ``release`` is set. ``embedded_texts`` / ``chat_calls`` record what was asked.
-
-    Misbehaviour for robustness tests: ``vectors`` maps a text to the exact vector returned
-    (e.g. all zeros, as some local servers do); ``dimension`` is the length of the other
-    vectors (change it to imitate a model swapped under the same profile name).
+    ``dimension`` is the length of the hashed vectors (change it to imitate a model swapped
+    under the same profile name).
     """
 
     def __init__(self, *, dimension: int = DIMENSION,
@@ -43,7 +54,9 @@ class FakeOpenAI:
         self.entered = threading.Event()
         self.release = threading.Event()
         self.embedded_texts: list[str] = []
+        self.embedded: Counter[str] = Counter()
         self.chat_calls = 0
+        self.judged: Counter[str] = Counter()
         self._lock = threading.Lock()
         fake = self
 
@@ -68,11 +81,19 @@ class FakeOpenAI:
                     fake.release.wait(120)
 
             def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                except (ValueError, OSError):  # the caller was SIGKILLed mid-request
+                    try:
+                        self.send_error(400)
+                    except OSError:
+                        pass
+                    return
                 if self.path.endswith("/embeddings"):
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     with fake._lock:
                         fake.embedded_texts += texts
+                        fake.embedded.update(texts)
                     if texts != [DIMENSION_PROBE_TEXT]:  # the start-up probe is never held
                         self._hold(fake.hold_embeddings)
                     self._reply({"object": "list", "model": body.get("model"), "data": [
@@ -80,10 +101,11 @@ class FakeOpenAI:
                          "embedding": fake.vectors.get(t) or vector(t, fake.dimension)}
                         for i, t in enumerate(texts)]})
                 elif self.path.endswith("/chat/completions"):
+                    payload = json.loads(body["messages"][-1]["content"])
                     with fake._lock:
                         fake.chat_calls += 1
+                        fake.judged[str(payload.get("note", ""))] += 1
                     self._hold(fake.hold_chat)
-                    payload = json.loads(body["messages"][-1]["content"])
                     first = payload["candidates"][0]["id"] if payload.get("candidates") else None
                     answer = {"selected": ([{"keywordId": first, "confidence": 0.9}]
                                            if first is not None else []),
@@ -109,6 +131,18 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
+        """Release any held request, then shut the server down."""
         self.release.set()
         self._server.shutdown()
         self._server.server_close()
+
+    def env(self, profile: str, *, judge: bool = True) -> dict[str, str]:
+        """`pinlog` settings that point the embedding provider (profile ``profile``, this
+        server's ``dimension``) and, with ``judge``, the llm judge here."""
+        env = {"PINLOG_EMBEDDING_PROVIDER": "openai", "PINLOG_EMBEDDING_BASE_URL": self.base_url,
+               "PINLOG_EMBEDDING_MODEL": "fake-embed", "PINLOG_EMBEDDING_PROFILE": profile,
+               "PINLOG_EMBEDDING_DIMENSION": str(self.dimension)}
+        if judge:
+            env |= {"PINLOG_JUDGE": "llm", "PINLOG_LLM_BASE_URL": self.base_url,
+                    "PINLOG_LLM_CHAIN": "fake-judge"}
+        return env

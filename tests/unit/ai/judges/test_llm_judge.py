@@ -12,7 +12,7 @@ from pinlog.ai.errors import PermanentModelError, TransientModelError
 from pinlog.ai.judges import LlmJudge, build_judge
 from pinlog.ai.ports import Pick
 from tests.fakes import FakeEmbeddingProvider
-from tests.unit.judges.conftest import content, hang, make_candidates, ok, status
+from tests.unit.ai.judges.conftest import content, hang, make_candidates, ok, status
 
 TEXT = "비 오는 날 창가에서 커피 마시기 좋은 조용한 카페"
 KEY = "sk-test-secret-key-123456"
@@ -86,13 +86,20 @@ async def test_invalid_json_then_valid_answer_retries_with_backoff(chat_server):
     assert 0 <= sleeps.delays[0] <= 0.5
 
 
-async def test_schema_invalid_on_every_attempt_is_permanent_after_the_last(chat_server):
-    chat_server.script(content('{"picked": []}'), content("not json"), content('{"selected": 3}'))
+async def fails_after_three_attempts(chat_server, error: type, match: str) -> None:
+    """The judge raises ``error`` (message matching ``match``) after three requests with a
+    backoff sleep between each two."""
     judge, sleeps = judge_for(chat_server)
-    with pytest.raises(PermanentModelError, match="schema validation on the last attempt"):
+    with pytest.raises(error, match=match):
         await judge.judge(TEXT, CANDIDATES)
     await judge.aclose()
     assert len(chat_server.requests) == 3 and len(sleeps.delays) == 2
+
+
+async def test_schema_invalid_on_every_attempt_is_permanent_after_the_last(chat_server):
+    chat_server.script(content('{"picked": []}'), content("not json"), content('{"selected": 3}'))
+    await fails_after_three_attempts(chat_server, PermanentModelError,
+                                     "schema validation on the last attempt")
 
 
 async def test_429_then_valid_answer(chat_server):
@@ -106,11 +113,7 @@ async def test_429_then_valid_answer(chat_server):
 
 async def test_transient_errors_on_every_attempt_stay_transient(chat_server):
     chat_server.script(status(503), status(429), status(500))
-    judge, sleeps = judge_for(chat_server)
-    with pytest.raises(TransientModelError, match="upstream 500"):
-        await judge.judge(TEXT, CANDIDATES)
-    await judge.aclose()
-    assert len(chat_server.requests) == 3 and len(sleeps.delays) == 2
+    await fails_after_three_attempts(chat_server, TransientModelError, "upstream 500")
 
 
 async def test_non_candidate_ids_and_bad_confidences_are_dropped_duplicates_keep_max(chat_server):

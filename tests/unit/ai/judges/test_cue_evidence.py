@@ -1,7 +1,7 @@
 """Cue evidence of the similarity judge (similarity-v4, SPEC §8): morphology, cue matching,
 the pick rules and the evidence recorded for each pick and near miss. Fakes only: hand-made
 presets and calibrated scores (the real model's figures are in
-tests/integration/presets/test_real_model_keywords.py)."""
+tests/integration/ai/presets/test_real_model_keywords.py)."""
 
 from __future__ import annotations
 
