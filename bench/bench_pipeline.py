@@ -40,10 +40,9 @@ from pinlog.ai.presets import load_preset_file, upsert_presets
 from pinlog.ai.providers import build_provider
 from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
-from pinlog.db import migrate
-from pinlog.db.embedded import EmbeddedDatabase
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from scratch_db import scratch_database  # bench/scratch_db.py
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTES = ROOT.parent / "shared" / "data" / "place_notes.jsonl"
@@ -162,19 +161,10 @@ def main() -> None:
 
         args.concurrency = Settings.model_fields["worker_concurrency"].default
 
-    root = Path(tempfile.mkdtemp(prefix="pinlog-bench-"))
-    server = EmbeddedDatabase(root / "pg")
-    server.start()
-    try:
-        with psycopg.connect(server.url("postgres"), autocommit=True) as conn:
-            conn.execute('CREATE DATABASE "pinlog_bench"')
-        url = server.url("pinlog_bench")
-        migrate.upgrade(url)
+    with scratch_database() as url:
         print(f"{args.rounds} rounds of {args.n} texts: raw model, then the same texts through "
               f"POST {PROCESS_PATH} …", flush=True)
-        result = asyncio.run(run(url, root / "data", args))
-    finally:
-        server.stop()
+        result = asyncio.run(run(url, Path(tempfile.mkdtemp(prefix="pinlog-bench-")), args))
 
     rounds = result["rounds"]
     ratio = statistics.median(r["ratio"] for r in rounds)
