@@ -19,9 +19,9 @@ the same DB pool size. Per round, with fresh context ids:
   keyword rows, upserts the analysis row and sets ``keyword_status = 'COMPLETED'``. The same
   result rows as ours; no guards, no event rows (procrastinate's job table is its state).
 
-Rate: contexts from the first insert until every state row of the round is COMPLETED/COMPLETED,
-both sides observed by the same polling loop. Rounds alternate ours/peer (paired); the ratio is
-taken per round.
+A warm-up round of each side (n/5 contexts) is not counted. Rate: contexts from the first
+insert until every state row of the round is COMPLETED/COMPLETED, both sides observed by the
+same polling loop. Rounds alternate ours/peer (paired); the ratio is taken per round.
 
     .venv/bin/python bench/peer_procrastinate.py [--n 400] [--rounds 3] [--concurrency 16]
 """
@@ -248,13 +248,19 @@ async def compare(url: str, *, n: int, rounds: int, concurrency: int, pool: int,
         await engine.dispose()
     judge = build_judge(settings, provider)
     peer = Peer(url, settings, provider, judge)
-    texts_all = note_texts(n * rounds * 2)
+    warm = max(10, n // 5)
+    texts_all = note_texts(n * rounds * 2 + 2 * warm)
     out: dict[str, list[float]] = {"ours": [], "peer": [], "ratio": []}
     app = create_app(settings, components=("ai",), database_url=url,
                      ai_kwargs={"provider": provider, "judge": judge})
     async with peer.app.open_async():
         await peer.app.schema_manager.apply_schema_async()
         async with app.router.lifespan_context(app):
+            # warm-up, not counted: analyser and snapshot loads, pool connections
+            last = 2 * rounds * n
+            await run_ours(url, settings, provider, judge, 1 + last, texts_all[last:last + warm],
+                           app)
+            await peer.run(1 + last + warm, texts_all[last + warm:last + 2 * warm])
             for r in range(rounds):
                 base = 1 + 2 * r * n
                 ours = await run_ours(url, settings, provider, judge, base,
