@@ -85,16 +85,22 @@ def measure_pipeline(cfg: dict[str, Any]) -> dict[str, Any]:
     defaults = Settings.model_fields
     out: dict[str, Any] = {"batch_size": defaults["embedding_batch_size"].default,
                            "concurrency": defaults["worker_concurrency"].default, "pool": 10}
-    for wait in (defaults["embedding_batch_wait_ms"].default, 0.0):
+    wait = defaults["embedding_batch_wait_ms"].default
+    # the defaults; then without the micro-batch wait; then with twice the batch size in jobs
+    # (a full batch can wait while one is on the model)
+    for wait_ms, concurrency in ((wait, out["concurrency"]), (0.0, out["concurrency"]),
+                                 (wait, 2 * out["batch_size"])):
         args = argparse.Namespace(n=cfg["pipeline_n"], rounds=cfg["pipeline_rounds"],
-                                  concurrency=out["concurrency"], pool=out["pool"],
-                                  batch_size=out["batch_size"], wait_ms=wait,
+                                  concurrency=concurrency, pool=out["pool"],
+                                  batch_size=out["batch_size"], wait_ms=wait_ms,
                                   notes=bench_pipeline.NOTES)
-        log(f"pipeline: {args.rounds} paired rounds of {args.n} texts, micro-batch wait {wait} ms")
+        log(f"pipeline: {args.rounds} paired rounds of {args.n} texts, micro-batch wait "
+            f"{wait_ms:g} ms, {concurrency} concurrent jobs")
         with scratch_database() as url:
             result = asyncio.run(bench_pipeline.run(
                 url, Path(tempfile.mkdtemp(prefix="pinlog-bench-")), args))
-        out.setdefault("runs", []).append({"wait_ms": wait, **result})
+        out.setdefault("runs", []).append({"wait_ms": wait_ms, "concurrency": concurrency,
+                                           **result})
     log(f"pipeline: raw model at batch sizes 1, 8, 32 ({cfg['sweep_rounds']} rounds of "
         f"{cfg['sweep_n']} texts)")
     raw = bench_pipeline.RawModel()

