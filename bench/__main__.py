@@ -51,10 +51,10 @@ DATA = ROOT.parent / "shared" / "data"
 MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search")
 
 FULL: dict[str, Any] = {
-    "pipeline_n": 300, "pipeline_rounds": 3, "sweep_n": 256, "sweep_rounds": 3,
+    "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
     "orch_n": 400, "orch_rounds": 3, "orch_concurrency": 16, "orch_pool": 10, "orch_delay": 0.002,
-    "import_n": 10_000, "import_runs": 1,
-    "serve_burst": 300, "serve_rounds": 3, "steady_rate": 2.0, "steady_seconds": 40,
+    "import_n": 2_000, "import_runs": 1,
+    "serve_burst": 200, "serve_rounds": 3, "steady_rate": 2.0, "steady_seconds": 40,
     "rescan_sizes": [10_000, 1_000_000], "rescan_rounds": 7,
     "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
     "search_passes": 3,
@@ -420,11 +420,20 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated subset of {','.join(MEASURES)}")
     parser.add_argument("--render", type=Path, default=None,
                         help="only rewrite the Markdown from a JSON file of an earlier run")
+    parser.add_argument("--notes", type=Path, default=None,
+                        help="with --render: a Markdown file with the reading of that run's "
+                             "figures, included after the targets")
+    parser.add_argument("--import-n", type=int, default=None,
+                        help="notes per `pinlog import` run (full default 2,000)")
     args = parser.parse_args(argv)
     from report import render  # bench/report.py
 
     if args.render is not None:
         data = json.loads(args.render.read_text(encoding="utf-8"))
+        if args.notes is not None:
+            data["notes"] = args.notes.read_text(encoding="utf-8")
+            args.render.write_text(json.dumps(data, ensure_ascii=False, indent=1),
+                                   encoding="utf-8")
         out = args.out or Path(data["out"])
         out.write_text(render(data), encoding="utf-8")
         print(out)
@@ -437,7 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(only) - set(MEASURES)
     if unknown:
         parser.error(f"unknown measure(s): {', '.join(sorted(unknown))}")
-    cfg = QUICK if args.quick else FULL
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.import_n is not None:
+        cfg["import_n"] = args.import_n
     data: dict[str, Any] = {
         "command": "python -m bench " + shlex.join(argv if argv is not None else sys.argv[1:]),
         "quick": args.quick, "config": cfg, "out": str(args.out),

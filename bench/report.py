@@ -163,6 +163,8 @@ def render(data: dict[str, Any]) -> str:
         w(f"| 6 | `pinlog serve` RSS | idle {_mb(f['idle_rss'])}, peak {_mb(f['peak_rss'])} | "
           "(report) | – |")
     w("")
+    if data.get("notes"):
+        w(data["notes"].rstrip() + "\n")
     sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
                 "serve": _serve, "rescan": _rescan, "search": _search}
     for name, measure in data["measures"].items():
