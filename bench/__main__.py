@@ -53,7 +53,7 @@ MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search")
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
     "orch_n": 400, "orch_rounds": 3, "orch_concurrency": 16, "orch_pool": 10, "orch_delay": 0.002,
-    "import_n": 2_000, "import_runs": 1,
+    "import_n": 3_000, "import_runs": 1,
     "serve_burst": 200, "serve_rounds": 3, "steady_rate": 2.0, "steady_seconds": 40,
     "rescan_sizes": [10_000, 1_000_000], "rescan_rounds": 7,
     "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --render: a Markdown file with the reading of that run's "
                              "figures, included after the targets")
     parser.add_argument("--import-n", type=int, default=None,
-                        help="notes per `pinlog import` run (full default 2,000)")
+                        help="notes per `pinlog import` run (full default 3,000)")
     args = parser.parse_args(argv)
     from report import render  # bench/report.py
 
