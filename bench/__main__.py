@@ -164,10 +164,12 @@ def measure_import(cfg: dict[str, Any]) -> dict[str, Any]:
             with psycopg.connect(url, autocommit=True) as conn:
                 base = conn.execute("SELECT count(*) FROM ai.context_ai_state").fetchone()[0]
                 started = time.monotonic()
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "pinlog", "import", str(path), "--wait", "--json",
-                     "--timeout", "3600"], env=env, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, text=True)
+                # output to files: a pipe nobody reads while polling fills up and blocks it
+                out_file, err_file = work / f"import-{run}.out", work / f"import-{run}.err"
+                with out_file.open("w") as out_f, err_file.open("w") as err_f:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "pinlog", "import", str(path), "--wait",
+                         "--json", "--timeout", "3600"], env=env, stdout=out_f, stderr=err_f)
                 first = all_rows = done = None
                 while True:
                     rows, unfinished = conn.execute(
@@ -184,8 +186,9 @@ def measure_import(cfg: dict[str, Any]) -> dict[str, Any]:
                     if proc.poll() is not None:
                         break
                     time.sleep(0.2)
-                stdout, stderr = proc.communicate()
                 ended = time.monotonic() - started
+                stdout = out_file.read_text(encoding="utf-8", errors="replace")
+                stderr = err_file.read_text(encoding="utf-8", errors="replace")
                 statuses = conn.execute(
                     "SELECT embedding_status || '/' || keyword_status, count(*) "
                     "FROM ai.context_ai_state GROUP BY 1 ORDER BY 1").fetchall()
