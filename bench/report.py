@@ -51,6 +51,11 @@ def figures(data: dict[str, Any]) -> dict[str, Any]:
         f["pipe_cps"] = _med([r["pipeline"] for r in default["rounds"]])
         f["pipe_ratio"] = _med([r["ratio"] for r in default["rounds"]])
         f["pipe_wait"] = default["wait_ms"]
+        if "raw_cpu_per_text" in default["rounds"][0]:
+            f["raw_cpu_ms"] = _med([r["raw_cpu_per_text"] for r in default["rounds"]]) * MS
+            f["pipe_cpu_ms"] = _med([r["app_cpu_per_ctx"] + r["db_cpu_per_ctx"]
+                                     for r in default["rounds"]]) * MS
+            f["db_cpu_ms"] = _med([r["db_cpu_per_ctx"] for r in default["rounds"]]) * MS
         if len(p["runs"]) > 1:
             f["pipe_ratio_wait0"] = _med([r["ratio"] for r in p["runs"][1]["rounds"]])
         if len(p["runs"]) > 2:
@@ -111,7 +116,7 @@ def render(data: dict[str, Any]) -> str:
     if quick:
         w("> **Quick run** (`--quick`): small sizes, 1–2 rounds. These figures only prove the "
           "benchmarks run; they are not the project's figures.\n")
-    w(f"Written by `{data['command']}` (bench/__main__.py), started {data['started']}, finished "
+    w(f"Written by `{data['command'].strip()}` (bench/__main__.py), started {data['started']}, finished "
       f"{data.get('finished', '?')}, {data.get('seconds', 0) / 60:.1f} min in all. Raw figures: "
       "the JSON file next to this one. Each measure is run several times (rounds); tables give "
       "min / median / max of the rounds, ratios are computed per round from two measurements "
@@ -169,6 +174,9 @@ def render(data: dict[str, Any]) -> str:
                 "serve": _serve, "rescan": _rescan, "search": _search}
     for name, measure in data["measures"].items():
         w(sections[name].__doc__ or name)
+        if measure.get("command"):
+            w(f"\n_Measured by a separate invocation, `{measure['command']}` "
+              f"(started {measure.get('started', '?')}): {measure.get('why', '')}_")
         w(f"\n_Load average before {measure['load_before']}, after {measure['load_after']}; "
           f"{measure['seconds']:.0f} s._\n")
         if measure.get("error"):
@@ -400,5 +408,10 @@ def scale_plan(f: dict[str, Any]) -> str:
         "search_sql_p95": (f"{big['sql_p95'] * MS:.1f}" if big else "?"),
         "search_embed_p50": (f"{big['embed_p50'] * MS:.0f}" if big else "?"),
         "per_day": (f"{f['pipe_cps'] * 86400 / 1e6:.1f}" if "pipe_cps" in f else "?"),
+        "raw_cpu_ms": num("raw_cpu_ms"), "pipe_cpu_ms": num("pipe_cpu_ms"),
+        "db_cpu_ms": num("db_cpu_ms", "{:.1f}"),
+        "db_core_cps": (f"{1000 / f['db_cpu_ms']:.0f}" if f.get("db_cpu_ms") else "?"),
+        "orch_share": (f"{100 * f['pipe_cps'] / f['orch_ours']:.0f}"
+                       if "pipe_cps" in f and "orch_ours" in f else "?"),
     }
     return PLAN.read_text(encoding="utf-8").format(**values)
