@@ -22,17 +22,12 @@ from pinlog.ai.presets import load_preset_file, upsert_presets
 from pinlog.ai.providers import build_provider
 from pinlog.ai.runtime import AiRuntime
 from pinlog.contracts import ProcessRequest
-from pinlog.db import migrate
-from pinlog.db.embedded import EmbeddedDatabase
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from common import long_note  # bench/common.py
+from scratch_db import scratch_database  # bench/scratch_db.py
 
 SHORT = ["조용한 카페", "맛있는 국밥", "친구랑 산책", "작업하기 좋음", "비 오는 날", "야경 맛집"]
-
-
-def long_note(i: int) -> str:
-    text = f"{i}번째 긴 메모. " + "비 오는 날 창가에 앉아 오래 머물렀던 다방, 커피 향과 빗소리. " * 60
-    return text[:2000]
 
 
 async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
@@ -77,17 +72,8 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=28)
     parser.add_argument("--short", type=int, default=4)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="pinlog-bench-"))
-    server = EmbeddedDatabase(root / "pg")
-    server.start()
-    try:
-        with psycopg.connect(server.url("postgres"), autocommit=True) as conn:
-            conn.execute('CREATE DATABASE "pinlog_bench"')
-        url = server.url("pinlog_bench")
-        migrate.upgrade(url)
-        result = asyncio.run(run(url, root / "data", args))
-    finally:
-        server.stop()
+    with scratch_database() as url:
+        result = asyncio.run(run(url, Path(tempfile.mkdtemp(prefix="pinlog-bench-")), args))
     done = result["done"]
     long_times = [done[i] for i in range(1, args.long + 1)]
     short_times = [done[i] for i in range(args.long + 1, args.long + args.short + 1)]

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -40,10 +41,9 @@ from pinlog.ai.presets import load_preset_file, upsert_presets
 from pinlog.ai.providers import build_provider
 from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
-from pinlog.db import migrate
-from pinlog.db.embedded import EmbeddedDatabase
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from scratch_db import scratch_database  # bench/scratch_db.py
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTES = ROOT.parent / "shared" / "data" / "place_notes.jsonl"
@@ -83,7 +83,36 @@ class RawModel:
         return len(texts) / (time.perf_counter() - started)
 
 
-def _hist_count(histogram) -> float:
+def server_processes(url: str) -> list:  # type: ignore[type-arg]
+    """The PostgreSQL server's processes (postmaster + children) behind ``url``, via its
+    ``postmaster.pid``; empty when they cannot be read (a remote server)."""
+    import psutil
+
+    try:
+        with psycopg.connect(url) as conn:
+            data = conn.execute("SHOW data_directory").fetchone()[0]
+        pid = int((Path(data) / "postmaster.pid").read_text().split()[0])
+        main = psutil.Process(pid)
+        return [main, *main.children(recursive=True)]
+    except (OSError, ValueError, psycopg.Error, psutil.Error):
+        return []
+
+
+def server_cpu(url: str) -> float:
+    """CPU seconds (user + system) used so far by the PostgreSQL server's live processes."""
+    import psutil
+
+    total = 0.0
+    for proc in server_processes(url):
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def _hist_count(histogram: Any) -> float:
     return sum(s.value for s in histogram.collect()[0].samples if s.name.endswith("_count"))
 
 
@@ -107,13 +136,16 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
                                      base_url="http://ai") as client:
             for r in range(args.rounds):
                 texts = make_texts(args.notes, args.n, r)
+                cpu0 = time.process_time()
                 raw_rate = raw.batched(texts, args.batch_size)
+                raw_cpu = time.process_time() - cpu0
                 first = r * args.n + 1
                 with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
                     cur.executemany("INSERT INTO ai.context_ai_state (context_id) VALUES (%s)",
                                     [(first + i,) for i in range(args.n)])
                 batch_sum, batch_count = metrics.BATCH_SIZE._sum.get(), _hist_count(metrics.BATCH_SIZE)
                 started = time.perf_counter()
+                cpu0, db0 = time.process_time(), server_cpu(url)
                 for i, text in enumerate(texts):
                     cid = first + i
                     response = await client.post(
@@ -124,14 +156,22 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
                         raise SystemExit(f"unexpected status {response.status_code}")
                 await ai.join()
                 elapsed = time.perf_counter() - started
+                app_cpu, db_cpu = time.process_time() - cpu0, server_cpu(url) - db0
                 batches = _hist_count(metrics.BATCH_SIZE) - batch_count
                 rounds.append({
                     "raw": raw_rate, "pipeline": args.n / elapsed,
                     "ratio": (args.n / elapsed) / raw_rate,
                     "mean_batch": (metrics.BATCH_SIZE._sum.get() - batch_sum) / batches,
+                    # CPU seconds per text/context (this process's threads; + the database's)
+                    "raw_cpu_per_text": raw_cpu / args.n, "app_cpu_per_ctx": app_cpu / args.n,
+                    "db_cpu_per_ctx": db_cpu / args.n,
+                    "cpu_ratio": (raw_cpu / args.n) / ((app_cpu + db_cpu) / args.n),
                 })
                 print(f"  round {r + 1}: raw {raw_rate:.1f} texts/s, pipeline "
-                      f"{args.n / elapsed:.1f} ctx/s, ratio {rounds[-1]['ratio']:.2f}", flush=True)
+                      f"{args.n / elapsed:.1f} ctx/s, ratio {rounds[-1]['ratio']:.2f}; CPU ms per "
+                      f"text/context: raw {raw_cpu / args.n * 1000:.1f}, pipeline "
+                      f"{app_cpu / args.n * 1000:.1f} + database {db_cpu / args.n * 1000:.1f}",
+                      flush=True)
         jobs = ai.queue.concurrency
     single = raw.one_by_one(make_texts(args.notes, 40, 99))
     with psycopg.connect(url) as conn:
@@ -162,19 +202,10 @@ def main() -> None:
 
         args.concurrency = Settings.model_fields["worker_concurrency"].default
 
-    root = Path(tempfile.mkdtemp(prefix="pinlog-bench-"))
-    server = EmbeddedDatabase(root / "pg")
-    server.start()
-    try:
-        with psycopg.connect(server.url("postgres"), autocommit=True) as conn:
-            conn.execute('CREATE DATABASE "pinlog_bench"')
-        url = server.url("pinlog_bench")
-        migrate.upgrade(url)
+    with scratch_database() as url:
         print(f"{args.rounds} rounds of {args.n} texts: raw model, then the same texts through "
               f"POST {PROCESS_PATH} …", flush=True)
-        result = asyncio.run(run(url, root / "data", args))
-    finally:
-        server.stop()
+        result = asyncio.run(run(url, Path(tempfile.mkdtemp(prefix="pinlog-bench-")), args))
 
     rounds = result["rounds"]
     ratio = statistics.median(r["ratio"] for r in rounds)

@@ -28,6 +28,7 @@ from pinlog.core.rescan import RescanLoop, expiry_params, statements
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
 from scratch_db import scratch_database  # bench/scratch_db.py (run as a script)
+from serve_harness import JWT_SECRET, SECRET  # bench/serve_harness.py
 
 STALE = 100
 SIZES = (10_000, 1_000_000)
@@ -77,7 +78,7 @@ def make_stale_again(url: str) -> None:
 
 
 async def measure(url: str, rounds: int) -> tuple[list[float], str]:
-    settings = load_settings(database_url=url, internal_secrets="bench", jwt_secret="bench",
+    settings = load_settings(database_url=url, internal_secrets=SECRET, jwt_secret=JWT_SECRET,
                              rescan_enabled=False, data_dir=Path(tempfile.mkdtemp()))
     engine = create_engine(url, pool_size=settings.db_pool_size)
     try:

@@ -38,7 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +57,7 @@ from pinlog.core.search import queries as core_queries
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
 from pinlog.text import lexical_terms
+from common import pct  # bench/common.py
 from scratch_db import scratch_database  # bench/scratch_db.py (run as a script)
 
 MEMBER = 1
@@ -186,10 +187,6 @@ def populate(url: str, seeds: np.ndarray, texts: list[str], places: list[str], s
     return time.perf_counter() - t0
 
 
-def pct(values: list[float], q: float) -> float:
-    """The q-quantile (0..1), nearest-rank on the sorted values."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 #: search_member as shipped before issue 10 (state table joined: the planner hashed all of it).
@@ -285,6 +282,50 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
         await engine.dispose()
 
 
+def run_sizes(sizes: list[int], *, total: int, queries: int, noise: float, limit: int,
+              data: Path, passes: int = 1, log: Callable[[str], None] = print,
+              ) -> tuple[Settings, SearchCuts, dict[int, dict[str, object]]]:
+    """Populate and measure each size in a scratch database (``passes`` times the ``queries``
+    searches per size; the per-pass results are under ``"passes"``, the first pass's lists at
+    the top level). Returns (settings, cuts, results by size)."""
+    settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="pinlog-bench-settings-")))
+    cuts = SearchCuts.from_calibration(calibration_for(settings))
+    stored_texts, query_pool, place_names = seed_texts(data)
+    if len(query_pool) < queries:
+        query_pool = (query_pool * (queries // max(1, len(query_pool)) + 1))
+    query_texts = query_pool[:queries]
+
+    async def embed_seeds(provider) -> np.ndarray:  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        vectors = await provider.embed(stored_texts, "passage")
+        log(f"embedded {len(stored_texts)} seed texts once in {time.perf_counter() - t0:.1f} s "
+            f"({settings.profile})")
+        return np.asarray(vectors, dtype=np.float32)
+
+    results: dict[int, dict[str, object]] = {}
+    with scratch_database() as url:
+
+        async def run_all() -> None:
+            batched = build_batched_provider(settings)  # what AiRuntime.search embeds through
+            try:
+                seeds = await embed_seeds(batched.provider)
+                provider = TimedProvider(batched)
+                rng = np.random.default_rng(20260601)
+                for size in sizes:
+                    took = populate(url, seeds, stored_texts, place_names, size, total,
+                                    noise, settings.profile, rng)
+                    log(f"populated {size:,} contexts for the member among "
+                        f"{max(total, size):,} rows in total in {took:.1f} s")
+                    runs = [await measure(url, settings, provider, cuts, query_texts, limit)
+                            for _ in range(passes)]
+                    results[size] = {**runs[0], "passes": runs, "populate_s": took}
+            finally:
+                await batched.aclose()
+
+        asyncio.run(run_all())
+    return settings, cuts, results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=200)
@@ -299,40 +340,8 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="pinlog-bench-settings-")))
-    cuts = SearchCuts.from_calibration(calibration_for(settings))
-    stored_texts, query_pool, place_names = seed_texts(args.data)
-    if len(query_pool) < args.queries:
-        query_pool = (query_pool * (args.queries // max(1, len(query_pool)) + 1))
-    query_texts = query_pool[:args.queries]
-
-    async def embed_seeds(provider) -> np.ndarray:  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        vectors = await provider.embed(stored_texts, "passage")
-        print(f"embedded {len(stored_texts)} seed texts once in {time.perf_counter() - t0:.1f} s "
-              f"({settings.profile})", flush=True)
-        return np.asarray(vectors, dtype=np.float32)
-
-    results: dict[int, dict[str, object]] = {}
-    with scratch_database() as url:
-
-        async def run_all() -> None:
-            batched = build_batched_provider(settings)  # what AiRuntime.search embeds through
-            try:
-                seeds = await embed_seeds(batched.provider)
-                provider = TimedProvider(batched)
-                rng = np.random.default_rng(20260601)
-                for size in sizes:
-                    took = populate(url, seeds, stored_texts, place_names, size, args.total,
-                                    args.noise, settings.profile, rng)
-                    print(f"populated {size:,} contexts for the member among "
-                          f"{max(args.total, size):,} rows in total in {took:.1f} s", flush=True)
-                    results[size] = await measure(url, settings, provider, cuts, query_texts,
-                                                  args.limit)
-            finally:
-                await batched.aclose()
-
-        asyncio.run(run_all())
+    settings, cuts, results = run_sizes(sizes, total=args.total, queries=args.queries,
+                                        noise=args.noise, limit=args.limit, data=args.data)
 
     ms = 1000.0
     print(f"\n{args.queries} sequential searches per size (member_search: lexical + vector "

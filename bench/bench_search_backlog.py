@@ -36,10 +36,10 @@ from pinlog.ai.presets import load_preset_file, upsert_presets
 from pinlog.ai.providers import build_provider
 from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SEARCH_PATH, SECRET_HEADER
-from pinlog.db import migrate
-from pinlog.db.embedded import EmbeddedDatabase
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from common import long_note, pct  # bench/common.py
+from scratch_db import scratch_database  # bench/scratch_db.py
 
 SECRET = "bench-secret-0123456789"
 PLACES = ["카페", "국밥집", "공원", "서점", "다방", "고깃집", "빵집", "전시관"]
@@ -47,16 +47,6 @@ MOODS = ["조용해서 책 읽기 좋은", "친구들이랑 떠들기 좋은", "
          "산책하다 들른", "데이트하기 좋은", "가성비 좋은", "야경이 예쁜"]
 QUERIES = ["비 오는 날 가기 좋은 곳", "조용한 카페", "친구랑 고기", "혼자 작업할 곳", "산책 코스",
            "데이트 장소", "싸고 맛있는 집", "야경 보러"]
-
-
-def long_note(i: int) -> str:
-    text = f"{i}번째 긴 메모. " + "비 오는 날 창가에 앉아 오래 머물렀던 다방, 커피 향과 빗소리. " * 60
-    return text[:2000]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
@@ -122,17 +112,8 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=16, help="long notes in the backlog")
     parser.add_argument("--notes", type=int, default=40, help="the member's processed notes")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="pinlog-bench-"))
-    server = EmbeddedDatabase(root / "pg")
-    server.start()
-    try:
-        with psycopg.connect(server.url("postgres"), autocommit=True) as conn:
-            conn.execute('CREATE DATABASE "pinlog_bench"')
-        url = server.url("pinlog_bench")
-        migrate.upgrade(url)
-        result = asyncio.run(run(url, root / "data", args))
-    finally:
-        server.stop()
+    with scratch_database() as url:
+        result = asyncio.run(run(url, Path(tempfile.mkdtemp(prefix="pinlog-bench-")), args))
     idle, busy = result["idle"], result["busy"]
     ms = 1000.0
     print(f"{'phase':<36}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}")

