@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from pinlog.ai.rewrite import QueryRewriter
 
 log = logging.getLogger(__name__)
+
+#: Least seconds between two "work queue full" log lines (:meth:`AiRuntime._log_refusal`).
+REFUSAL_LOG_INTERVAL = 10.0
 
 
 def _dimension_fix(profile: str, what: str, dimension: int) -> str:
@@ -74,6 +78,8 @@ class AiRuntime:
         self.queue: WorkQueue | None = None
         self.profile: str | None = None
         self.rewriter: QueryRewriter | None = None  # when PINLOG_SEARCH_REWRITE=llm
+        self._refused = 0  # 503s since the last "work queue full" log line
+        self._refused_logged_at: float | None = None  # time.monotonic() of that line
 
     async def start(self) -> None:
         """Check the database, build provider/judge, start the workers.
@@ -227,11 +233,26 @@ class AiRuntime:
             return 422
         if self.queue is None or not self.queue.offer(request, request_id):
             metrics.PROCESS_REQUESTS.labels(outcome="busy").inc()
-            log.warning("work queue full; request refused with 503",
-                        extra={"context_id": request.context_id, "request_id": request_id})
+            self._log_refusal(request, request_id)
             return 503
         metrics.PROCESS_REQUESTS.labels(outcome="accepted").inc()
         return 202
+
+    def _log_refusal(self, request: ProcessRequest, request_id: str | None) -> None:
+        """One WARNING per :data:`REFUSAL_LOG_INTERVAL` seconds while the work queue refuses
+        requests, with the number refused since the previous line (``count``); every refusal
+        is counted in ``pinlog_process_requests_total{outcome="busy"}``. A backlog re-sent
+        faster than it is processed (an import, a rescan round) would otherwise log one line
+        per context, thousands a minute, and take CPU from the model."""
+        self._refused += 1
+        now = time.monotonic()
+        if self._refused_logged_at is not None and \
+                now - self._refused_logged_at < REFUSAL_LOG_INTERVAL:
+            return
+        log.warning("work queue full; requests refused with 503 (the rows stay PENDING)",
+                    extra={"context_id": request.context_id, "request_id": request_id,
+                           "count": self._refused})
+        self._refused, self._refused_logged_at = 0, now
 
     async def _run_job(self, request: ProcessRequest, request_id: str | None) -> JobResult:
         assert self.pipeline is not None

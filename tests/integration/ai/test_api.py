@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from pinlog import metrics
@@ -121,6 +123,31 @@ async def test_503_with_retry_after_when_the_work_queue_is_full(tmp_path, db_url
     assert _count("busy") == before + 2
     assert statuses(sync_conn, 3) == ("PENDING", "PENDING")  # the rescan recovers it
     assert statuses(sync_conn, 2) == ("COMPLETED", "COMPLETED")
+
+
+async def test_refusals_of_a_full_queue_are_logged_once_per_interval_with_a_count(
+        tmp_path, db_url, provider, judge, presets, sync_conn, caplog, monkeypatch):
+    """A backlog re-sent into a full queue logs one WARNING per interval, not one per request;
+    the next line after the interval carries how many were refused meanwhile."""
+    from pinlog.ai import runtime as ai_runtime
+
+    settings = ai_settings_for(tmp_path, db_url, work_queue_size=1, worker_concurrency=1)
+    for cid in range(1, 9):
+        insert_state(sync_conn, cid)
+    caplog.set_level(logging.WARNING, logger="pinlog.ai.runtime")
+    async with running_app(settings, db_url, provider, judge) as (_client, ai):
+        gate = provider.hold()
+        assert await ai.submit(request(1)) == 202
+        await gate.wait_entered()
+        assert await ai.submit(request(2)) == 202  # fills the queue
+        assert [await ai.submit(request(c)) for c in (3, 4, 5, 6)] == [503] * 4
+        monkeypatch.setattr(ai_runtime, "REFUSAL_LOG_INTERVAL", 0.0)  # the interval has passed
+        assert await ai.submit(request(7)) == 503
+        gate.open()
+        await ai.join()
+    lines = [r for r in caplog.records if r.name == "pinlog.ai.runtime"
+             and "work queue full" in r.getMessage()]
+    assert [r.count for r in lines] == [1, 4]  # the first refusal, then 4, 5, 6 and 7
 
 
 async def test_in_process_submit_has_the_route_semantics(ai_settings, db_url, provider, judge,
