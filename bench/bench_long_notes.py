@@ -39,7 +39,7 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO ai.context_ai_state (context_id) VALUES (%s)",
                         [(i,) for i in range(1, total + 1)])
-    runtime = AiRuntime(settings, engine)
+    runtime = AiRuntime(engine, settings)
     await runtime.start()
     done: dict[int, float] = {}
     started = time.perf_counter()

@@ -86,7 +86,7 @@ async def measure(url: str, rounds: int) -> tuple[list[float], str]:
         for _ in range(rounds):
             make_stale_again(url)
             client = NoopClient()
-            loop = RescanLoop(settings, engine, client)
+            loop = RescanLoop(engine, settings, client)
             started = time.perf_counter()
             report = await loop.run_round()
             times.append(time.perf_counter() - started)

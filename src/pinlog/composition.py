@@ -85,7 +85,7 @@ async def running_components(
         if ai:
             from pinlog.ai.runtime import AiRuntime
 
-            ai_runtime = AiRuntime(settings, engine, **(ai_kwargs or {}))
+            ai_runtime = AiRuntime(engine, settings, **(ai_kwargs or {}))
             await ai_runtime.start()
             started.append(ai_runtime)
         if core:

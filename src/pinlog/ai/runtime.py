@@ -66,7 +66,7 @@ class AiRuntime:
         profile: the current embedding profile.
     """
 
-    def __init__(self, settings: Settings, engine: AsyncEngine, *,
+    def __init__(self, engine: AsyncEngine, settings: Settings, *,
                  provider: EmbeddingProvider | None = None, judge: Judge | None = None) -> None:
         self.settings = settings
         self.engine = engine

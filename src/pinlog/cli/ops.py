@@ -204,7 +204,7 @@ def rescan(
 
     async def work(engine: AsyncEngine) -> None:
         async with process_client(settings, engine) as (client, ai):
-            loop = RescanLoop(settings, engine, client)
+            loop = RescanLoop(engine, settings, client)
             if once:
                 report = await loop.run_round()
                 _print_round(report)

@@ -309,7 +309,7 @@ class RescanLoop:
         ValueError: invalid rescan settings (see :func:`validate_rescan_settings`).
     """
 
-    def __init__(self, settings: Settings, engine: AsyncEngine, client: ProcessClient) -> None:
+    def __init__(self, engine: AsyncEngine, settings: Settings, client: ProcessClient) -> None:
         validate_rescan_settings(settings)
         self.settings = settings
         self.engine = engine

@@ -70,7 +70,7 @@ class CoreRuntime:
         if self.settings.rescan_enabled:
             from pinlog.core.rescan import RescanLoop
 
-            self.rescan = RescanLoop(self.settings, self.engine, self.client)
+            self.rescan = RescanLoop(self.engine, self.settings, self.client)
             await self.rescan.start()
 
     async def stop(self) -> None:

@@ -44,7 +44,7 @@ def run_round_in_thread(settings: Settings, db_url: str, client: object,
         async def main() -> RoundReport:
             engine = create_engine(db_url, pool_size=4)
             try:
-                return await RescanLoop(settings, engine, client).run_round()  # type: ignore[arg-type]
+                return await RescanLoop(engine, settings, client).run_round()  # type: ignore[arg-type]
             finally:
                 await engine.dispose()
 

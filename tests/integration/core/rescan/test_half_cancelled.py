@@ -21,7 +21,7 @@ async def test_the_next_round_ends_a_half_cancelled_row_cancelled(
     cid = make_context(sync_conn, emb=emb, kw=kw, retry=retry, age_s=1)  # young: no expiry wait
     unfinished = emb in ("PENDING", "PROCESSING") or kw in ("PENDING", "PROCESSING")
 
-    report = await RescanLoop(make_rescan_settings(), engine, client).run_round()
+    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
 
     row = state(sync_conn, cid)
     if not unfinished:  # COMPLETED/CANCELLED is finished and normal: untouched
@@ -42,7 +42,7 @@ async def test_a_cancelled_row_is_left_alone_and_a_later_round_changes_nothing(
         sync_conn, engine, make_rescan_settings, client):
     half = make_context(sync_conn, emb="CANCELLED", kw="PENDING")
     normal = make_context(sync_conn, emb="CANCELLED", kw="CANCELLED")
-    loop = RescanLoop(make_rescan_settings(), engine, client)
+    loop = RescanLoop(engine, make_rescan_settings(), client)
     await loop.run_round()
     second = await loop.run_round()
     assert second.half_cancelled_ids == []
@@ -63,7 +63,7 @@ async def test_status_lists_anomalies_by_kind(sync_conn, engine, make_rescan_set
                                  "keyword_ahead_of_embedding": 1, "deleted_not_cancelled": 1,
                                  "state_without_context": 0}
 
-    await RescanLoop(settings, engine, client).run_round()
+    await RescanLoop(engine, settings, client).run_round()
     after = await status_snapshot(engine, settings, anomalies=True)
     assert after["anomalies"]["half_cancelled"] == 0  # ended by the round
     assert after["anomalies"]["dead_end_keyword"] == 0
@@ -78,7 +78,7 @@ async def test_a_half_cancelled_row_beyond_the_batch_waits_and_is_never_claimed_
     this round (batch size) is neither re-sent nor FAILED — the next round cancels it."""
     first = make_context(sync_conn, emb="CANCELLED", kw="PENDING", age_s=20_000)
     second = make_context(sync_conn, emb=emb, kw=kw, retry=retry, age_s=10_000)
-    loop = RescanLoop(make_rescan_settings(rescan_batch_size=1), engine, client)
+    loop = RescanLoop(engine, make_rescan_settings(rescan_batch_size=1), client)
 
     report = await loop.run_round()
 

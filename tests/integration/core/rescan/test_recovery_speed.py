@@ -86,7 +86,7 @@ async def test_full_batches_run_back_to_back_not_one_per_interval(
     settings = make_rescan_settings(rescan_batch_size=2, rescan_interval=3600)
     client = NotifyingClient(want=len(ids))
     # four rounds (2+2+2+1) inside one interval of an hour
-    loop = await run_loop_until_reached(RescanLoop(settings, engine, client), client)
+    loop = await run_loop_until_reached(RescanLoop(engine, settings, client), client)
     assert sorted(client.accepted) == sorted(ids)
     assert all(state(sync_conn, i)["retry_count"] == 1 for i in ids)  # each claimed once
     assert loop.rounds >= 4
@@ -99,7 +99,7 @@ async def test_the_loop_wakes_at_the_first_expiry_not_after_the_interval(
                                     rescan_interval=3600)
     cid = make_context(sync_conn, age_s=0.5)
     client = NotifyingClient(want=1)
-    loop = await run_loop_until_reached(RescanLoop(settings, engine, client), client)
+    loop = await run_loop_until_reached(RescanLoop(engine, settings, client), client)
     assert client.ids == [cid]
     assert loop.rounds >= 2  # the start-up round (nothing expired) and the woken one
 
@@ -108,7 +108,7 @@ async def test_a_busy_ai_side_paces_the_round_instead_of_losing_the_resend(
         sync_conn, engine, make_rescan_settings):
     cid = make_context(sync_conn, age_s=OLD)
     client = NotifyingClient(want=1, busy_first=3)  # 503, 503, 503, then 202
-    report = await RescanLoop(make_rescan_settings(rescan_busy_wait=30), engine,
+    report = await RescanLoop(engine, make_rescan_settings(rescan_busy_wait=30),
                               client).run_round()
     assert report.dispatched_ids == [cid] and report.failed_calls == 0
     assert client.ids == [cid] * 4
