@@ -50,7 +50,7 @@ from pinlog.ai.calibration import calibration_for
 from pinlog.ai.ports import EmbedKind
 from pinlog.ai.presets import load_preset_file
 from pinlog.ai.providers import build_batched_provider
-from pinlog.ai.search import SearchCuts, queries, search, to_pgvector
+from pinlog.ai.search import NO_CUT, SearchCuts, is_short_query, queries, search, to_pgvector
 from pinlog.contracts import SearchRequest, SearchResponse
 from pinlog.core.search import lexical_matches, member_search, records_to_score, relevance_rule
 from pinlog.core.search import queries as core_queries
@@ -243,7 +243,9 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
             "lexical_matches": {"member_id": MEMBER,
                                 "tsquery": " | ".join(f"'{t}'" for t in terms)},
             "search_member": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
-                              "profile": provider.profile, "limit": limit},
+                              "profile": provider.profile, "limit": limit,
+                              "min_similarity": cuts.short_query_floor if is_short_query(q)
+                              else cuts.floor},
             "score_records": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
                               "profile": provider.profile, "record_ids": record_ids},
             "verify_hits": {"member_id": MEMBER, "context_ids": list(range(1, limit + 1))},
@@ -259,16 +261,21 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
         # SQL alone, side by side in one run: the vector statement before and after issue 10,
         # and the lexical statement, alternating over the same query vectors/texts
         sql_times: dict[str, list[float]] = {"search_member (before: join)": [],
+                                             "search_member (no floor)": [],
                                              "search_member": [], "lexical_matches": []}
         vectors = await provider.inner.embed(query_texts[:sql_runs], "query")
         async with engine.connect() as conn:
             for qt, qv in zip(query_texts[:sql_runs], vectors, strict=False):
                 vparams = {"query_vector": to_pgvector(qv), "user_id": MEMBER,
                            "profile": provider.profile, "limit": limit}
+                floor = cuts.short_query_floor if is_short_query(qt) else cuts.floor
                 qterms = lexical_terms(qt) or ["x"]
                 for label, statement, p in (
                         ("search_member (before: join)", text(OLD_SEARCH_MEMBER), vparams),
-                        ("search_member", queries("search_member"), vparams),
+                        ("search_member (no floor)", queries("search_member"),
+                         {**vparams, "min_similarity": NO_CUT}),
+                        ("search_member", queries("search_member"),
+                         {**vparams, "min_similarity": floor}),
                         ("lexical_matches", core_queries("lexical_matches"),
                          {"member_id": MEMBER, "tsquery": " | ".join(f"'{t}'" for t in qterms)})):
                     t0 = time.perf_counter()

@@ -152,8 +152,11 @@ async def search(
     params = {"query_vector": to_pgvector(vector), "user_id": request.user_id,
               "profile": provider.profile}
     async with engine.connect() as conn:
-        rows = (await conn.execute(queries("search_member"),
-                                   {**params, "limit": request.limit})).all()
+        # the floor this query's hits must reach (apply_cuts) bounds the statement's work
+        min_similarity = (cuts.short_query_floor if is_short_query(request.query)
+                          else cuts.floor) if apply else NO_CUT
+        rows = (await conn.execute(queries("search_member"), {
+            **params, "limit": request.limit, "min_similarity": min_similarity})).all()
         scored_rows = (await conn.execute(queries("score_records"), {
             **params, "record_ids": list(request.record_ids)})).all() if request.record_ids else []
         hits = [_hit(r) for r in rows]
@@ -165,6 +168,10 @@ async def search(
     log.info("search", extra={"user_id": request.user_id, "count": len(kept),
                               "scored": len(scored_rows)})
     return SearchResponse(results=kept, scored=[_hit(r) for r in scored_rows])
+
+
+#: ``min_similarity`` that cuts nothing (cosine similarity is at least -1).
+NO_CUT = -2.0
 
 
 def _hit(row: Row[Any]) -> SearchHit:

@@ -24,6 +24,11 @@ WITH scored AS (
       AND (SELECT s.embedding_status FROM ai.context_ai_state AS s WHERE s.context_id = e.context_id) = 'COMPLETED' -- filter: status
       AND e.embedding_profile = :profile            -- filter: profile
       AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500
+      -- cut: below the vector channel's floor a context can never be a hit (ai/search.py
+      -- apply_cuts; -2 = no cut). Checked before the status probe (cheaper quals first), so
+      -- only contexts near the query pay for it. The best context of a record and the top
+      -- :limit records above the floor are the same with or without this line.
+      AND 1 - (e.embedding <=> CAST(:query_vector AS vector)) >= :min_similarity
 ),
 best_per_record AS (
     SELECT DISTINCT ON (record_id) record_id, context_id, similarity

@@ -14,11 +14,12 @@ import psycopg
 import pytest
 from sqlalchemy import TextClause, text
 
-from pinlog.ai.search import ProfileMismatch, SearchCuts, search, to_pgvector
+from pinlog.ai.search import NO_CUT, ProfileMismatch, SearchCuts, search, to_pgvector
 from pinlog.contracts import SearchRequest
 from pinlog.db.sql import Queries
 from tests.integration.ai.support import PROFILE, insert_embedding, insert_state
 from tests.integration.search.conftest import QUERY, at_cosine, place_body, running_app
+
 
 NO_CUTS = SearchCuts(floor=-1.0, short_query_floor=-1.0, ratio=-1.0)
 FILTER_LINE = re.compile(r"--\s*filter:\s*(\S+)\s*$")
@@ -38,13 +39,15 @@ def search_sql(*, without: tuple[str, ...] = ()) -> TextClause:
     return text("\n".join(kept))
 
 
-async def run_sql(engine, sql: TextClause, user_id: int, *, vector=None,
-                  limit: int = 100, profile: str = PROFILE) -> list[tuple[int, int, float]]:
+async def run_sql(engine, sql: TextClause, user_id: int, *, vector=None, limit: int = 100,
+                  profile: str = PROFILE, min_similarity: float = NO_CUT,
+                  ) -> list[tuple[int, int, float]]:
     """``(record_id, context_id, similarity)`` rows for the query vector ``e_0``."""
     vector = np.asarray(vector if vector is not None else at_cosine(1.0), dtype=np.float32)
     async with engine.connect() as conn:
         rows = (await conn.execute(sql, {"query_vector": to_pgvector(vector), "user_id": user_id,
-                                         "profile": profile, "limit": limit})).all()
+                                         "profile": profile, "limit": limit,
+                                         "min_similarity": min_similarity})).all()
     return [(r.record_id, r.context_id, float(r.similarity)) for r in rows]
 
 
@@ -60,6 +63,25 @@ def seed(conn: psycopg.Connection, context_id: int, record_id: int, cosine: floa
 def request(user_id: int = 7, *, limit: int = 100, query: str = QUERY,
             profile: str = PROFILE) -> SearchRequest:
     return SearchRequest(user_id=user_id, query=query, limit=limit, embedding_profile=profile)
+
+
+async def test_the_floor_in_the_statement_returns_what_the_cut_after_it_keeps(
+        engine, sync_conn):
+    """``min_similarity`` (the floor ``apply_cuts`` applies afterwards) only saves work: for
+    every floor and limit the statement returns exactly the rows of the uncut statement at or
+    above the floor, each record still with its best context."""
+    cosines = {1: (10, 0.95), 2: (10, 0.60), 3: (11, 0.88), 4: (12, 0.86), 5: (12, 0.30),
+               6: (13, 0.10), 7: (14, 0.87), 8: (14, 0.99)}
+    for context_id, (record_id, cosine) in cosines.items():
+        seed(sync_conn, context_id, record_id, cosine)
+    for floor in (0.0, 0.5, 0.86, 0.87, 0.9, 0.999):
+        for limit in (1, 2, 100):
+            uncut = await run_sql(engine, search_sql(), 7, limit=100)
+            cut = await run_sql(engine, search_sql(), 7, limit=limit, min_similarity=floor)
+            expected = [row for row in uncut if row[2] >= floor - 1e-6][:limit]
+            assert cut == expected, (floor, limit)
+    best = await run_sql(engine, search_sql(), 7, min_similarity=0.9)
+    assert [(r, c) for r, c, _ in best] == [(14, 8), (10, 1)]  # record 14 by its best context
 
 
 # --- SPEC §11 #3 ----------------------------------------------------------------------------
