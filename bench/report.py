@@ -407,6 +407,7 @@ def scale_plan(f: dict[str, Any]) -> str:
         "search_p95": (f"{big['total_p95'] * MS:.0f}" if big else "?"),
         "search_sql_p95": (f"{big['sql_p95'] * MS:.1f}" if big else "?"),
         "search_embed_p50": (f"{big['embed_p50'] * MS:.0f}" if big else "?"),
+        "search_embed_p95": (f"{big['embed_p95'] * MS:.0f}" if big else "?"),
         "per_day": (f"{f['pipe_cps'] * 86400 / 1e6:.1f}" if "pipe_cps" in f else "?"),
         "raw_cpu_ms": num("raw_cpu_ms"), "pipe_cpu_ms": num("pipe_cpu_ms"),
         "db_cpu_ms": num("db_cpu_ms", "{:.1f}"),

@@ -32,11 +32,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog.db.engine import sqlalchemy_url
 from pinlog.errors import PinlogError
 
-#: Key of the PostgreSQL advisory lock every migration run holds (transaction-scoped, per
-#: database): replicas that run ``pinlog migrate`` at the same time wait for each other instead
-#: of racing on the version table; the later ones then find the schema at head (no-op).
-#: The value is the bytes of "pinlog:m" read as a signed 64-bit integer.
-MIGRATION_LOCK_KEY = int.from_bytes(b"pinlog:m", "big", signed=True)
 #: Schema of our version table (``ai.alembic_version``).
 VERSION_SCHEMA = "ai"
 #: Revision whose schema an adopted ai side is brought to before the normal upgrade runs.
