@@ -34,6 +34,10 @@ from pinlog.errors import PinlogError
 
 #: Schema of our version table (``ai.alembic_version``).
 VERSION_SCHEMA = "ai"
+#: Creates that schema only when it is absent: ``CREATE SCHEMA IF NOT EXISTS`` needs CREATE on
+#: the database even when the schema exists, which a role owning only the ai tables lacks.
+ENSURE_VERSION_SCHEMA = (f"DO $$ BEGIN IF to_regnamespace('{VERSION_SCHEMA}') IS NULL THEN "
+                         f"CREATE SCHEMA {VERSION_SCHEMA}; END IF; END $$")
 #: Revision whose schema an adopted ai side is brought to before the normal upgrade runs.
 ADOPTION_BASE = "0001"
 REQUIRED_AI_TABLES = (
@@ -152,8 +156,7 @@ def _move_legacy_version_table(conn: Connection) -> bool:
     ``public.alembic_version`` is never touched). Returns True when it moved."""
     if _regclass(conn, f"{VERSION_SCHEMA}.alembic_version") or not _legacy_history_is_ours(conn):
         return False
-    conn.execute(text(f"DO $$ BEGIN IF to_regnamespace('{VERSION_SCHEMA}') IS NULL THEN "
-                      f"CREATE SCHEMA {VERSION_SCHEMA}; END IF; END $$"))
+    conn.execute(text(ENSURE_VERSION_SCHEMA))
     conn.execute(text(f"CREATE TABLE {VERSION_SCHEMA}.alembic_version ("
                       "version_num varchar(32) NOT NULL "
                       "CONSTRAINT alembic_version_pkc PRIMARY KEY)"))

@@ -5,14 +5,12 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
-from pinlog.db.migrate import MIGRATION_LOCK_KEY
+# Our history lives in our own schema (ai.alembic_version), never in public or in a backend's
+# version table (SPEC §2.2; pinlog.db.migrate).
+from pinlog.db.migrate import ENSURE_VERSION_SCHEMA, MIGRATION_LOCK_KEY, VERSION_SCHEMA
 
 config = context.config
 url = config.attributes.get("sqlalchemy_url") or config.get_main_option("sqlalchemy.url")
-
-#: Our history lives in our own schema (ai.alembic_version), never in public or in a backend's
-#: version table (SPEC §2.2; pinlog.db.migrate).
-VERSION_SCHEMA = "ai"
 
 
 def _run_locked(connection: Connection) -> None:
@@ -24,10 +22,7 @@ def _run_locked(connection: Connection) -> None:
     context.configure(connection=connection, version_table_schema=VERSION_SCHEMA)
     with context.begin_transaction():
         context.execute(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
-        # existence first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when
-        # the schema exists, which a role that owns only the ai tables does not have
-        context.execute(f"DO $$ BEGIN IF to_regnamespace('{VERSION_SCHEMA}') IS NULL THEN "
-                        f"CREATE SCHEMA {VERSION_SCHEMA}; END IF; END $$")
+        context.execute(ENSURE_VERSION_SCHEMA)
         context.run_migrations()
 
 
