@@ -494,7 +494,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "jwt_any_hmac_algorithm",
         "member tokens: only the configured algorithm is accepted",
         AUTH,
-        "algorithms=[settings.jwt_algorithm]",
+        "algorithms=[config.algorithm]",
         'algorithms=["HS256", "HS384", "HS512"]',
         (f"{AUTH_T}::test_rejected",),
     ),
