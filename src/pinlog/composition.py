@@ -23,15 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.ai.runtime import AiConfig
 from pinlog.contracts import SearchRequest, SearchResponse
-from pinlog.core.runtime import CoreConfig
 from pinlog.db.process_settings import ReplicaRules
 from pinlog.settings import Settings, load_settings
 
-if TYPE_CHECKING:
-    from pinlog.ai.runtime import AiRuntime
-    from pinlog.core.runtime import CoreRuntime
+if TYPE_CHECKING:  # imported when used: `pinlog --help` need not load the components
+    from pinlog.ai.runtime import AiConfig, AiRuntime
+    from pinlog.core.runtime import CoreConfig, CoreRuntime
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +62,9 @@ def build_config(settings: Settings) -> Config:
         SettingsError: an unknown embedding provider or judge name (one line listing the known
             ones), or a provider/judge field its model refuses.
     """
+    from pinlog.ai.runtime import AiConfig
+    from pinlog.core.runtime import CoreConfig
+
     ai = AiConfig.from_settings(settings)
     return Config(settings=settings, ai=ai,
                   core=CoreConfig.from_settings(settings, profile=ai.embedding.profile))
