@@ -19,11 +19,11 @@ from pathlib import Path
 import psycopg
 
 from pinlog.ai.presets import load_preset_file, upsert_presets
-from pinlog.ai.providers import build_provider
 from pinlog.ai.runtime import AiRuntime
 from pinlog.contracts import ProcessRequest
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from pinlog.composition import build_config
 from common import long_note  # bench/common.py
 from scratch_db import scratch_database  # bench/scratch_db.py
 
@@ -34,12 +34,12 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
     settings = load_settings(data_dir=data_dir, database_url=url, internal_secrets="x" * 32,
                              jwt_secret="x" * 40, rescan_enabled=False)
     engine = create_engine(url, pool_size=settings.db_pool_size)
-    await upsert_presets(engine, load_preset_file(), build_provider(settings))
+    await upsert_presets(engine, load_preset_file(), build_config(settings).ai.embedding.build())
     total = args.long + args.short
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO ai.context_ai_state (context_id) VALUES (%s)",
                         [(i,) for i in range(1, total + 1)])
-    runtime = AiRuntime(engine, settings)
+    runtime = AiRuntime(engine, build_config(settings).ai)
     await runtime.start()
     done: dict[int, float] = {}
     started = time.perf_counter()

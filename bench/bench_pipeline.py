@@ -38,11 +38,11 @@ import psycopg
 
 from pinlog import metrics
 from pinlog.ai.presets import load_preset_file, upsert_presets
-from pinlog.ai.providers import build_provider
 from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from pinlog.composition import build_config
 from scratch_db import scratch_database  # bench/scratch_db.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
         embedding_batch_size=args.batch_size, embedding_batch_wait_ms=args.wait_ms)
     engine = create_engine(url, pool_size=4)
     try:
-        await upsert_presets(engine, load_preset_file(), build_provider(settings))
+        await upsert_presets(engine, load_preset_file(), build_config(settings).ai.embedding.build())
     finally:
         await engine.dispose()
     raw = RawModel()

@@ -27,6 +27,7 @@ from pinlog.contracts import ProcessRequest
 from pinlog.core.rescan import RescanLoop, expiry_params, statements
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from pinlog.composition import build_config
 from scratch_db import scratch_database  # bench/scratch_db.py (run as a script)
 from serve_harness import JWT_SECRET, SECRET  # bench/serve_harness.py
 
@@ -86,7 +87,7 @@ async def measure(url: str, rounds: int) -> tuple[list[float], str]:
         for _ in range(rounds):
             make_stale_again(url)
             client = NoopClient()
-            loop = RescanLoop(engine, settings, client)
+            loop = RescanLoop(engine, build_config(settings).core.rescan, client)
             started = time.perf_counter()
             report = await loop.run_round()
             times.append(time.perf_counter() - started)
@@ -95,7 +96,7 @@ async def measure(url: str, rounds: int) -> tuple[list[float], str]:
         async with engine.connect() as conn:
             plan = (await conn.execute(
                 text("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + statements().sql("claim")),
-                expiry_params(settings))).scalars().all()
+                expiry_params(build_config(settings).core.rescan))).scalars().all()
             await conn.rollback()
     finally:
         await engine.dispose()

@@ -46,17 +46,17 @@ import psycopg
 import yaml
 from sqlalchemy import text
 
-from pinlog.ai.calibration import calibration_for
 from pinlog.ai.ports import EmbedKind
 from pinlog.ai.presets import load_preset_file
 from pinlog.ai.providers import build_batched_provider
 from pinlog.ai.search import NO_CUT, SearchCuts, is_short_query, queries, search, to_pgvector
 from pinlog.contracts import SearchRequest, SearchResponse
-from pinlog.core.search import lexical_matches, member_search, records_to_score, relevance_rule
+from pinlog.core.search import lexical_matches, member_search, records_to_score
 from pinlog.core.search import queries as core_queries
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
 from pinlog.text import lexical_terms
+from pinlog.composition import build_config
 from common import pct  # bench/common.py
 from scratch_db import scratch_database  # bench/scratch_db.py (run as a script)
 
@@ -221,13 +221,13 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
 
     try:
         for q in query_texts[:5]:  # warm-up: pool connection, model caches, PostgreSQL buffers
-            await member_search(engine, settings, ai_search, MEMBER, q, limit)
+            await member_search(engine, build_config(settings).core.search, ai_search, MEMBER, q, limit)
         provider.times.clear()
         totals: list[float] = []
         counts: list[int] = []
         for q in query_texts:
             t0 = time.perf_counter()
-            results = await member_search(engine, settings, ai_search, MEMBER, q, limit)
+            results = await member_search(engine, build_config(settings).core.search, ai_search, MEMBER, q, limit)
             totals.append(time.perf_counter() - t0)
             counts.append(len(results))
         embeds = list(provider.times)
@@ -238,7 +238,7 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
         vector = (await provider.inner.embed([q], "query"))[0]
         terms = lexical_terms(q)
         lexical = await lexical_matches(engine, MEMBER, terms)
-        record_ids = records_to_score(lexical, len(terms), relevance_rule(settings))
+        record_ids = records_to_score(lexical, len(terms), build_config(settings).core.search.rule)
         params = {
             "lexical_matches": {"member_id": MEMBER,
                                 "tsquery": " | ".join(f"'{t}'" for t in terms)},
@@ -296,7 +296,7 @@ def run_sizes(sizes: list[int], *, total: int, queries: int, noise: float, limit
     searches per size; the per-pass results are under ``"passes"``, the first pass's lists at
     the top level). Returns (settings, cuts, results by size)."""
     settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="pinlog-bench-settings-")))
-    cuts = SearchCuts.from_calibration(calibration_for(settings))
+    cuts = SearchCuts.from_calibration(build_config(settings).ai.calibration)
     stored_texts, query_pool, place_names = seed_texts(data)
     if len(query_pool) < queries:
         query_pool = (query_pool * (queries // max(1, len(query_pool)) + 1))
@@ -306,21 +306,21 @@ def run_sizes(sizes: list[int], *, total: int, queries: int, noise: float, limit
         t0 = time.perf_counter()
         vectors = await provider.embed(stored_texts, "passage")
         log(f"embedded {len(stored_texts)} seed texts once in {time.perf_counter() - t0:.1f} s "
-            f"({settings.profile})")
+            f"({build_config(settings).profile})")
         return np.asarray(vectors, dtype=np.float32)
 
     results: dict[int, dict[str, object]] = {}
     with scratch_database() as url:
 
         async def run_all() -> None:
-            batched = build_batched_provider(settings)  # what AiRuntime.search embeds through
+            batched = build_batched_provider(build_config(settings).ai.embedding, build_config(settings).ai.batching)  # what AiRuntime.search embeds through
             try:
                 seeds = await embed_seeds(batched.provider)
                 provider = TimedProvider(batched)
                 rng = np.random.default_rng(20260601)
                 for size in sizes:
                     took = populate(url, seeds, stored_texts, place_names, size, total,
-                                    noise, settings.profile, rng)
+                                    noise, build_config(settings).profile, rng)
                     log(f"populated {size:,} contexts for the member among "
                         f"{max(total, size):,} rows in total in {took:.1f} s")
                     runs = [await measure(url, settings, provider, cuts, query_texts, limit)

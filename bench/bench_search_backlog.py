@@ -33,11 +33,11 @@ import httpx
 import psycopg
 
 from pinlog.ai.presets import load_preset_file, upsert_presets
-from pinlog.ai.providers import build_provider
 from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SEARCH_PATH, SECRET_HEADER
 from pinlog.db.engine import create_engine
 from pinlog.settings import load_settings
+from pinlog.composition import build_config
 from common import long_note, pct  # bench/common.py
 from scratch_db import scratch_database  # bench/scratch_db.py
 
@@ -55,7 +55,7 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
                              work_queue_size=args.notes + args.backlog + 10)
     engine = create_engine(url, pool_size=4)
     try:
-        await upsert_presets(engine, load_preset_file(), build_provider(settings))
+        await upsert_presets(engine, load_preset_file(), build_config(settings).ai.embedding.build())
     finally:
         await engine.dispose()
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
@@ -79,7 +79,7 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
                     started = time.perf_counter()
                     r = await client.post(SEARCH_PATH, headers=headers, json={
                         "userId": 1, "query": QUERIES[i % len(QUERIES)],
-                        "embeddingProfile": settings.profile})
+                        "embeddingProfile": build_config(settings).profile})
                     out.append(time.perf_counter() - started)
                     assert r.status_code == 200, r.status_code
                 return out

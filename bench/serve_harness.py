@@ -18,6 +18,7 @@ import httpx
 import psycopg
 
 from pinlog.text import normalize
+from pinlog.composition import build_config
 
 SECRET = "bench-internal-secret-0123456789abcdef"
 JWT_SECRET = "bench-jwt-secret-0123456789-abcdefghijklmnopqrstuv"
@@ -111,7 +112,7 @@ def token_for(db_url: str, member_id: int) -> str:
     from pinlog.settings import load_settings
 
     settings = load_settings(database_url=db_url, internal_secrets=SECRET, jwt_secret=JWT_SECRET)
-    return issue_token(settings, member_id)
+    return issue_token(build_config(settings).core.auth, member_id)
 
 
 async def post_records(url: str, token: str, texts: list[str], *, concurrency: int = 8,

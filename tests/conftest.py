@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from pinlog.composition import Config, build_config
 from pinlog.db import migrate
 from pinlog.db.embedded import EmbeddedDatabase, EmbeddedDatabaseError
 from pinlog.db.engine import create_engine
@@ -162,6 +163,11 @@ def make_settings(tmp_path: Path, db_url: str | None = None, **overrides: object
         values["database_url"] = db_url
     values.update(overrides)
     return load_settings(**values)
+
+
+def config_of(settings: Settings) -> Config:
+    """The per-component configuration of ``settings`` (what the composition root builds)."""
+    return build_config(settings)
 
 
 @pytest.fixture

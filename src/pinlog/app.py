@@ -2,10 +2,14 @@
 
 ``create_app`` mounts the core routers (public ``/v1`` API), the ai routers (``/internal/v1``)
 or both (the default, one process), plus ``/health``, ``/ready`` and ``/metrics``. The lifespan
-opens the database (external or embedded), starts each component's background machinery and
-stops it in reverse order.
+opens the database (external or embedded), starts each component's background machinery
+(:func:`started_components`) and stops it in reverse order — unless the components were started
+already (``started``: ``pinlog serve`` starts them once, before uvicorn binds its port, so a
+component that refuses to start is one line and exit 2, not a lifespan traceback). Either way
+the lifespan records this process's rule-relevant settings and logs one start-up line.
 
-Components are built by :mod:`pinlog.composition` (core never imports ai).
+Components and their configuration are built by :mod:`pinlog.composition` (core never imports
+ai).
 
 Every request passes :class:`RequestGuard` (outermost app middleware): it counts requests and
 latency by route template and status, and turns an exception that escaped a route into a JSON
@@ -21,15 +25,17 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import __version__
 from pinlog import metrics as m
-from pinlog.composition import running_components
+from pinlog.composition import Components, Config, build_config, replica_rules, running_components
 from pinlog.contracts import REQUEST_ID_HEADER
 from pinlog.db.engine import (
     create_engine,
@@ -112,60 +118,104 @@ class RequestGuard:
                 time.perf_counter() - started)
 
 
-def startup_fields(settings: Settings, components: tuple[str, ...], url: str) -> dict[str, str]:
+def startup_fields(config: Config, components: tuple[str, ...], url: str) -> dict[str, str]:
     """The fields of the one start-up log line: components, embedding profile, database
     (redacted: no password), rescan settings. Never a secret."""
-    rescan = (f"enabled interval={settings.rescan_interval.total_seconds():g}s "
-              f"pending_expiry={settings.pending_expiry.total_seconds():g}s "
-              f"processing_expiry={settings.processing_expiry.total_seconds():g}s "
-              f"max_retries={settings.max_retries} batch={settings.rescan_batch_size}"
-              if settings.rescan_enabled and "core" in components else "off")
-    return {"components": ",".join(components), "profile": settings.profile,
-            "database": ("embedded " if settings.embedded else "") + redacted_url(url),
+    r = config.core.rescan
+    rescan = (f"enabled interval={r.interval.total_seconds():g}s "
+              f"pending_expiry={r.pending_expiry.total_seconds():g}s "
+              f"processing_expiry={r.processing_expiry.total_seconds():g}s "
+              f"max_retries={r.max_retries} batch={r.batch_size}"
+              if r.enabled and "core" in components else "off")
+    return {"components": ",".join(components), "profile": config.profile,
+            "database": ("embedded " if config.settings.embedded else "") + redacted_url(url),
             "rescan": rescan}
 
 
+@dataclass(frozen=True)
+class Started:
+    """The running components of a server: its engine, the database URL and the runtimes."""
+
+    engine: AsyncEngine
+    url: str
+    components: tuple[Component, ...]
+    running: Components
+
+
+@asynccontextmanager
+async def started_components(config: Config, components: tuple[Component, ...], url: str, *,
+                             ai_kwargs: dict[str, Any] | None = None,
+                             core_kwargs: dict[str, Any] | None = None) -> AsyncIterator[Started]:
+    """Open an engine on ``url`` and start ``components`` (the rescan loop per
+    ``PINLOG_RESCAN_ENABLED``); stop them and dispose of the engine on exit.
+
+    Raises:
+        whatever a runtime's ``start()`` raises (``StartupError``: ai tables missing, no
+        presets, a dimension mismatch).
+    """
+    engine = create_engine(url, pool_size=config.settings.db_pool_size)
+    try:
+        async with running_components(config, engine, ai="ai" in components,
+                                      core="core" in components, ai_kwargs=ai_kwargs,
+                                      core_kwargs=core_kwargs) as running:
+            yield Started(engine, url, components, running)
+    finally:
+        await engine.dispose()
+
+
 def create_app(
-    settings: Settings | None = None,
+    settings: Settings | Config | None = None,
     *,
     components: tuple[Component, ...] = ("core", "ai"),
     database_url: str | None = None,
-    ai_kwargs: dict[str, object] | None = None,
-    core_kwargs: dict[str, object] | None = None,
+    ai_kwargs: dict[str, Any] | None = None,
+    core_kwargs: dict[str, Any] | None = None,
+    started: Started | None = None,
 ) -> FastAPI:
     """Build the app.
 
     Args:
-        settings: defaults to :func:`pinlog.settings.get_settings`.
+        settings: the settings, or the configuration built from them (the CLI's); defaults to
+            :func:`pinlog.settings.get_settings`.
         components: which components this process runs (``core``, ``ai`` or both).
         database_url: libpq URL overriding the configured/embedded database (tests).
         ai_kwargs, core_kwargs: extra runtime arguments (tests pass fake model providers).
+        started: components already running (:func:`started_components`); the lifespan then
+            neither starts nor stops them (``components``/``database_url`` come from it).
+
+    Raises:
+        SettingsError: an unknown embedding provider or judge (building the configuration).
     """
-    settings = settings or get_settings()
+    config = settings if isinstance(settings, Config) else build_config(settings or get_settings())
+    if started is not None:
+        components = started.components
+
+    @asynccontextmanager
+    async def serving(running: Started) -> AsyncIterator[None]:
+        app.state.config = config
+        app.state.engine = running.engine
+        app.state.ai = running.running.ai
+        app.state.core = running.running.core
+        # issue 16 #7: record the rule-relevant settings; ERROR when a live replica runs with
+        # other values (never refuses to start)
+        registry = ProcessRegistry(running.engine, replica_rules(config, components), components)
+        await registry.start()
+        log.info("pinlog started", extra=startup_fields(config, components, running.url))
+        try:
+            yield
+        finally:
+            await registry.stop()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        url = database_url or resolve_database_url(settings)
-        engine = create_engine(url, pool_size=settings.db_pool_size)
-        app.state.settings = settings
-        app.state.engine = engine
-        try:
-            async with running_components(settings, engine, ai="ai" in components,
-                                          core="core" in components, ai_kwargs=ai_kwargs,
-                                          core_kwargs=core_kwargs) as running:
-                app.state.ai = running.ai
-                app.state.core = running.core
-                # issue 16 #7: record the rule-relevant settings; ERROR when a live replica
-                # runs with other values (never refuses to start)
-                registry = ProcessRegistry(engine, settings, components)
-                await registry.start()
-                log.info("pinlog started", extra=startup_fields(settings, components, url))
-                try:
-                    yield
-                finally:
-                    await registry.stop()
-        finally:
-            await engine.dispose()
+        if started is not None:
+            async with serving(started):
+                yield
+            return
+        url = database_url or resolve_database_url(config.settings)
+        async with started_components(config, components, url, ai_kwargs=ai_kwargs,
+                                      core_kwargs=core_kwargs) as running, serving(running):
+            yield
 
     app = FastAPI(title="PinLog AI", version=__version__, lifespan=lifespan)
 

@@ -1,29 +1,105 @@
-"""Composition root: builds the components a process runs (SPEC §1 deployment shapes).
+"""Composition root: the configuration and the components a process runs (SPEC §1).
 
 This neutral module is the only place that knows both ``pinlog.ai`` and ``pinlog.core``: core
-never imports ai. When both run in one process, core's process client is the ai runtime's
-in-process ``submit`` (same contract as ``POST /internal/v1/context/process``); otherwise core
-uses HTTP to ``PINLOG_AI_BASE_URL``.
+never imports ai.
+
+* :func:`build_config` turns the loaded :class:`~pinlog.settings.Settings` into one frozen
+  :class:`Config`, once per process: ``AiConfig.from_settings`` and ``CoreConfig.from_settings``
+  build each component's narrow config (core gets the embedding profile in force from the ai
+  side's provider config). Components take only their part.
+* :func:`running_components` starts the runtimes. When both run in one process, core's process
+  client is the ai runtime's in-process ``submit`` (same contract as
+  ``POST /internal/v1/context/process``); otherwise core uses HTTP to ``PINLOG_AI_BASE_URL``.
+* :func:`replica_rules` is what a process records for the replica-agreement check.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.contracts import SearchRequest, SearchResponse
-from pinlog.settings import Settings
+from pinlog.db.process_settings import ReplicaRules
+from pinlog.settings import Settings, load_settings
 
-if TYPE_CHECKING:
-    from pinlog.ai.runtime import AiRuntime
-    from pinlog.core.runtime import CoreRuntime
+if TYPE_CHECKING:  # imported when used: `pinlog --help` need not load the components
+    from pinlog.ai.runtime import AiConfig, AiRuntime
+    from pinlog.core.runtime import CoreConfig, CoreRuntime
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The configuration of one process, built once (:func:`build_config`).
+
+    Attributes:
+        settings: the loaded settings — read only by the entry points (database, listen
+            address, logging); components never see them.
+        ai: the ai component's configuration.
+        core: the core component's configuration.
+    """
+
+    settings: Settings
+    ai: AiConfig
+    core: CoreConfig
+
+    @property
+    def profile(self) -> str:
+        """The embedding profile in force (SPEC §9)."""
+        return self.ai.embedding.profile
+
+
+def build_config(settings: Settings) -> Config:
+    """Every component's config from ``settings`` (no I/O).
+
+    Raises:
+        SettingsError: an unknown embedding provider or judge name (one line listing the known
+            ones), or a provider/judge field its model refuses.
+    """
+    from pinlog.ai.runtime import AiConfig
+    from pinlog.core.runtime import CoreConfig
+
+    ai = AiConfig.from_settings(settings)
+    return Config(settings=settings, ai=ai,
+                  core=CoreConfig.from_settings(settings, profile=ai.embedding.profile))
+
+
+def load_config(**overrides: object) -> Config:
+    """:func:`pinlog.settings.load_settings` then :func:`build_config`.
+
+    Raises:
+        SettingsError: as both do.
+    """
+    return build_config(load_settings(**overrides))
+
+
+def replica_rules(config: Config, components: Iterable[str]) -> ReplicaRules:
+    """The rule-relevant values a process running ``components`` (``core``, ``ai``,
+    ``rescan``) records in ``ai.process_settings`` (issue 16 #7): core and rescan the
+    expiries and retries of the rescan; ai the processing expiry, model timeouts, attempts,
+    backoff and the embedding profile."""
+    wanted = set(components)
+    rules = ReplicaRules()
+    if wanted - {"ai"}:
+        rescan = config.core.rescan
+        rules = replace(rules, pending_expiry=rescan.pending_expiry.total_seconds(),
+                        processing_expiry=rescan.processing_expiry.total_seconds(),
+                        max_retries=rescan.max_retries)
+    if "ai" in wanted:
+        job = config.ai.pipeline
+        rules = replace(rules, processing_expiry=job.processing_expiry.total_seconds(),
+                        embedding_timeout=job.embedding_timeout, llm_timeout=job.llm_timeout,
+                        model_attempts=job.retries.attempts,
+                        backoff_base=job.retries.backoff_base,
+                        backoff_cap=job.retries.backoff_cap,
+                        embedding_profile=config.ai.embedding.profile)
+    return rules
 
 
 @dataclass
@@ -61,17 +137,20 @@ def in_process_search(ai_runtime: AiRuntime) -> Callable[[SearchRequest], Awaita
 
 @asynccontextmanager
 async def running_components(
-    settings: Settings,
+    config: Config,
     engine: AsyncEngine,
     *,
     ai: bool = True,
     core: bool = True,
+    rescan: bool | None = None,
     ai_kwargs: dict[str, Any] | None = None,
     core_kwargs: dict[str, Any] | None = None,
 ) -> AsyncIterator[Components]:
     """Start the ai runtime (if ``ai``), then the core runtime (if ``core``); stop in reverse.
 
     Args:
+        rescan: whether core runs its rescan loop (default ``PINLOG_RESCAN_ENABLED``); one-shot
+            commands pass False.
         ai_kwargs: extra keyword arguments for ``AiRuntime`` (tests pass fake providers).
         core_kwargs: extra keyword arguments for ``CoreRuntime``.
 
@@ -85,18 +164,18 @@ async def running_components(
         if ai:
             from pinlog.ai.runtime import AiRuntime
 
-            ai_runtime = AiRuntime(engine, settings, **(ai_kwargs or {}))
+            ai_runtime = AiRuntime(engine, config.ai, **(ai_kwargs or {}))
             await ai_runtime.start()
             started.append(ai_runtime)
         if core:
             from pinlog.core.runtime import CoreRuntime
 
-            local = ai_runtime if settings.ai_base_url is None else None
+            local = ai_runtime if config.core.dispatch.ai_base_url is None else None
             core_runtime = CoreRuntime(
-                engine, settings,
+                engine, config.core,
                 in_process_submit=local.submit if local is not None else None,
                 in_process_search=in_process_search(local) if local is not None else None,
-                **(core_kwargs or {}),
+                rescan=rescan, **(core_kwargs or {}),
             )
             await core_runtime.start()
             started.append(core_runtime)

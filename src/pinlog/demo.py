@@ -24,14 +24,13 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.composition import running_components
-from pinlog.core.importer import parse_import_file
 from pinlog.cli.importing import ImportOutcome, import_with, print_import_outcome
+from pinlog.composition import Config, load_config, running_components
+from pinlog.core.importer import parse_import_file
 from pinlog.core.search import member_search
 from pinlog.db import migrate
 from pinlog.db.engine import create_engine, embedded_for, resolve_database_url
 from pinlog.errors import StartupError
-from pinlog.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from pinlog.core.runtime import CoreRuntime
@@ -90,14 +89,13 @@ class DemoResult:
         return line
 
 
-async def _load_presets(engine: AsyncEngine, settings: Settings, path: Path | None,
+async def _load_presets(engine: AsyncEngine, config: Config, path: Path | None,
                         console: Console) -> None:
     from pinlog.ai.ports import close_resource
     from pinlog.ai.presets import load_preset_file, upsert_presets
-    from pinlog.ai.providers import build_provider
 
     presets = load_preset_file(path)
-    provider = build_provider(settings)
+    provider = config.ai.embedding.build()
     try:
         report = await upsert_presets(engine, presets, provider)
     finally:
@@ -106,22 +104,22 @@ async def _load_presets(engine: AsyncEngine, settings: Settings, path: Path | No
                   f"{report.summary()}")
 
 
-async def run_demo(settings: Settings, url: str, inputs: DemoInputs, *, timeout: float,
+async def run_demo(config: Config, url: str, inputs: DemoInputs, *, timeout: float,
                    console: Console) -> DemoResult:
     """Run the demo against the (fresh) database at ``url``; see the module docstring."""
     started = time.monotonic()
-    engine = create_engine(url, pool_size=settings.db_pool_size)
+    engine = create_engine(url, pool_size=config.settings.db_pool_size)
     try:
-        await _load_presets(engine, settings, inputs.presets, console)
-        parsed = parse_import_file(inputs.notes, max_text_chars=settings.max_text_chars)
-        async with running_components(settings, engine) as parts:
+        await _load_presets(engine, config, inputs.presets, console)
+        parsed = parse_import_file(inputs.notes, max_text_chars=config.core.service.max_text_chars)
+        async with running_components(config, engine, rescan=False) as parts:  # one-shot
             assert parts.core is not None
-            outcome = await import_with(parts.core, engine, settings, parsed, wait=True,
+            outcome = await import_with(parts.core, engine, parsed, wait=True,
                                         timeout=timeout, console=console, include_existing=True)
             print_import_outcome(console, outcome)
             result = DemoResult(outcome=outcome)
             await _print_records(parts.core.service, outcome, console)
-            await _run_queries(engine, settings, parts.core, inputs.queries, outcome, result,
+            await _run_queries(engine, config, parts.core, inputs.queries, outcome, result,
                                console)
     finally:
         await engine.dispose()
@@ -145,7 +143,7 @@ async def _print_records(service: CoreService, outcome: ImportOutcome, console: 
         console.print(table)
 
 
-async def _run_queries(engine: AsyncEngine, settings: Settings, core: CoreRuntime, path: Path,
+async def _run_queries(engine: AsyncEngine, config: Config, core: CoreRuntime, path: Path,
                        outcome: ImportOutcome, result: DemoResult, console: Console) -> None:
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     names = {record_id: key for key, record_id in outcome.report.record_keys.items()}
@@ -154,7 +152,7 @@ async def _run_queries(engine: AsyncEngine, settings: Settings, core: CoreRuntim
         if member_id is None:
             continue
         expected = outcome.report.record_keys.get((line["member"], line.get("expected_record", "")))
-        hits = await member_search(engine, settings, core.search_client,
+        hits = await member_search(engine, config.core.search, core.search_client,
                                    member_id, line["query"], limit=3)
         result.queries += 1
         rank = next((i for i, h in enumerate(hits, 1) if h.record_id == expected), None)
@@ -195,10 +193,11 @@ def demo_command(data: Path | None, data_dir: Path | None, keep: bool, timeout: 
     inputs = DemoInputs.from_dir(data) if data else DemoInputs.packaged()
     fresh = data_dir is None
     directory = data_dir if data_dir is not None else Path(tempfile.mkdtemp(prefix="pinlog-demo-"))
-    settings = load_settings(data_dir=directory, database_url=None, ai_base_url=None,
-                             rescan_enabled=False)
+    config = load_config(data_dir=directory, database_url=None, ai_base_url=None,
+                         rescan_enabled=False)
+    settings = config.settings
     console.print(f"PinLog AI demo — embedded PostgreSQL in {directory}, "
-                  f"embedding profile {settings.profile}, judge {settings.judge}")
+                  f"embedding profile {config.profile}, judge {config.ai.judge.judge}")
     server = embedded_for(settings)
     try:
         try:
@@ -210,7 +209,7 @@ def demo_command(data: Path | None, data_dir: Path | None, keep: bool, timeout: 
         migrate.upgrade(url)
         import asyncio
 
-        result = asyncio.run(run_demo(settings, url, inputs, timeout=timeout, console=console))
+        result = asyncio.run(run_demo(config, url, inputs, timeout=timeout, console=console))
     finally:
         server.stop_if_last()
         if fresh and not keep:

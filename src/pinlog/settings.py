@@ -7,6 +7,13 @@ ISO-8601 duration (``PT5M``).
 
 Invalid settings raise :class:`SettingsError` with a message that names the offending settings
 but never their secret values.
+
+``Settings`` is the flat list of ``PINLOG_*`` variables (their names are an interface, SPEC §13)
+and the one place where a rule about their values is checked. Components never read it: each
+reads its own narrow, frozen config (``RescanConfig``, ``PipelineConfig``, an embedding
+provider's model, …), built once from ``Settings`` by :func:`pinlog.composition.build_config`
+through the config class's ``from_settings``. This module also holds the two small values several
+components share: :class:`RetryPolicy` (the SPEC §6 budget formula) and :class:`LlmEndpoint`.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -27,26 +35,48 @@ from pinlog.errors import PinlogError
 #: Attempts a model call gets inside one job (SPEC §6).
 MODEL_ATTEMPTS_DEFAULT = 3
 
-#: Default profile string per embedding provider (SPEC §9).
-DEFAULT_PROFILES: dict[str, str] = {
-    "local-e5": "local-e5-small-q4-384-cosine-v1",
-    "sentence-transformers": "st-all-minilm-l6-v2-384-cosine-v1",
-    "openai": "openai-text-embedding-3-small-1536-cosine-v1",
-}
-DEFAULT_MODELS: dict[str, str] = {
-    "local-e5": "multilingual-e5-small-q4",
-    "sentence-transformers": "",
-    "openai": "text-embedding-3-small",
-}
-DEFAULT_DIMENSIONS: dict[str, int] = {
-    "local-e5": 384,
-    "sentence-transformers": 384,
-    "openai": 1536,
-}
 
 
 class SettingsError(PinlogError, RuntimeError):
     """Raised when the configuration is invalid. The message never contains secret values."""
+
+
+def reveal(secret: SecretStr | None) -> str | None:
+    """The value of a configured secret, for the HTTP client that sends it (never log it)."""
+    return secret.get_secret_value() if secret is not None else None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Attempts and capped exponential backoff of one model call inside a job (SPEC §6):
+    ``PINLOG_MODEL_ATTEMPTS``, ``PINLOG_BACKOFF_BASE``, ``PINLOG_BACKOFF_CAP`` (seconds).
+
+    :meth:`budget` is the one formula of the SPEC §6 budget rule: :class:`Settings` checks it
+    against the PROCESSING expiry, the pipeline bounds each stage by it.
+    """
+
+    attempts: int
+    backoff_base: float
+    backoff_cap: float
+
+    def total_backoff(self) -> float:
+        """Worst-case sum of backoffs between ``attempts`` attempts, seconds."""
+        return sum(min(self.backoff_cap, self.backoff_base * 2**i)
+                   for i in range(self.attempts - 1))
+
+    def budget(self, timeout: float) -> float:
+        """Longest a model call with per-attempt ``timeout`` (seconds) may take in total:
+        ``timeout × attempts + worst-case backoff``, seconds."""
+        return timeout * self.attempts + self.total_backoff()
+
+
+@dataclass(frozen=True)
+class LlmEndpoint:
+    """The OpenAI-compatible chat endpoint the ``llm`` judge and the ``llm`` query rewrite call:
+    ``PINLOG_LLM_BASE_URL`` (``…/v1``) and ``PINLOG_LLM_API_KEY`` (never in a repr)."""
+
+    base_url: str
+    api_key: SecretStr | None
 
 
 def _split_csv(value: object) -> object:
@@ -112,7 +142,9 @@ class Settings(BaseSettings):
         "PINLOG_DB_POOL_SIZE (enough waiting jobs keep the micro-batches full, SPEC §5.4).")
 
     # --- embedding (SPEC §9) ---------------------------------------------------------------
-    embedding_provider: Literal["local-e5", "sentence-transformers", "openai"] = "local-e5"
+    embedding_provider: str = Field(
+        "local-e5", description="A name of the provider registry (pinlog.ai.providers.PROVIDERS); "
+        "an unknown name is refused at start-up.")
     embedding_profile: str | None = Field(None, description="Per provider when unset.")
     embedding_model: str | None = Field(None, description="Model name or local path.")
     embedding_dimension: int | None = Field(None, ge=1, le=16_000)
@@ -134,7 +166,8 @@ class Settings(BaseSettings):
         "", description="sentence-transformers only: prepended to search queries ('query: ').")
 
     # --- judge (SPEC §8) ---------------------------------------------------------------------
-    judge: Literal["similarity", "llm"] = "similarity"
+    judge: str = Field("similarity", description="A name of the judge registry "
+                       "(pinlog.ai.judges.JUDGES); an unknown name is refused at start-up.")
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
     llm_chain: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -147,7 +180,7 @@ class Settings(BaseSettings):
     judge_cue_floor: float | None = Field(
         None, description="similarity judge: calibrated score a candidate whose cue the note "
                           "states must reach.")
-    judge_max_picks: int = Field(3, ge=0, le=10)
+    judge_max_picks: int | None = Field(None, ge=0, le=10, description="Per profile when unset.")
 
     # --- errors (SPEC §6) --------------------------------------------------------------------
     model_attempts: int = Field(MODEL_ATTEMPTS_DEFAULT, ge=1, le=10)
@@ -185,16 +218,6 @@ class Settings(BaseSettings):
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
-
-    @property
-    def embedding_key(self) -> str | None:
-        """``PINLOG_EMBEDDING_API_KEY`` revealed for the provider's HTTP client (never log it)."""
-        return self.embedding_api_key.get_secret_value() if self.embedding_api_key else None
-
-    @property
-    def llm_key(self) -> str | None:
-        """``PINLOG_LLM_API_KEY`` revealed for the llm judge / rewrite client (never log it)."""
-        return self.llm_api_key.get_secret_value() if self.llm_api_key else None
 
     @field_validator("database_url")
     @classmethod
@@ -242,22 +265,38 @@ class Settings(BaseSettings):
 
     def uses_llm(self) -> bool:
         """True when an LLM endpoint is called: the ``llm`` judge or an ``llm`` query rewrite."""
-        return self.judge == "llm" or getattr(self, "search_rewrite", "off") == "llm"
+        return self.judge == "llm" or self.search_rewrite == "llm"
+
+    def llm_endpoint(self) -> LlmEndpoint:
+        """The LLM endpoint — the one place its rule is checked: the ``llm`` judge and the
+        ``llm`` query rewrite need ``PINLOG_LLM_BASE_URL`` (checked when the settings load,
+        :meth:`_check_budget`; their configs take the endpoint from here).
+
+        Raises:
+            ValueError: ``PINLOG_LLM_BASE_URL`` is unset.
+        """
+        if not self.llm_base_url:
+            raise ValueError("PINLOG_JUDGE=llm (or an llm search rewrite) needs "
+                             "PINLOG_LLM_BASE_URL (an OpenAI-compatible endpoint, …/v1)")
+        return LlmEndpoint(self.llm_base_url, self.llm_api_key)
+
+    @property
+    def retries(self) -> RetryPolicy:
+        """``PINLOG_MODEL_ATTEMPTS`` and the backoff of one model call (SPEC §6)."""
+        return RetryPolicy(self.model_attempts, self.backoff_base, self.backoff_cap)
 
     @model_validator(mode="after")
     def _check_budget(self) -> Settings:
         """SPEC §6 budget rule: a job's retries must end before the PROCESSING expiry —
         counting only the models that are called (the LLM timeout only with an LLM judge or
-        rewrite, SPEC §13). Also: an LLM judge needs its endpoint."""
+        rewrite, SPEC §13). Also: an LLM judge or rewrite needs its endpoint."""
         expiry = self.processing_expiry.total_seconds()
         timeouts = [("PINLOG_EMBEDDING_TIMEOUT", self.embedding_timeout)]
         if self.uses_llm():
             timeouts.append(("PINLOG_LLM_TIMEOUT", self.llm_timeout))
-            if not self.llm_base_url:
-                raise ValueError("PINLOG_JUDGE=llm (or an llm search rewrite) needs "
-                                 "PINLOG_LLM_BASE_URL (an OpenAI-compatible endpoint, …/v1)")
+            self.llm_endpoint()
         for name, timeout in timeouts:
-            budget = timeout * self.model_attempts + self.total_backoff()
+            budget = self.retries.budget(timeout)
             if budget >= expiry:
                 raise ValueError(
                     f"budget rule (SPEC §6): {name} × PINLOG_MODEL_ATTEMPTS + backoff = "
@@ -274,25 +313,6 @@ class Settings(BaseSettings):
         return self
 
     # --- derived values -------------------------------------------------------------------
-    def total_backoff(self) -> float:
-        """Worst-case sum of backoffs between ``model_attempts`` attempts, seconds."""
-        return sum(min(self.backoff_cap, self.backoff_base * 2**i)
-                   for i in range(self.model_attempts - 1))
-
-    @property
-    def profile(self) -> str:
-        """The embedding profile in force (SPEC §9)."""
-        return self.embedding_profile or DEFAULT_PROFILES[self.embedding_provider]
-
-    @property
-    def dimension(self) -> int:
-        """Vector length the provider must return."""
-        return self.embedding_dimension or DEFAULT_DIMENSIONS[self.embedding_provider]
-
-    @property
-    def model_name(self) -> str:
-        return self.embedding_model or DEFAULT_MODELS[self.embedding_provider]
-
     @property
     def embedded(self) -> bool:
         """True when no external database is configured (SPEC §13)."""

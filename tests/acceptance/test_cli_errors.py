@@ -46,8 +46,11 @@ def _one_line(result) -> str:
     ({"PINLOG_DATA_DIR": "/proc/nope"}, ["status"], "PINLOG_DATA_DIR: cannot use /proc/nope"),
     ({}, ["serve", "--components", "core"], "--components core needs PINLOG_AI_BASE_URL"),
     ({"PINLOG_RESCAN_INTERVAL": "abc"}, ["status"], "PINLOG_RESCAN_INTERVAL"),
+    ({"PINLOG_EMBEDDING_PROVIDER": "nope"}, ["status"],
+     "unknown embedding provider 'nope' (known: local-e5, openai, sentence-transformers)"),
+    ({"PINLOG_JUDGE": "nope"}, ["serve"], "unknown judge 'nope' (known: llm, similarity)"),
 ], ids=["llm-judge-without-endpoint", "data-dir-unusable", "core-that-cannot-dispatch",
-        "bad-interval"])
+        "bad-interval", "unknown-provider", "unknown-judge"])
 def test_every_bad_setting_is_one_line_and_exit_2(tmp_path, extra, args, expected):
     """Issue 13 item 4: one line, exit 2, before anything starts (no embedded DB either)."""
     result = run_pinlog(args, {**pinlog_env(tmp_path / "data"), **extra}, timeout=60)

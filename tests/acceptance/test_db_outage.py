@@ -17,7 +17,7 @@ import pytest
 from pinlog.core.api.auth import issue_token
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.serve import Server, serve_env
-from tests.conftest import TEST_SECRET, make_settings
+from tests.conftest import TEST_SECRET, make_settings, config_of
 from tests.helpers import free_port, run_pinlog
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def test_database_stopped_under_a_running_server(tmp_path):
         with psycopg.connect(started.stdout.split(": ", 1)[1].strip(), autocommit=True) as conn:
             member = conn.execute(
                 "INSERT INTO core.member (external_ref) VALUES ('outage') RETURNING id").fetchone()[0]
-        auth = {"Authorization": f"Bearer {issue_token(settings, member)}"}
+        auth = {"Authorization": f"Bearer {issue_token(config_of(settings).core.auth, member)}"}
         base = server.url
         created = httpx.post(f"{base}/v1/records", headers=auth, timeout=10, json={
             "place": {"externalPlaceId": "p-1", "name": "다방", "lat": 37.5, "lng": 127.0},

@@ -70,6 +70,8 @@ def test_serve_host_port_startup_line_http_metrics_and_oldest_unfinished(
     assert 120 <= oldest < 3600
     lines = [json.loads(line) for line in err.read_text().splitlines() if line.startswith("{")]
     [started] = [r for r in lines if r["msg"] == "pinlog started"]
+    # issue 22: the ai runtime starts once per serve (one provider probe, one line)
+    assert len([r for r in lines if r["msg"] == "ai runtime started"]) == 1
     assert started["components"] == "core,ai"
     assert started["profile"] == env["PINLOG_EMBEDDING_PROFILE"]
     assert started["rescan"] == "off"

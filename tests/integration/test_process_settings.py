@@ -10,17 +10,23 @@ from datetime import timedelta
 import pytest
 
 from pinlog.core.status import status_snapshot
-from pinlog.db.process_settings import ProcessRegistry, live_processes, rule_settings
-from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, make_settings
+from pinlog.composition import replica_rules
+from pinlog.db.process_settings import ProcessRegistry, live_processes
+from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, make_settings, config_of
 from tests.helpers import pinlog_env, run_pinlog
 
 SHORT = {"processing_expiry": 60, "embedding_timeout": 5.0, "llm_timeout": 5.0}
 
 
+def registry(engine, settings, components) -> ProcessRegistry:
+    """The registry a process running ``components`` with ``settings`` starts."""
+    return ProcessRegistry(engine, replica_rules(config_of(settings), components), components)
+
+
 async def test_a_replica_with_a_shorter_expiry_logs_an_error_and_status_shows_it(
         tmp_path, db_url, engine, caplog):
-    long_lived = ProcessRegistry(engine, make_settings(tmp_path / "a", db_url), ("core", "ai"))
-    short = ProcessRegistry(engine, make_settings(tmp_path / "b", db_url, **SHORT), ("ai",))
+    long_lived = registry(engine, make_settings(tmp_path / "a", db_url), ("core", "ai"))
+    short = registry(engine, make_settings(tmp_path / "b", db_url, **SHORT), ("ai",))
     assert await long_lived.start() == []
     try:
         with caplog.at_level(logging.ERROR, logger="pinlog.db.process_settings"):
@@ -35,7 +41,8 @@ async def test_a_replica_with_a_shorter_expiry_logs_an_error_and_status_shows_it
             assert {d.setting for d in await long_lived.check()} == settings_named
         assert any("PINLOG_PROCESSING_EXPIRY: 600.0 here vs 60.0" in r.getMessage()
                    for r in caplog.records)
-        snap = await status_snapshot(engine, make_settings(tmp_path / "c", db_url))
+        snap = await status_snapshot(engine,
+                                     config_of(make_settings(tmp_path / "c", db_url)).core.status)
         assert len(snap["processes"]) == 2
         assert {d.setting for d in snap["setting_differences"]} == settings_named
     finally:
@@ -47,10 +54,10 @@ async def test_a_replica_with_a_shorter_expiry_logs_an_error_and_status_shows_it
 async def test_agreeing_replicas_and_disjoint_settings_log_nothing(tmp_path, db_url, engine,
                                                                    caplog):
     settings = make_settings(tmp_path, db_url)
-    first = ProcessRegistry(engine, settings, ("core",))
-    second = ProcessRegistry(engine, settings, ("core", "ai"))
+    first = registry(engine, settings, ("core",))
+    second = registry(engine, settings, ("core", "ai"))
     # a core-only process does not use embedding timeouts: not compared
-    ai_only = ProcessRegistry(engine, make_settings(tmp_path / "x", db_url, embedding_timeout=7.0),
+    ai_only = registry(engine, make_settings(tmp_path / "x", db_url, embedding_timeout=7.0),
                               ("ai",))
     with caplog.at_level(logging.ERROR, logger="pinlog.db.process_settings"):
         assert await first.start() == []
@@ -58,12 +65,13 @@ async def test_agreeing_replicas_and_disjoint_settings_log_nothing(tmp_path, db_
         found = await ai_only.start()
     assert {d.setting for d in found} == {"embedding_timeout"}
     assert all(d.first.components != "core" for d in found)
-    for registry in (first, second, ai_only):
-        await registry.stop()
+    for one in (first, second, ai_only):
+        await one.stop()
 
 
 def test_rule_settings_record_no_secret(tmp_path, db_url):
-    values = rule_settings(make_settings(tmp_path, db_url), ("core", "ai", "rescan"))
+    values = replica_rules(config_of(make_settings(tmp_path, db_url)),
+                           ("core", "ai", "rescan")).values()
     assert set(values) == {"pending_expiry", "processing_expiry", "max_retries",
                            "embedding_timeout", "llm_timeout", "model_attempts", "backoff_base",
                            "backoff_cap", "embedding_profile"}
@@ -73,19 +81,19 @@ def test_rule_settings_record_no_secret(tmp_path, db_url):
 
 @pytest.mark.slow
 async def test_pinlog_status_shows_the_disagreement(tmp_path, db_url, engine):
-    registries = [ProcessRegistry(engine, make_settings(tmp_path / "a", db_url), ("core",)),
-                  ProcessRegistry(engine, make_settings(tmp_path / "b", db_url,
+    registries = [registry(engine, make_settings(tmp_path / "a", db_url), ("core",)),
+                  registry(engine, make_settings(tmp_path / "b", db_url,
                                                         pending_expiry=30), ("core",))]
-    for registry in registries:
-        await registry.start()
+    for one in registries:
+        await one.start()
     try:
         env = pinlog_env(tmp_path / "data", PINLOG_DATABASE_URL=db_url,
                          PINLOG_INTERNAL_SECRETS=TEST_SECRET, PINLOG_JWT_SECRET=TEST_JWT_SECRET,
                          COLUMNS="250")
         result = run_pinlog(["status"], env)
     finally:
-        for registry in registries:
-            await registry.stop()
+        for one in registries:
+            await one.stop()
     assert result.returncode == 0, result.stderr
     assert "live processes" in result.stdout
     assert "PINLOG_PENDING_EXPIRY: 300.0" in result.stderr and "30.0" in result.stderr

@@ -51,6 +51,11 @@ PIPELINE_PY = "src/pinlog/ai/pipeline.py"
 AUTH = "src/pinlog/core/api/auth.py"
 AI_API = "src/pinlog/ai/api.py"
 REPROCESS_SQL = "src/pinlog/core/reprocess.sql"
+SETTINGS_PY = "src/pinlog/settings.py"
+REGISTRY_PY = "src/pinlog/ai/registry.py"
+COMPOSITION_PY = "src/pinlog/composition.py"
+CLI_APP_PY = "src/pinlog/cli/app.py"
+CLI_OPS_PY = "src/pinlog/cli/ops.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -66,6 +71,11 @@ AUTH_T = "tests/unit/core/test_auth.py"
 AI_API_T = "tests/integration/ai/test_api.py"
 REPROCESS_T = "tests/integration/core/rescan/test_reprocess_and_status.py"
 HALF_T = "tests/integration/core/rescan/test_half_cancelled.py"
+SETTINGS_T = "tests/unit/test_settings.py"
+REGISTRY_T = "tests/unit/ai/test_registry.py"
+REPLICAS_T = "tests/integration/test_process_settings.py"
+NEEDS_T = "tests/integration/test_command_needs.py"
+VISIBILITY_T = "tests/acceptance/test_visibility.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -494,7 +504,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "jwt_any_hmac_algorithm",
         "member tokens: only the configured algorithm is accepted",
         AUTH,
-        "algorithms=[settings.jwt_algorithm]",
+        "algorithms=[config.algorithm]",
         'algorithms=["HS256", "HS384", "HS512"]',
         (f"{AUTH_T}::test_rejected",),
     ),
@@ -514,5 +524,55 @@ MUTATIONS: tuple[Mutation, ...] = (
         '        match |= hmac.compare_digest(given, secret.encode("utf-8"))',
         "        match = True",
         (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",),
+    ),
+    # ---- configuration and wiring (issue 22) -------------------------------------------------
+    Mutation(
+        "budget_without_backoff",
+        "SPEC §6: the budget is timeout × attempts + the worst-case backoff (one formula)",
+        SETTINGS_PY,
+        "        return timeout * self.attempts + self.total_backoff()",
+        "        return timeout * self.attempts",
+        (f"{SETTINGS_T}::test_the_budget_counts_the_worst_case_backoff",),
+    ),
+    Mutation(
+        "llm_endpoint_not_checked_at_load",
+        "an llm judge or rewrite needs PINLOG_LLM_BASE_URL, refused when the settings load",
+        SETTINGS_PY,
+        "            timeouts.append((\"PINLOG_LLM_TIMEOUT\", self.llm_timeout))\n"
+        "            self.llm_endpoint()\n",
+        "            timeouts.append((\"PINLOG_LLM_TIMEOUT\", self.llm_timeout))\n",
+        (f"{SETTINGS_T}::test_an_llm_judge_needs_its_endpoint",),
+    ),
+    Mutation(
+        "unknown_provider_lists_no_names",
+        "an unknown provider/judge name is one line listing the known ones",
+        REGISTRY_PY,
+        "f\"(known: {', '.join(self.names)})\"",
+        "\"\"",
+        (f"{REGISTRY_T}::test_an_unknown_name_is_one_line_listing_the_known_ones",),
+    ),
+    Mutation(
+        "replica_rules_without_the_profile",
+        "issue 16 #7: an ai process records its embedding profile for the replica check",
+        COMPOSITION_PY,
+        "                        embedding_profile=config.ai.embedding.profile)",
+        "                        )",
+        (f"{REPLICAS_T}::test_rule_settings_record_no_secret",),
+    ),
+    Mutation(
+        "one_shot_command_runs_the_rescan_loop",
+        "SPEC §7: a one-shot command runs only its own rounds (no rescan loop)",
+        CLI_APP_PY,
+        "rescan=False if one_shot else None",
+        "rescan=None",
+        (f"{NEEDS_T}::test_running_is_one_shot_unless_asked",),
+    ),
+    Mutation(
+        "serve_starts_the_components_twice",
+        "issue 22: `pinlog serve` starts the ai runtime once (one provider probe)",
+        CLI_OPS_PY,
+        "create_app(config, started=started)",
+        "create_app(config, components=started.components, database_url=url)",
+        (f"{VISIBILITY_T}::test_serve_host_port_startup_line_http_metrics_and_oldest_unfinished",),
     ),
 )

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from pinlog.app import create_app
 from pinlog.core.api.auth import issue_token
 from pinlog.settings import Settings
+from tests.conftest import config_of
 
 
 @dataclass
@@ -49,7 +50,7 @@ class RunningApp:
     async def member(self, external_ref: str | None = None) -> tuple[int, dict[str, str]]:
         """A new member and its Authorization header."""
         member_id = await self.core.service.create_member(external_ref)
-        return member_id, {"Authorization": f"Bearer {issue_token(self.settings, member_id)}"}
+        return member_id, {"Authorization": f"Bearer {issue_token(config_of(self.settings).core.auth, member_id)}"}
 
 
 R = TypeVar("R", bound=RunningApp)

@@ -19,7 +19,7 @@ import httpx
 import psycopg
 
 from pinlog.core.api.auth import issue_token
-from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, make_settings
+from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, make_settings, config_of
 from tests.helpers import PINLOG, pinlog_env, wait_http
 from tests.support.fake_openai import FakeOpenAI
 
@@ -89,7 +89,7 @@ def create_context(sync_conn: psycopg.Connection, tmp_path: Path, db_url: str, u
     """A new member saves :data:`TEXT` through the server's public API; returns the context id."""
     member_id = sync_conn.execute(
         "INSERT INTO core.member (external_ref) VALUES ('crash-test') RETURNING id").fetchone()[0]
-    token = issue_token(make_settings(tmp_path, db_url), member_id)
+    token = issue_token(config_of(make_settings(tmp_path, db_url)).core.auth, member_id)
     response = httpx.post(f"{url}/v1/records", timeout=10, headers={
         "Authorization": f"Bearer {token}"}, json={
         "place": {"externalPlaceId": "kakao-1", "name": "한정식집", "lat": 37.57, "lng": 126.98},

@@ -6,19 +6,21 @@ from datetime import timedelta
 
 import pytest
 
+from pinlog.composition import build_config
 from pinlog.settings import SettingsError, load_settings
 
 
 def test_defaults_match_spec(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     s = load_settings(data_dir=tmp_path / "d")
+    embedding = build_config(s).ai.embedding
     assert (s.host, s.port) == ("127.0.0.1", 8000)
     assert s.rescan_interval == timedelta(minutes=5)
     assert s.pending_expiry == timedelta(minutes=5)
     assert s.processing_expiry == timedelta(minutes=10)
     assert (s.max_retries, s.rescan_batch_size, s.dispatch_queue_size) == (3, 100, 100)
-    assert s.embedding_provider == "local-e5" and s.profile == "local-e5-small-q4-384-cosine-v1"
-    assert s.dimension == 384 and s.judge == "similarity" and s.max_text_chars == 2000
+    assert s.embedding_provider == "local-e5" and embedding.profile == "local-e5-small-q4-384-cosine-v1"
+    assert embedding.dimension == 384 and s.judge == "similarity" and s.max_text_chars == 2000
     assert (s.embedding_timeout, s.llm_timeout, s.llm_votes) == (60, 90, 1)
 
 
@@ -76,9 +78,17 @@ def test_budget_rule_rejects_timeouts_that_outlive_the_processing_expiry(tmp_pat
         load_settings(data_dir=tmp_path, processing_expiry=100, llm_timeout=1)
     # the defaults satisfy it, with the worst-case backoff counted
     s = load_settings(data_dir=tmp_path)
-    worst = max(s.embedding_timeout, s.llm_timeout) * s.model_attempts + s.total_backoff()
+    worst = max(s.embedding_timeout, s.llm_timeout) * s.model_attempts + s.retries.total_backoff()
     assert worst < s.processing_expiry.total_seconds()
-    assert s.total_backoff() == pytest.approx(0.5 + 1.0)
+    assert s.retries.total_backoff() == pytest.approx(0.5 + 1.0)
+
+
+def test_the_budget_counts_the_worst_case_backoff(tmp_path):
+    """SPEC §6, at the boundary: 60 s × 3 attempts = 180 s, plus 0.5 + 1.0 s of backoff."""
+    with pytest.raises(SettingsError, match="PINLOG_EMBEDDING_TIMEOUT"):
+        load_settings(data_dir=tmp_path, processing_expiry=181)
+    s = load_settings(data_dir=tmp_path, processing_expiry=182)
+    assert s.retries.budget(s.embedding_timeout) == pytest.approx(181.5)
 
 
 def test_even_vote_count_is_rejected(tmp_path):

@@ -72,7 +72,7 @@ async def process_context(request: Request) -> Response:
     """Accept a context for background processing (SPEC §5.1): 202 (empty body), 401, 422, 503."""
     runtime = request.app.state.ai
     request_id = request.headers.get(REQUEST_ID_HEADER)
-    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.settings.secret_values()):
+    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
         metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
         log.warning("process request with a missing or wrong secret",
                     extra={"request_id": request_id, "http_status": 401})

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pinlog.ai.providers import local_e5, openai
 from pinlog.settings import Settings
 
 
@@ -97,7 +98,7 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
     # positives at rank 1, 19/19 off-topic empty; leave-one-out 31/33 and 19/19, 5-fold 32/33
     # and 19/19. Off-topic top cosines reach 0.849 (multi-word) / 0.837 (one word); one-word
     # queries score lower, hence the lower floor. Old rule (0.82, 0.80, 0.95, top kept): 29/33, 0/19.
-    "local-e5-small-q4-384-cosine-v1": Calibration(
+    local_e5.PROFILE: Calibration(
         candidate_floor=0.90,
         judge_floor=3.5,
         judge_margin=2.0,
@@ -109,7 +110,7 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
     ),
     # OpenAI text-embedding-3-small: wider, lower cosine scale. Not calibrated here (the judge
     # thresholds are calibrated scores, unitless, so the e5 values are a reasonable start).
-    "openai-text-embedding-3-small-1536-cosine-v1": Calibration(
+    openai.PROFILE: Calibration(
         candidate_floor=0.15,
         judge_floor=3.5,
         judge_margin=2.0,
@@ -122,27 +123,20 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
 }
 
 
-def calibration_for(settings: Settings) -> Calibration:
-    """The thresholds in force for ``settings.profile``: profile defaults (or :data:`GENERIC`),
-    overridden by each corresponding setting that is set.
-
-    ``judge_max_picks`` has a non-None default in Settings, so it overrides only when it was
-    given explicitly (env var or constructor argument).
-    """
-    base = PROFILE_DEFAULTS.get(settings.profile, GENERIC)
-    overrides: dict[str, Any] = {}
-    for field_name, setting in (
-        ("candidate_floor", "candidate_floor"),
-        ("judge_floor", "judge_floor"),
-        ("judge_margin", "judge_margin"),
-        ("judge_cue_floor", "judge_cue_floor"),
-        ("search_floor", "search_floor"),
-        ("search_short_query_floor", "search_short_query_floor"),
-        ("search_ratio", "search_ratio"),
-    ):
-        value = getattr(settings, setting, None)
-        if value is not None:
-            overrides[field_name] = float(value)
-    if "judge_max_picks" in settings.model_fields_set:
-        overrides["max_picks"] = int(settings.judge_max_picks)
+def calibration_for(settings: Settings, profile: str) -> Calibration:
+    """The thresholds in force for the embedding ``profile``: the profile's defaults (or
+    :data:`GENERIC`), overridden by each corresponding setting that is set (all default to
+    "per profile", i.e. unset)."""
+    base = PROFILE_DEFAULTS.get(profile, GENERIC)
+    overrides: dict[str, Any] = {
+        name: value for name, value in (
+            ("candidate_floor", settings.candidate_floor),
+            ("judge_floor", settings.judge_floor),
+            ("judge_margin", settings.judge_margin),
+            ("judge_cue_floor", settings.judge_cue_floor),
+            ("max_picks", settings.judge_max_picks),
+            ("search_floor", settings.search_floor),
+            ("search_short_query_floor", settings.search_short_query_floor),
+            ("search_ratio", settings.search_ratio),
+        ) if value is not None}
     return replace(base, **overrides) if overrides else base

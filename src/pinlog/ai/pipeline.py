@@ -26,6 +26,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TypeVar
 
 import numpy as np
@@ -35,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai import state
-from pinlog.ai.calibration import Calibration, calibration_for
+from pinlog.ai.calibration import Calibration
 from pinlog.ai.candidates import select_candidates
 from pinlog.ai.errors import (
     ModelError,
@@ -49,7 +50,7 @@ from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pi
 from pinlog.ai.presets import load_snapshot
 from pinlog.ai.vectors import check_embeddings
 from pinlog.contracts import ProcessRequest
-from pinlog.settings import Settings
+from pinlog.settings import RetryPolicy, Settings
 from pinlog.states import Stage, Status
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,36 @@ def classify(exc: BaseException) -> tuple[str, str]:
     return "internal", f"internal error {type(exc).__name__}"
 
 
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What one job reads (SPEC §5.2, §6, §8).
+
+    Attributes:
+        processing_expiry: ``PINLOG_PROCESSING_EXPIRY`` (a guarded start may re-claim a stage
+            PROCESSING for longer).
+        embedding_timeout, llm_timeout: ``PINLOG_EMBEDDING_TIMEOUT`` / ``PINLOG_LLM_TIMEOUT``,
+            seconds per model call.
+        retries: attempts and backoff of a model call (SPEC §6 budget: ``retries.budget``).
+        candidate_top_k: ``PINLOG_CANDIDATE_TOP_K``.
+        candidate_floor: the calibrated candidate floor of the configured profile.
+    """
+
+    processing_expiry: timedelta
+    embedding_timeout: float
+    llm_timeout: float
+    retries: RetryPolicy
+    candidate_top_k: int
+    candidate_floor: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings, calibration: Calibration) -> PipelineConfig:
+        return cls(processing_expiry=settings.processing_expiry,
+                   embedding_timeout=settings.embedding_timeout,
+                   llm_timeout=settings.llm_timeout, retries=settings.retries,
+                   candidate_top_k=settings.candidate_top_k,
+                   candidate_floor=calibration.candidate_floor)
+
+
 class Pipeline:
     """Runs the SPEC §5.2 job for one :class:`~pinlog.contracts.ProcessRequest` at a time
     (many jobs may run concurrently on one instance).
@@ -113,7 +144,7 @@ class Pipeline:
     Args:
         engine: async engine; each DB step takes a pooled connection briefly (at most one per job
             at any moment), never across a model call.
-        settings: expiry, attempts, backoff, timeouts, top-K.
+        config: expiry, attempts, backoff, timeouts, top-K, candidate floor.
         provider: the (micro-batched) embedding provider; its ``profile`` is the current profile.
         judge: the keyword judge (does its own attempts; bounded here by the budget rule).
         sleep: backoff sleep (tests may record it).
@@ -121,18 +152,17 @@ class Pipeline:
             API and search always find a connection).
     """
 
-    def __init__(self, engine: AsyncEngine, settings: Settings, provider: EmbeddingProvider,
+    def __init__(self, engine: AsyncEngine, config: PipelineConfig, provider: EmbeddingProvider,
                  judge: Judge, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 calibration: Calibration | None = None, db_slots: int | None = None) -> None:
-        self.settings = settings
+                 db_slots: int | None = None) -> None:
+        self.config = config
         self.engine = engine
         self.provider = provider
         self.judge = judge
         self.profile = provider.profile
         self.dimension = provider.dimension
-        self.calibration = calibration or calibration_for(settings)
         self._sleep = sleep
-        self.expiry = settings.processing_expiry
+        self.expiry = config.processing_expiry
         self._snapshot_cache: tuple[str, PresetSnapshot] | None = None
         #: Single-statement steps (pre-check, guarded starts, error records, reads) run in
         #: autocommit: one statement is atomic on its own, and BEGIN/COMMIT round trips are
@@ -145,14 +175,12 @@ class Pipeline:
     @property
     def embedding_budget(self) -> float:
         """Longest an embedding stage's model calls may take, seconds: timeout × attempts + backoff."""
-        s = self.settings
-        return s.embedding_timeout * s.model_attempts + s.total_backoff()
+        return self.config.retries.budget(self.config.embedding_timeout)
 
     @property
     def judge_budget(self) -> float:
         """Longest a judge call may take, seconds: llm timeout × attempts + backoff."""
-        s = self.settings
-        return s.llm_timeout * s.model_attempts + s.total_backoff()
+        return self.config.retries.budget(self.config.llm_timeout)
 
     # --- the job -------------------------------------------------------------------------------
     async def run(self, request: ProcessRequest, *, request_id: str | None = None) -> JobResult:
@@ -255,7 +283,7 @@ class Pipeline:
         # splits a call that timed out; waiting for a batch is then bounded by the stage budget
         # only (SPEC §6: < processing expiry). A bare provider gets the per-attempt timeout.
         batched = bool(getattr(self.provider, "enforces_timeouts", False))
-        timeout = None if batched else self.settings.embedding_timeout
+        timeout = None if batched else self.config.embedding_timeout
 
         async def once() -> np.ndarray:
             try:
@@ -266,9 +294,9 @@ class Pipeline:
             # wrong length, non-finite or zero/near-zero norm: permanent, never stored (§9)
             return check_embeddings(out, 1, self.dimension)[0]
 
-        s = self.settings
-        attempts = with_retries(once, attempts=s.model_attempts, base=s.backoff_base,
-                                cap=s.backoff_cap, sleep=self._sleep)
+        retries = self.config.retries
+        attempts = with_retries(once, attempts=retries.attempts, base=retries.backoff_base,
+                                cap=retries.backoff_cap, sleep=self._sleep)
         if not batched:
             return await attempts
         budget = self.embedding_budget
@@ -313,8 +341,8 @@ class Pipeline:
                 raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
                                           f"current {self.profile}")
             candidates = select_candidates(stored.vector, snapshot,
-                                           top_k=self.settings.candidate_top_k,
-                                           floor=self.calibration.candidate_floor,
+                                           top_k=self.config.candidate_top_k,
+                                           floor=self.config.candidate_floor,
                                            text=request.text)
             if candidates:
                 answer = await self._judge(request.text, candidates)

@@ -45,7 +45,7 @@ class EmbeddingProvider(Protocol):
     """Turns texts into vectors of one embedding profile (SPEC §9).
 
     Attributes:
-        profile: the profile string this provider produces (e.g. ``local-e5-small-q4-384-cosine-v1``).
+        profile: the profile string this provider produces (SPEC §9; each provider config declares its default).
         dimension: vector length every returned row must have.
     """
 

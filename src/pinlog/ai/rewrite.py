@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
-if TYPE_CHECKING:
-    from pinlog.settings import Settings
+from pinlog.settings import LlmEndpoint, Settings, reveal
 
 log = logging.getLogger(__name__)
 
@@ -113,18 +113,40 @@ def _answer(payload: Any) -> str | None:
     return text
 
 
-def build_rewriter(settings: Settings) -> QueryRewriter | None:
-    """The rewriter configured by ``PINLOG_SEARCH_REWRITE`` (None when ``off``).
+@dataclass(frozen=True)
+class RewriteConfig:
+    """``PINLOG_SEARCH_REWRITE`` and what the ``llm`` rewrite calls.
+
+    Attributes:
+        endpoint: the LLM endpoint when the rewrite is ``llm`` (the settings refuse an llm
+            rewrite without ``PINLOG_LLM_BASE_URL``); None when it is ``off``.
+        model: ``PINLOG_SEARCH_REWRITE_MODEL``, else the first of ``PINLOG_LLM_CHAIN``.
+        timeout: ``PINLOG_SEARCH_REWRITE_TIMEOUT``, seconds per call.
+    """
+
+    endpoint: LlmEndpoint | None
+    model: str | None
+    timeout: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RewriteConfig:
+        return cls(
+            endpoint=settings.llm_endpoint() if settings.search_rewrite == "llm" else None,
+            model=settings.search_rewrite_model or next(iter(settings.llm_chain), None),
+            timeout=settings.search_rewrite_timeout)
+
+
+def build_rewriter(config: RewriteConfig) -> QueryRewriter | None:
+    """The rewriter ``config`` describes (None when ``PINLOG_SEARCH_REWRITE=off``).
 
     Raises:
-        ValueError: ``llm`` without ``PINLOG_LLM_BASE_URL`` or without a model
-            (``PINLOG_SEARCH_REWRITE_MODEL`` / ``PINLOG_LLM_CHAIN``).
+        ValueError: ``llm`` without a model (``PINLOG_SEARCH_REWRITE_MODEL`` /
+            ``PINLOG_LLM_CHAIN``).
     """
-    if settings.search_rewrite != "llm":
+    if config.endpoint is None:
         return None
-    model = settings.search_rewrite_model or (settings.llm_chain[0] if settings.llm_chain else None)
-    if not settings.llm_base_url or not model:
-        raise ValueError("PINLOG_SEARCH_REWRITE=llm needs PINLOG_LLM_BASE_URL and "
-                         "PINLOG_SEARCH_REWRITE_MODEL or PINLOG_LLM_CHAIN")
-    return QueryRewriter(settings.llm_base_url, settings.llm_key, model,
-                         settings.search_rewrite_timeout)
+    if not config.model:
+        raise ValueError("PINLOG_SEARCH_REWRITE=llm needs PINLOG_SEARCH_REWRITE_MODEL or "
+                         "PINLOG_LLM_CHAIN")
+    return QueryRewriter(config.endpoint.base_url, reveal(config.endpoint.api_key), config.model,
+                         config.timeout)

@@ -10,17 +10,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai import state
+from pinlog.ai.calibration import Calibration, calibration_for
 from pinlog.ai.errors import SearchTimeout
-from pinlog.ai.pipeline import JobResult, Pipeline
+from pinlog.ai.judges import JudgeConfig, judge_config
+from pinlog.ai.pipeline import JobResult, Pipeline, PipelineConfig
 from pinlog.ai.ports import EmbeddingProvider, Judge, close_resource
-from pinlog.ai.providers import MicroBatcher, build_batched_provider
+from pinlog.ai.providers import (BatchConfig, EmbeddingProviderConfig, MicroBatcher,
+                                 build_batched_provider, embedding_config)
+from pinlog.ai.rewrite import RewriteConfig
 from pinlog.ai.worker import WorkQueue, db_slots
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.errors import StartupError
@@ -49,16 +55,73 @@ DIMENSION_PROBE_TEXT = "dimension probe"
 RETRY_AFTER_SECONDS = 5
 
 
+@dataclass(frozen=True)
+class AiConfig:
+    """Everything the ai component reads, built once from the settings
+    (:func:`pinlog.composition.build_config`).
+
+    Attributes:
+        embedding: the configured embedding provider's model (``PINLOG_EMBEDDING_*``; its
+            ``profile`` is the profile in force, SPEC §9).
+        batching: the micro-batcher's bounds.
+        judge: the configured judge's model (``PINLOG_JUDGE``).
+        calibration: the thresholds of the configured profile (SPEC §8, §10).
+        pipeline: what one job reads.
+        rewrite: the optional query rewrite.
+        work_queue_size, worker_concurrency: ``PINLOG_WORK_QUEUE_SIZE``,
+            ``PINLOG_WORKER_CONCURRENCY`` (SPEC §5.4).
+        db_pool_size: ``PINLOG_DB_POOL_SIZE`` (bounds the jobs' database steps).
+        max_text_chars: ``PINLOG_MAX_TEXT_CHARS`` (longer texts → 422).
+        search_timeout: ``PINLOG_SEARCH_TIMEOUT``, seconds.
+        shutdown_grace: ``PINLOG_SHUTDOWN_GRACE``, seconds.
+        internal_secrets: ``PINLOG_INTERNAL_SECRETS`` accepted on ``/internal/*``.
+    """
+
+    embedding: EmbeddingProviderConfig
+    batching: BatchConfig
+    judge: JudgeConfig
+    calibration: Calibration
+    pipeline: PipelineConfig
+    rewrite: RewriteConfig
+    work_queue_size: int
+    worker_concurrency: int
+    db_pool_size: int
+    max_text_chars: int
+    search_timeout: float
+    shutdown_grace: float
+    internal_secrets: tuple[SecretStr, ...]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AiConfig:
+        """Raises: SettingsError (an unknown provider or judge name, one line)."""
+        embedding = embedding_config(settings)
+        calibration = calibration_for(settings, embedding.profile)
+        return cls(embedding=embedding, batching=BatchConfig.from_settings(settings),
+                   judge=judge_config(settings), calibration=calibration,
+                   pipeline=PipelineConfig.from_settings(settings, calibration),
+                   rewrite=RewriteConfig.from_settings(settings),
+                   work_queue_size=settings.work_queue_size,
+                   worker_concurrency=settings.worker_concurrency,
+                   db_pool_size=settings.db_pool_size, max_text_chars=settings.max_text_chars,
+                   search_timeout=settings.search_timeout,
+                   shutdown_grace=settings.shutdown_grace,
+                   internal_secrets=tuple(settings.internal_secrets))
+
+    def secret_values(self) -> list[str]:
+        """The accepted internal secrets' values (compare in constant time; never log them)."""
+        return [secret.get_secret_value() for secret in self.internal_secrets]
+
+
 class AiRuntime:
     """The ai component of one process.
 
     Args:
-        settings: all configuration.
+        config: the ai configuration.
         engine: async engine (its pool bounds the concurrent jobs).
-        provider: embedding provider (default: :func:`pinlog.ai.providers.build_provider`);
+        provider: embedding provider (default: ``config.embedding.build()``);
             always wrapped in a :class:`MicroBatcher` (unless it already is one). Its ``profile``
             is the current embedding profile of this runtime.
-        judge: keyword judge (default: ``pinlog.ai.judges.build_judge(settings, provider)``).
+        judge: keyword judge (default: ``pinlog.ai.judges.build_judge(config.judge, …)``).
 
     Attributes:
         provider: the micro-batched provider (search embeds queries through it).
@@ -66,9 +129,9 @@ class AiRuntime:
         profile: the current embedding profile.
     """
 
-    def __init__(self, engine: AsyncEngine, settings: Settings, *,
+    def __init__(self, engine: AsyncEngine, config: AiConfig, *,
                  provider: EmbeddingProvider | None = None, judge: Judge | None = None) -> None:
-        self.settings = settings
+        self.config = config
         self.engine = engine
         self._given_provider = provider
         self._given_judge = judge
@@ -98,7 +161,7 @@ class AiRuntime:
             if not await state.ai_tables_present(conn):
                 raise StartupError("the ai tables are missing: run `pinlog migrate` first")
         try:
-            self.rewriter = build_rewriter(self.settings)
+            self.rewriter = build_rewriter(self.config.rewrite)
         except ValueError as exc:
             raise StartupError(str(exc)) from None
         given = self._given_provider
@@ -106,15 +169,16 @@ class AiRuntime:
             batched = given
         else:
             try:
-                batched = build_batched_provider(self.settings, given)
+                batched = build_batched_provider(self.config.embedding, self.config.batching,
+                                                 given)
             except ValueError as exc:  # e.g. local-e5 with PINLOG_EMBEDDING_DIMENSION=256
                 raise StartupError(f"embedding provider refused the settings: {exc} (a model "
                                    "change needs a new PINLOG_EMBEDDING_PROFILE, then `pinlog "
                                    "presets load` and `pinlog reprocess --profile`)") from None
-        if given is not None and batched.profile != self.settings.profile:
+        if given is not None and batched.profile != self.config.embedding.profile:
             log.warning("injected embedding provider's profile differs from the configured one; "
                         "the provider's profile is used", extra={"profile": batched.profile})
-        elif given is None and batched.dimension != self.settings.dimension:
+        elif given is None and batched.dimension != self.config.embedding.dimension:
             raise StartupError(
                 "embedding provider dimension differs from PINLOG_EMBEDDING_DIMENSION")
         self.profile = batched.profile
@@ -138,17 +202,18 @@ class AiRuntime:
             if judge is None:
                 from pinlog.ai.judges import build_judge
 
-                judge = build_judge(self.settings, batched)
+                judge = build_judge(self.config.judge, batched, self.config.calibration)
         except BaseException:
             if batched is not given:
                 await batched.aclose(close_provider=given is None)
             raise
         self.provider, self.judge = batched, judge
-        pool = getattr(self.engine.sync_engine.pool, "size", lambda: self.settings.db_pool_size)()
-        self.pipeline = Pipeline(self.engine, self.settings, batched, judge,
-                                 db_slots=db_slots(min(pool, self.settings.db_pool_size)))
-        self.queue = WorkQueue(self._run_job, capacity=self.settings.work_queue_size,
-                               concurrency=self.settings.worker_concurrency)
+        config = self.config
+        pool = getattr(self.engine.sync_engine.pool, "size", lambda: config.db_pool_size)()
+        self.pipeline = Pipeline(self.engine, config.pipeline, batched, judge,
+                                 db_slots=db_slots(min(pool, config.db_pool_size)))
+        self.queue = WorkQueue(self._run_job, capacity=config.work_queue_size,
+                               concurrency=config.worker_concurrency)
         self.queue.start()
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})
@@ -174,10 +239,10 @@ class AiRuntime:
             if "vector length" not in str(exc):
                 raise StartupError(f"embedding provider refused the start-up probe: {exc}") from None
             raise StartupError(_dimension_fix(self.profile or "", f"provider says {exc}",
-                                              self.settings.dimension)) from None
-        if got != self.settings.dimension:
+                                              self.config.embedding.dimension)) from None
+        if got != self.config.embedding.dimension:
             raise StartupError(_dimension_fix(self.profile or "", f"the provider returns {got}",
-                                              self.settings.dimension))
+                                              self.config.embedding.dimension))
 
     async def _check_stored_dimensions(self, conn: object, batched: MicroBatcher) -> None:
         """Preset vectors and context embeddings stored for the profile must have the provider's
@@ -199,7 +264,7 @@ class AiRuntime:
     async def stop(self) -> None:
         """Stop the workers (queued jobs are left to the rescan) and close the provider."""
         if self.queue is not None:
-            await self.queue.stop(grace=self.settings.shutdown_grace)
+            await self.queue.stop(grace=self.config.shutdown_grace)
         if self.provider is not None and self._given_provider is not self.provider:
             # our own batcher; the provider inside is closed only if we built it too
             await self.provider.aclose(close_provider=self._given_provider is None)
@@ -228,7 +293,7 @@ class AiRuntime:
             503 the work queue is full or the runtime is not running (the row stays PENDING; the
             rescan recovers it). Counted in ``pinlog_process_requests_total``.
         """
-        if not 1 <= len(request.text) <= self.settings.max_text_chars:
+        if not 1 <= len(request.text) <= self.config.max_text_chars:
             metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
             return 422
         if self.queue is None or not self.queue.offer(request, request_id):
@@ -274,14 +339,13 @@ class AiRuntime:
                 background backlog, so this means the model or the database is overloaded).
             RuntimeError: the runtime is not started.
         """
-        from pinlog.ai.calibration import calibration_for
         from pinlog.ai.search import SearchCuts, search
 
         if self.provider is None:
             raise RuntimeError("the ai runtime is not started")
-        calibration = calibration_for(self.settings)
+        calibration = self.config.calibration
         cuts = SearchCuts.from_calibration(calibration)
-        deadline = self.settings.search_timeout
+        deadline = self.config.search_timeout
         try:
             return await asyncio.wait_for(search(self.engine, self.provider, request, cuts,
                                                  rewrite=self.rewriter,

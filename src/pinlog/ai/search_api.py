@@ -30,7 +30,7 @@ router = APIRouter(tags=["internal"])
 async def search(request: Request) -> JSONResponse:
     """Rank the member's records by cosine similarity to the query (one row per record)."""
     runtime = request.app.state.ai
-    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.settings.secret_values()):
+    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
         metrics.SEARCH_REQUESTS.labels("unauthorized").inc()
         return JSONResponse({"error": "unauthorized"}, status_code=401)
     try:

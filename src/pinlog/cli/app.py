@@ -2,9 +2,16 @@
 
 Each command group lives in its own module of :mod:`pinlog.cli` and registers itself on
 :data:`app` with ``@app.command()`` (or ``app.add_typer(group)`` for a sub-group) when imported;
-:mod:`pinlog.cli` imports them all. Commands build their settings with :func:`settings_or_exit`
-and run their work against a fresh engine with :func:`run_with_engine`; failures are reported
-with :func:`exit_with_error`. Command output goes to stdout; logs go to stderr as JSON lines.
+:mod:`pinlog.cli` imports them all.
+
+One way for a command to get what it needs: :func:`config_or_exit` loads the settings and
+builds the configuration once (exit 2 on a bad setting); :func:`run_command` runs the command's
+``work(needs)`` in a fresh event loop, where :class:`Needs` gives the engine, core's services
+(``needs.service``, dispatching nothing) and, on request, the running components
+(``async with needs.running() as parts``: core, and the ai side in this process unless
+``PINLOG_AI_BASE_URL``) — one-shot by default, i.e. without the rescan loop. Failures are
+reported with :func:`exit_with_error`. Command output goes to stdout; logs go to stderr as JSON
+lines.
 
 Errors (:class:`pinlog.errors.PinlogError` and the database errors operators cause) are turned
 into one line and an exit code in one place, :func:`describe_error`, called by :func:`main`;
@@ -14,17 +21,24 @@ commands do not catch them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import NoReturn, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinlog.composition import Components, Config, load_config, running_components
 from pinlog.db.embedded import EmbeddedDatabaseError
 from pinlog.db.engine import create_engine, resolve_database_url
 from pinlog.logs import configure_logging
-from pinlog.settings import Settings, SettingsError, load_settings, unknown_variables_warning
+from pinlog.settings import Settings, SettingsError, unknown_variables_warning
+
+if TYPE_CHECKING:
+    from pinlog.core.services import CoreService
 
 T = TypeVar("T")
 err_console = Console(stderr=True)
@@ -61,29 +75,26 @@ def exit_with_error(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code) from None
 
 
-def settings_or_exit(*, service: bool = False) -> Settings:
-    """Load settings; on error print the (secret-free) message and exit 2.
+def config_or_exit(*, service: bool = False, **overrides: object) -> Config:
+    """Load the settings (``overrides`` win over the environment: a command's options) and
+    build the configuration (:func:`pinlog.composition.load_config`); on error print the
+    (secret-free) message and exit 2.
 
     Logging: a long-running service logs at ``PINLOG_LOG_LEVEL`` (default INFO); one-shot
     commands log warnings and errors only, unless ``PINLOG_LOG_LEVEL`` is set explicitly, so
     their stderr is not mixed with routine INFO lines.
     """
     try:
-        settings = load_settings()
+        config = load_config(**overrides)
     except SettingsError as exc:
         exit_with_error(str(exc), 2)
     warning = unknown_variables_warning()
     if warning:
         err_console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    settings = config.settings
     explicit = "log_level" in settings.model_fields_set
     configure_logging(settings.log_level if service or explicit else "WARNING")
-    return settings
-
-
-def without_rescan(settings: Settings) -> Settings:
-    """``settings`` with the rescan loop switched off: a one-shot command that runs a core
-    runtime in this process runs only its own rounds (SPEC §7)."""
-    return settings.model_copy(update={"rescan_enabled": False})
+    return config
 
 
 def database_url_or_exit(settings: Settings) -> str:
@@ -94,14 +105,51 @@ def database_url_or_exit(settings: Settings) -> str:
         exit_with_error(str(exc))
 
 
-def run_with_engine(settings: Settings, work: Callable[[AsyncEngine], Awaitable[T]]) -> T:
-    """Run ``work(engine)`` in a fresh event loop against the configured database."""
-    url = database_url_or_exit(settings)
+@dataclass
+class Needs:
+    """What a command may ask for, inside :func:`run_command`.
+
+    Attributes:
+        config: the process's configuration.
+        engine: an engine on the configured database.
+    """
+
+    config: Config
+    engine: AsyncEngine
+
+    @cached_property
+    def service(self) -> CoreService:
+        """core's services without a dispatcher: what they create stays PENDING until a rescan
+        sends it (commands that only read or create members/tokens)."""
+        from pinlog.core.services import CoreService
+
+        return CoreService(self.engine, None, self.config.core.service)
+
+    @asynccontextmanager
+    async def running(self, *, one_shot: bool = True) -> AsyncIterator[Components]:
+        """core running (``parts.core``: dispatcher, process client, search client) and the ai
+        side in this process unless ``PINLOG_AI_BASE_URL`` points at one (``parts.ai``, else
+        None); stopped on exit. ``one_shot`` (the default): no rescan loop, so a command runs
+        only its own rounds (SPEC §7); False: as ``PINLOG_RESCAN_ENABLED`` says.
+
+        Raises:
+            StartupError: the in-process ai side refused to start (tables missing, no presets).
+        """
+        in_process = self.config.core.dispatch.ai_base_url is None
+        async with running_components(self.config, self.engine, ai=in_process,
+                                      rescan=False if one_shot else None) as parts:
+            yield parts
+
+
+def run_command(config: Config, work: Callable[[Needs], Awaitable[T]]) -> T:
+    """Run ``work(needs)`` in a fresh event loop against the configured database (started or
+    joined when embedded; exit 1 when that fails); the engine is disposed of afterwards."""
+    url = database_url_or_exit(config.settings)
 
     async def main() -> T:
-        engine = create_engine(url, pool_size=settings.db_pool_size)
+        engine = create_engine(url, pool_size=config.settings.db_pool_size)
         try:
-            return await work(engine)
+            return await work(Needs(config, engine))
         finally:
             await engine.dispose()
 

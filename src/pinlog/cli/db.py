@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pinlog.cli.app import app, database_url_or_exit, exit_with_error, settings_or_exit
+from pinlog.cli.app import app, config_or_exit, database_url_or_exit, exit_with_error
 from pinlog.db.engine import embedded_for, redacted_url
 
 db_app = typer.Typer(help="The database in use (embedded server management).", no_args_is_help=True)
@@ -24,11 +24,11 @@ def migrate(
 
     if dry_run and not adopt:
         exit_with_error("--dry-run goes with --adopt", 2)
-    settings = settings_or_exit()
-    url = database_url_or_exit(settings)
+    config = config_or_exit()
+    url = database_url_or_exit(config.settings)
     before = migrations.current_revision(url)
     if adopt:
-        plan = migrations.adopt(url, settings.dimension, dry_run=dry_run)
+        plan = migrations.adopt(url, config.ai.embedding.dimension, dry_run=dry_run)
         typer.echo(plan.render())
         if dry_run:
             typer.echo("dry run: nothing changed")
@@ -42,14 +42,14 @@ def migrate(
 @db_app.command("url")
 def db_url() -> None:
     """Print the database URL in use, without password."""
-    settings = settings_or_exit()
+    settings = config_or_exit().settings
     typer.echo(redacted_url(database_url_or_exit(settings)))
 
 
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded server and leave it running for other commands."""
-    settings = settings_or_exit()
+    settings = config_or_exit().settings
     if not settings.embedded:
         exit_with_error("PINLOG_DATABASE_URL is set: there is no embedded server to start.", 2)
     from pinlog.db.engine import resolve_database_url
@@ -61,7 +61,7 @@ def db_start() -> None:
 @db_app.command("stop")
 def db_stop() -> None:
     """Stop the embedded server of PINLOG_DATA_DIR."""
-    settings = settings_or_exit()
+    settings = config_or_exit().settings
     stopped = embedded_for(settings).stop()
     typer.echo("embedded database stopped" if stopped else "embedded database was not running")
 
@@ -69,7 +69,7 @@ def db_stop() -> None:
 @db_app.command("status")
 def db_status() -> None:
     """Say whether the embedded server of PINLOG_DATA_DIR is running (exit 1 if not)."""
-    settings = settings_or_exit()
+    settings = config_or_exit().settings
     if not settings.embedded:
         typer.echo("external database configured (PINLOG_DATABASE_URL)")
         return

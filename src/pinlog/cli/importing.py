@@ -19,11 +19,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.cli.app import app, run_with_engine, settings_or_exit, without_rescan
-from pinlog.composition import running_components
+from pinlog.cli.app import Needs, app, config_or_exit, run_command
 from pinlog.core.importer import (ImportReport, ParsedFile, StageSummary, active_context_ids,
                                   import_lines, parse_import_file, summarize, wait_for_stages)
-from pinlog.settings import Settings
 
 if TYPE_CHECKING:
     from pinlog.core.runtime import CoreRuntime
@@ -95,20 +93,20 @@ def _progress(console: Console) -> Progress:
                     TimeElapsedColumn(), console=console, transient=False)
 
 
-async def run_import(engine: AsyncEngine, settings: Settings, parsed: ParsedFile, *,
-                     wait: bool, timeout: float, console: Console) -> ImportOutcome:
+async def run_import(needs: Needs, parsed: ParsedFile, *, wait: bool, timeout: float,
+                     console: Console) -> ImportOutcome:
     """Import ``parsed`` (ai side in-process unless ``PINLOG_AI_BASE_URL``), optionally wait.
 
     Raises:
         StartupError: the in-process ai side refused to start (no presets, not migrated).
     """
-    async with running_components(settings, engine, ai=settings.ai_base_url is None) as parts:
+    async with needs.running() as parts:
         assert parts.core is not None
-        return await import_with(parts.core, engine, settings, parsed, wait=wait,
-                                 timeout=timeout, console=console)
+        return await import_with(parts.core, needs.engine, parsed, wait=wait, timeout=timeout,
+                                 console=console)
 
 
-async def import_with(core: CoreRuntime, engine: AsyncEngine, settings: Settings, parsed: ParsedFile, *,
+async def import_with(core: CoreRuntime, engine: AsyncEngine, parsed: ParsedFile, *,
                       wait: bool, timeout: float, console: Console,
                       include_existing: bool = False) -> ImportOutcome:
     """Import ``parsed`` through a running core runtime (``core.service``, ``core.dispatcher``,
@@ -137,7 +135,7 @@ async def import_with(core: CoreRuntime, engine: AsyncEngine, settings: Settings
 
         async def nudge(pending: list[int]) -> None:
             await resend(engine, core.client, pending,
-                         concurrency=settings.rescan_concurrency, actor="import")
+                         concurrency=core.config.rescan.concurrency, actor="import")
 
         await core.dispatcher.join()
         with _progress(console) as progress:
@@ -192,13 +190,13 @@ def import_file(
     Malformed lines are reported with their line numbers and skipped. When the ai side runs in
     this process (no PINLOG_AI_BASE_URL), the command always waits for the work it dispatched.
     """
-    settings = without_rescan(settings_or_exit())
-    parsed = parse_import_file(file, max_text_chars=settings.max_text_chars)
+    config = config_or_exit()
+    parsed = parse_import_file(file, max_text_chars=config.core.service.max_text_chars)
     console = Console(stderr=as_json)
+    in_process = config.core.dispatch.ai_base_url is None
     with tallied_dispatch_logs() as tally:
-        outcome = run_with_engine(settings, lambda engine: run_import(
-            engine, settings, parsed, wait=wait or settings.ai_base_url is None,
-            timeout=timeout, console=console))
+        outcome = run_command(config, lambda needs: run_import(
+            needs, parsed, wait=wait or in_process, timeout=timeout, console=console))
     print_import_outcome(console, outcome)
     line = tally.summary()
     if line:

@@ -7,9 +7,8 @@ Output is the value alone on stdout (scripts capture it); errors go to stderr wi
 from __future__ import annotations
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.cli.app import app, run_with_engine, settings_or_exit
+from pinlog.cli.app import Needs, app, config_or_exit, run_command
 
 members_app = typer.Typer(help="Members (the people whose records and contexts these are).",
                           no_args_is_help=True)
@@ -22,15 +21,12 @@ def members_create(
         None, "--external-ref", help="Key of an upstream identity system (unique among active members)."),
 ) -> None:
     """Create a member and print its id alone on stdout."""
-    from pinlog.core.services import CoreService
+    config = config_or_exit()
 
-    settings = settings_or_exit()
+    async def work(needs: Needs) -> int:
+        return await needs.service.create_member(external_ref)
 
-    async def work(engine: AsyncEngine) -> int:
-        return await CoreService(engine, None, settings).create_member(external_ref)
-
-    member_id = run_with_engine(settings, work)
-    typer.echo(member_id)
+    typer.echo(run_command(config, work))
 
 
 @app.command()
@@ -39,15 +35,13 @@ def token(
 ) -> None:
     """Print a member token (JWT, valid for PINLOG_JWT_TTL) alone on stdout."""
     from pinlog.core.api.auth import issue_token
-    from pinlog.core.services import CoreService
 
-    settings = settings_or_exit()
+    config = config_or_exit()
 
-    async def work(engine: AsyncEngine) -> int:
-        return await CoreService(engine, None, settings).resolve_member(member)
+    async def work(needs: Needs) -> int:
+        return await needs.service.resolve_member(member)
 
-    member_id = run_with_engine(settings, work)
-    typer.echo(issue_token(settings, member_id))
+    typer.echo(issue_token(config.core.auth, run_command(config, work)))
 
 
 @app.command()
@@ -57,12 +51,11 @@ def records(
 ) -> None:
     """Show a member's records: place, keywords and the AI status of every context."""
     from pinlog.core.api.schemas import RecordListOut, RecordOut
-    from pinlog.core.services import CoreService
 
-    settings = settings_or_exit()
+    config = config_or_exit()
 
-    async def work(engine: AsyncEngine) -> RecordListOut:
-        service = CoreService(engine, None, settings)
+    async def work(needs: Needs) -> RecordListOut:
+        service = needs.service
         member_id = await service.resolve_member(member)
         views, offset = [], 0
         while True:
@@ -72,7 +65,7 @@ def records(
                 return RecordListOut(records=[RecordOut.of(v) for v in views])
             offset += 500
 
-    listing = run_with_engine(settings, work)
+    listing = run_command(config, work)
     if as_json:
         typer.echo(listing.model_dump_json(by_alias=True))
         return

@@ -2,73 +2,45 @@
 ``pinlog status``.
 
 Thin typer commands; the work is in :mod:`pinlog.core.rescan`, :mod:`pinlog.core.reprocess`
-and :mod:`pinlog.core.status`. Commands that send process requests use core's HTTP client when
-``PINLOG_AI_BASE_URL`` is set, otherwise they run the ai side in this process (with the rescan
-loop of that embedded core switched off, so only the command's own rounds run) and wait for the
-accepted jobs to finish before exiting.
+and :mod:`pinlog.core.status`. Commands that send process requests use the process client of a
+one-shot core (``needs.running()``, :mod:`pinlog.cli.app`): HTTP when ``PINLOG_AI_BASE_URL`` is
+set, otherwise the ai side runs in this process (no rescan loop: only the command's own rounds
+run) and the command waits for the accepted jobs to finish before exiting.
+
+``pinlog serve`` runs uvicorn in its own event loop after starting the components once
+(:func:`pinlog.app.started_components`): a component that refuses to start is one line and
+exit 2 before the port is bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.cli.app import (
+    Needs,
     app,
+    config_or_exit,
     database_url_or_exit,
     err_console,
     exit_with_error,
-    run_with_engine,
-    settings_or_exit,
-    without_rescan,
+    run_command,
 )
 from pinlog.contracts import ProcessClient
-from pinlog.settings import Settings
 
 if TYPE_CHECKING:
-    from pinlog.ai.runtime import AiRuntime
+    from pinlog.composition import Config
     from pinlog.core.reprocess import ReprocessReport
     from pinlog.core.rescan import RoundReport
 
 console = Console()
-
-
-@asynccontextmanager
-async def process_client(settings: Settings, engine: AsyncEngine
-                         ) -> AsyncIterator[tuple[ProcessClient, AiRuntime | None]]:
-    """Yield ``(client, ai_runtime_or_None)`` for an operator command.
-
-    HTTP (:class:`pinlog.core.dispatch.HttpProcessClient`) when ``PINLOG_AI_BASE_URL`` is set;
-    else the ai runtime runs in-process (``pinlog.composition.running_components``) and its
-    core's in-process client is used. On exit an in-process ai runtime is stopped after its
-    accepted jobs finish.
-
-    Raises:
-        StartupError: the in-process ai side refused to start (tables missing, no presets).
-    """
-    if settings.ai_base_url:
-        from pinlog.core.dispatch import HttpProcessClient
-
-        client = HttpProcessClient.from_settings(settings)
-        try:
-            yield client, None
-        finally:
-            await client.aclose()
-        return
-    from pinlog.composition import running_components
-
-    async with running_components(without_rescan(settings), engine) as components:
-        assert components.core is not None
-        yield components.core.client, components.ai
 
 
 def _ids(values: list[int], limit: int = 20) -> str:
@@ -129,59 +101,48 @@ def serve(
                                     help="Listen port (default: PINLOG_PORT, else 8000)."),
 ) -> None:
     """Run the HTTP server (uvicorn) with the rescan loop; stops the embedded DB it started."""
-    import uvicorn
-
-    from pinlog.app import create_app
-
-    settings = settings_or_exit(service=True)
     overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
-    if overrides:
-        settings = settings.model_copy(update=overrides)
+    config = config_or_exit(service=True, **overrides)
     wanted = tuple(c.strip() for c in components.split(",") if c.strip())
     if not wanted or any(c not in ("core", "ai") for c in wanted):
         exit_with_error("--components must be core, ai or core,ai", 2)
-    if "ai" not in wanted and not settings.ai_base_url:
+    if "ai" not in wanted and not config.core.dispatch.ai_base_url:
         # a core without an ai side could never dispatch: every note would stay PENDING
         exit_with_error("--components core needs PINLOG_AI_BASE_URL (where the ai side "
                         "listens); without it no note could ever be processed", 2)
-    url = database_url_or_exit(settings)
-    _preflight(settings, url, wanted)
-    app_ = create_app(settings, components=wanted, database_url=url)  # type: ignore[arg-type]
+    url = database_url_or_exit(config.settings)
 
     # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; turn that into a normal
-    # exit so the embedded database this process started is stopped (atexit does not run on
-    # a signal's default action).
+    # exit so the components stop and the embedded database this process started is stopped
+    # (atexit does not run on a signal's default action).
     def _exit(signum: int, frame: object) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGINT, _exit)
-    # SIGTERM: uvicorn stops accepting, in-flight requests get the grace, then the lifespan
-    # stops the components (running stages get the grace too; what is left is logged)
-    uvicorn.run(app_, host=settings.host, port=settings.port, log_config=None,
-                log_level=settings.log_level.lower(),
-                timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)))
+    asyncio.run(_serve(config, url, wanted))
 
 
-def _preflight(settings: Settings, url: str, components: tuple[str, ...]) -> None:
-    """Fail before uvicorn starts — one clear line instead of a lifespan traceback — when a
-    component would refuse to start (the ai side without its tables or presets). A core-only
-    server may start on a database that is not migrated yet: ``/ready`` answers 503 until it is.
+async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:
+    """Start the components once (a refusal — the ai side without its tables or presets — is
+    raised here, before the port is bound: one line, exit 2), then serve until SIGTERM/SIGINT:
+    uvicorn stops accepting, in-flight requests get the grace, the lifespan stops the process
+    registry, then the components stop (running stages get the grace too; what is left is
+    logged). A core-only server may start on a database that is not migrated yet: ``/ready``
+    answers 503 until it is. A port in use: uvicorn logs it and exits 3.
     """
-    if "ai" not in components:
-        return
-    from pinlog.composition import running_components
-    from pinlog.db.engine import create_engine
+    import uvicorn
 
-    async def check() -> None:
-        engine = create_engine(url, pool_size=2)
-        try:
-            async with running_components(without_rescan(settings), engine, ai=True, core=False):
-                pass
-        finally:
-            await engine.dispose()
+    from pinlog.app import create_app, started_components
 
-    asyncio.run(check())
+    settings = config.settings
+    async with started_components(config, components, url) as started:  # type: ignore[arg-type]
+        app_ = create_app(config, started=started)
+        server = uvicorn.Server(uvicorn.Config(
+            app_, host=settings.host, port=settings.port, log_config=None,
+            log_level=settings.log_level.lower(),
+            timeout_graceful_shutdown=max(1, round(settings.shutdown_grace))))
+        await server.serve()
 
 
 @app.command()
@@ -194,17 +155,16 @@ def rescan(
     PINLOG_PROCESSING_EXPIRY, PINLOG_MAX_RETRIES, PINLOG_RESCAN_BATCH_SIZE,
     PINLOG_RESCAN_CONCURRENCY. Any number of loops may run at once (SKIP LOCKED).
     """
-    from pinlog.core.rescan import RescanLoop, validate_rescan_settings
+    from pinlog.core.rescan import RescanLoop
 
-    settings = settings_or_exit(service=not once)
-    try:
-        validate_rescan_settings(settings)
-    except ValueError as exc:
-        exit_with_error(str(exc), 2)
+    config = config_or_exit(service=not once)
+    rescan_config = config.core.rescan
 
-    async def work(engine: AsyncEngine) -> None:
-        async with process_client(settings, engine) as (client, ai):
-            loop = RescanLoop(engine, settings, client)
+    async def work(needs: Needs) -> None:
+        async with needs.running() as parts:
+            assert parts.core is not None
+            ai = parts.ai
+            loop = RescanLoop(needs.engine, rescan_config, parts.core.client)
             if once:
                 report = await loop.run_round()
                 _print_round(report)
@@ -217,19 +177,21 @@ def rescan(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with suppress(NotImplementedError, RuntimeError):
                     running.add_signal_handler(sig, stop.set)
+            from pinlog.composition import replica_rules
             from pinlog.db.process_settings import ProcessRegistry
 
-            registry = ProcessRegistry(engine, settings, ("rescan",))
+            registry = ProcessRegistry(needs.engine, replica_rules(config, ("rescan",)),
+                                       ("rescan",))
             await registry.start()
             await loop.start()
             err_console.print(
-                f"rescan loop running every {settings.rescan_interval.total_seconds():g} s "
+                f"rescan loop running every {rescan_config.interval.total_seconds():g} s "
                 "(fixed delay); Ctrl-C to stop")
             await stop.wait()
             await loop.stop()
             await registry.stop()
 
-    run_with_engine(settings, work)
+    run_command(config, work)
 
 
 @app.command()
@@ -254,17 +216,19 @@ def reprocess(
     if profile == presets:
         exit_with_error("choose exactly one of --profile or --presets", 2)
     mode = "profile" if profile else "presets"
-    settings = settings_or_exit()
+    config = config_or_exit()
+    reprocess_config = config.core.reprocess
 
-    async def work(engine: AsyncEngine) -> None:
+    async def work(needs: Needs) -> None:
+        engine = needs.engine
         if dry_run:
-            n = await count_candidates(engine, settings, mode)  # type: ignore[arg-type]
+            n = await count_candidates(engine, reprocess_config, mode)  # type: ignore[arg-type]
             console.print(f"{n} context(s) would be reprocessed (--{mode}, "
-                          f"profile {settings.profile}); nothing changed (--dry-run)")
+                          f"profile {config.profile}); nothing changed (--dry-run)")
             return
-        total = await count_candidates(engine, settings, mode)  # type: ignore[arg-type]
+        total = await count_candidates(engine, reprocess_config, mode)  # type: ignore[arg-type]
         if total == 0:
-            console.print(f"nothing to reprocess (--{mode}, profile {settings.profile})")
+            console.print(f"nothing to reprocess (--{mode}, profile {config.profile})")
             return
         progress = Progress(TextColumn("[bold]reprocess --" + mode), BarColumn(),
                             MofNCompleteColumn(), TextColumn("moved {task.fields[moved]}"),
@@ -277,7 +241,7 @@ def reprocess(
             progress.update(task, advance=examined, moved=moved_total)
 
         async def go(client: ProcessClient | None) -> ReprocessReport:
-            return await run_reprocess(engine, settings, mode,  # type: ignore[arg-type]
+            return await run_reprocess(engine, reprocess_config, mode,  # type: ignore[arg-type]
                                        client=client, batch_size=batch_size,
                                        on_batch=on_batch)
 
@@ -286,18 +250,19 @@ def reprocess(
             if no_dispatch:
                 report = await go(None)
             else:
-                async with process_client(settings, engine) as (client, ai):
-                    report = await go(client)
-                    if ai is not None and report.dispatch.dispatched:
+                async with needs.running() as parts:
+                    assert parts.core is not None
+                    report = await go(parts.core.client)
+                    if parts.ai is not None and report.dispatch.dispatched:
                         progress.console.print("waiting for the in-process ai jobs to finish…")
-                        await ai.join()
+                        await parts.ai.join()
         console.print(
             f"reprocess --{mode}: {report.moved} context(s) moved to PENDING in "
             f"{report.batches} batch(es) (target {report.target}); dispatched "
             f"{len(report.dispatch.dispatched)}, failed calls {len(report.dispatch.failed_calls)}"
             "; the rescan recovers the rest")
 
-    run_with_engine(settings, work)
+    run_command(config, work)
 
 
 @app.command()
@@ -305,9 +270,9 @@ def status() -> None:
     """Show the state machine: rows per stage × status, retries, exhausted rows, failures."""
     from pinlog.core.status import ANOMALY_MEANING, status_snapshot
 
-    settings = settings_or_exit()
-    snap = run_with_engine(settings,
-                           lambda engine: status_snapshot(engine, settings, anomalies=True))
+    config = config_or_exit()
+    snap = run_command(config, lambda needs: status_snapshot(needs.engine, config.core.status,
+                                                             anomalies=True))
 
     rows = Table(title="state rows (stage × status)")
     rows.add_column("stage")

@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.ai.ports import close_resource
 from pinlog.ai.presets import (
@@ -20,7 +19,7 @@ from pinlog.ai.presets import (
     preset_overview,
     upsert_presets,
 )
-from pinlog.cli.app import app, exit_with_error, run_with_engine, settings_or_exit
+from pinlog.cli.app import Needs, app, config_or_exit, exit_with_error, run_command
 
 console = Console(soft_wrap=True, highlight=False)
 presets_app = typer.Typer(help="Keyword presets: load and list.", no_args_is_help=True)
@@ -46,21 +45,19 @@ def load(
     Presets absent from the file are retired (never deleted). A second run with the same file
     changes nothing.
     """
-    settings = settings_or_exit()
+    config = config_or_exit()
     presets = load_preset_file(file)
 
-    async def work(engine: AsyncEngine) -> PresetLoadReport:
-        from pinlog.ai.providers import build_provider
-
-        provider = build_provider(settings)
+    async def work(needs: Needs) -> PresetLoadReport:
+        provider = config.ai.embedding.build()
         try:
-            return await upsert_presets(engine, presets, provider,
+            return await upsert_presets(needs.engine, presets, provider,
                                         retire_missing=not keep_missing, reembed=reembed)
         finally:
             await close_resource(provider)
 
     try:
-        report = run_with_engine(settings, work)
+        report = run_command(config, work)
     except ValueError as exc:  # provider settings (PresetFileError: a code conflict)
         exit_with_error(str(exc), 2)
     source = file or default_preset_path()
@@ -77,10 +74,10 @@ def load(
 def list_presets() -> None:
     """Show every preset: id, code, name, category, visibility, active, embedded for the
     current profile."""
-    settings = settings_or_exit()
-    rows = run_with_engine(settings, lambda engine: preset_overview(engine, settings.profile))
+    config = config_or_exit()
+    rows = run_command(config, lambda needs: preset_overview(needs.engine, config.profile))
     wide = Console(width=max(console.width, 120))  # never truncate codes, even in a pipe
-    table = Table(title=f"keyword presets (profile {settings.profile})")
+    table = Table(title=f"keyword presets (profile {config.profile})")
     for column in ("id", "code", "name", "category", "visibility", "active", "embedded", "version"):
         table.add_column(column)
     for row in rows:
@@ -89,5 +86,5 @@ def list_presets() -> None:
                       str(row.version))
     wide.print(table)
     usable = sum(1 for r in rows if r.is_active and r.embedded and r.visibility != "BLOCKED")
-    console.print(f"{len(rows)} presets, {usable} usable for profile {settings.profile}")
+    console.print(f"{len(rows)} presets, {usable} usable for profile {config.profile}")
 

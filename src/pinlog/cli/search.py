@@ -7,9 +7,8 @@ import json
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.cli.app import app, exit_with_error, run_with_engine, settings_or_exit, without_rescan
+from pinlog.cli.app import Needs, app, config_or_exit, exit_with_error, run_command
 
 #: Same cap as ``POST /v1/search`` (characters).
 SEARCH_QUERY_MAX_CHARS = 500
@@ -28,22 +27,20 @@ def search(
     ``--json`` prints the body ``POST /v1/search`` answers. Runs the ai side in this process
     unless PINLOG_AI_BASE_URL points at a running one.
     """
-    from pinlog.composition import running_components
     from pinlog.core.search import SearchResult, member_search
-    from pinlog.core.services import CoreService
 
-    settings = without_rescan(settings_or_exit())
+    config = config_or_exit()
     if not query.strip() or len(query) > SEARCH_QUERY_MAX_CHARS:
         exit_with_error(f"the query must be 1..{SEARCH_QUERY_MAX_CHARS} characters, not blank", 2)
 
-    async def work(engine: AsyncEngine) -> list[SearchResult]:
-        member_id = await CoreService(engine, None, settings).resolve_member(member)
-        async with running_components(settings, engine, ai=settings.ai_base_url is None) as parts:
+    async def work(needs: Needs) -> list[SearchResult]:
+        member_id = await needs.service.resolve_member(member)
+        async with needs.running() as parts:
             assert parts.core is not None
-            return await member_search(engine, settings, parts.core.search_client,
-                                       member_id, query, limit)
+            return await member_search(needs.engine, config.core.search,
+                                       parts.core.search_client, member_id, query, limit)
 
-    results = run_with_engine(settings, work)
+    results = run_command(config, work)
     if as_json:  # the body of POST /v1/search, from the same schema
         from pinlog.core.api.routes.search import SearchOut
 

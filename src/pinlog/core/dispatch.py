@@ -20,12 +20,14 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import httpx
+from pydantic import SecretStr
 
 from pinlog import metrics
 from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessClient, ProcessRequest
-from pinlog.settings import Settings
+from pinlog.settings import Settings, reveal
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,45 @@ def record_outcome(outcome: str, *, context_id: int, request_id: str | None,
         log.warning("process request not delivered; the rescan will retry", extra=extra)
 
 
+@dataclass(frozen=True)
+class DispatchConfig:
+    """Where and how core reaches the ai side (SPEC §4, §13).
+
+    Attributes:
+        ai_base_url: ``PINLOG_AI_BASE_URL``; None → the ai side runs in this process.
+        secret: the internal secret core sends (the first of ``PINLOG_INTERNAL_SECRETS``).
+        connect_timeout, read_timeout: ``PINLOG_DISPATCH_CONNECT_TIMEOUT`` /
+            ``PINLOG_DISPATCH_READ_TIMEOUT``, seconds.
+        queue_size, workers: ``PINLOG_DISPATCH_QUEUE_SIZE`` / ``PINLOG_DISPATCH_WORKERS``.
+    """
+
+    ai_base_url: str | None
+    secret: SecretStr | None
+    connect_timeout: float
+    read_timeout: float
+    queue_size: int
+    workers: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DispatchConfig:
+        return cls(ai_base_url=settings.ai_base_url,
+                   secret=next(iter(settings.internal_secrets), None),
+                   connect_timeout=settings.dispatch_connect_timeout,
+                   read_timeout=settings.dispatch_read_timeout,
+                   queue_size=settings.dispatch_queue_size, workers=settings.dispatch_workers)
+
+    def endpoint(self) -> tuple[str, str]:
+        """``(ai base URL, secret value)`` for an HTTP client of the ai side (never log them).
+
+        Raises:
+            ValueError: ``PINLOG_AI_BASE_URL`` is unset or no internal secret is configured.
+        """
+        secret = reveal(self.secret)
+        if not self.ai_base_url or not secret:
+            raise ValueError("PINLOG_AI_BASE_URL and PINLOG_INTERNAL_SECRETS are required")
+        return self.ai_base_url, secret
+
+
 class HttpProcessClient:
     """:class:`pinlog.contracts.ProcessClient` over HTTP (SPEC §4, §5.1).
 
@@ -98,17 +139,14 @@ class HttpProcessClient:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> HttpProcessClient:
-        """Client for ``settings.ai_base_url`` sending the first internal secret.
+    def from_config(cls, config: DispatchConfig) -> HttpProcessClient:
+        """Client for ``config.ai_base_url`` sending the first internal secret.
 
         Raises:
             ValueError: ``ai_base_url`` is unset or no internal secret is configured.
         """
-        secrets = settings.secret_values()
-        if not settings.ai_base_url or not secrets:
-            raise ValueError("PINLOG_AI_BASE_URL and PINLOG_INTERNAL_SECRETS are required")
-        return cls(settings.ai_base_url, secrets[0], settings.dispatch_connect_timeout,
-                   settings.dispatch_read_timeout)
+        base_url, secret = config.endpoint()
+        return cls(base_url, secret, config.connect_timeout, config.read_timeout)
 
     async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
         """POST ``request``; returns the status (0 = no answer). Logged and counted, never raises."""

@@ -32,6 +32,24 @@ Mode = Literal["profile", "presets"]
 DEFAULT_BATCH_SIZE = 500
 
 
+@dataclass(frozen=True)
+class ReprocessConfig:
+    """What reprocessing reads.
+
+    Attributes:
+        profile: the embedding profile in force (SPEC §9; the ai side's provider config, given
+            by the composition root).
+        concurrency: dispatches in flight at once (``PINLOG_RESCAN_CONCURRENCY``).
+    """
+
+    profile: str
+    concurrency: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, profile: str) -> ReprocessConfig:
+        return cls(profile=profile, concurrency=settings.rescan_concurrency)
+
+
 class ReprocessError(PinlogError, RuntimeError):
     """Reprocessing cannot run (e.g. ``--presets`` with no preset loaded for the profile)."""
 
@@ -56,33 +74,33 @@ class ReprocessReport:
     dispatch: DispatchReport = field(default_factory=DispatchReport)
 
 
-async def _params(engine: AsyncEngine, settings: Settings, mode: Mode) -> dict[str, object]:
+async def _params(engine: AsyncEngine, config: ReprocessConfig, mode: Mode) -> dict[str, object]:
     if mode == "profile":
-        return {"profile": settings.profile}
+        return {"profile": config.profile}
     async with engine.connect() as conn:
         version = (await conn.execute(statements()("current_preset_version"),
-                                      {"profile": settings.profile})).scalar()
+                                      {"profile": config.profile})).scalar()
     if version is None:
         raise ReprocessError(
-            f"no presets are loaded for the embedding profile {settings.profile!r}: "
+            f"no presets are loaded for the embedding profile {config.profile!r}: "
             "run `pinlog presets load` first")
     return {"preset_version": int(version)}
 
 
-async def count_candidates(engine: AsyncEngine, settings: Settings, mode: Mode) -> int:
+async def count_candidates(engine: AsyncEngine, config: ReprocessConfig, mode: Mode) -> int:
     """How many rows ``reprocess(mode)`` would move now (``--dry-run``; changes nothing).
 
     Raises:
         ReprocessError: ``presets`` mode with no preset loaded for the current profile.
     """
-    params = await _params(engine, settings, mode)
+    params = await _params(engine, config, mode)
     async with engine.connect() as conn:
         return int((await conn.execute(statements()(f"count_{mode}"), params)).scalar_one())
 
 
 async def reprocess(
     engine: AsyncEngine,
-    settings: Settings,
+    config: ReprocessConfig,
     mode: Mode,
     *,
     client: ProcessClient | None = None,
@@ -93,10 +111,10 @@ async def reprocess(
 
     Args:
         mode: ``"profile"`` (both stages; embeddings of another profile than
-            ``settings.profile``) or ``"presets"`` (keyword stage; analysis older than the
-            current preset version of ``settings.profile``).
+            ``config.profile``) or ``"presets"`` (keyword stage; analysis older than the
+            current preset version of ``config.profile``).
         client: when given, the moved ids of each batch are dispatched after its commit
-            (``settings.rescan_concurrency`` at once); otherwise the rescan picks them up.
+            (``config.concurrency`` at once); otherwise the rescan picks them up.
         batch_size: rows per transaction (>= 1).
         on_batch: progress callback ``(examined_in_batch, moved_in_batch)`` after each commit.
 
@@ -106,9 +124,9 @@ async def reprocess(
     """
     if batch_size < 1:
         raise ValueError("batch size must be >= 1")
-    params = await _params(engine, settings, mode)
+    params = await _params(engine, config, mode)
     report = ReprocessReport(mode=mode, target=str(next(iter(params.values()))))
-    report.candidates = await count_candidates(engine, settings, mode)
+    report.candidates = await count_candidates(engine, config, mode)
     statement = statements()(f"reprocess_{mode}_batch")
     after = 0
     while True:
@@ -126,7 +144,7 @@ async def reprocess(
             "reason": f"reprocess --{mode}", "batch": report.batches, "count": len(moved)})
         if client is not None and moved:
             report.dispatch.merge(await resend(engine, client, moved,
-                                               concurrency=settings.rescan_concurrency,
+                                               concurrency=config.concurrency,
                                                actor="reprocess"))
         if on_batch is not None:
             on_batch(len(rows), len(moved))

@@ -11,7 +11,7 @@ One round (:meth:`RescanLoop.run_round`), in this order (SPEC §7.2):
 3. **re-send** — for each claimed row, outside any transaction and holding no lock: re-read the
    context from core (deleted/superseded → no call, WARN if its state is not CANCELLED), then send
    a normal :class:`~pinlog.contracts.ProcessRequest` through the process client, with bounded
-   concurrency (``settings.rescan_concurrency``); one failure never stops the round.
+   concurrency (``RescanConfig.concurrency``); one failure never stops the round.
 
 The predicates use the database clock and live in ``rescan.sql``; the expiry predicate is written
 once there and shared by the claim and the finalizer. Any number of loops may run against one
@@ -39,6 +39,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cache
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -67,6 +68,39 @@ BUSY_BACKOFF = (0.05, 2.0)
 def statements() -> SqlStatements:
     """The statements of ``pinlog/core/rescan.sql`` (loaded once)."""
     return SqlStatements("pinlog.core", "rescan.sql")
+
+
+@dataclass(frozen=True)
+class RescanConfig:
+    """The SPEC §7.1 parameters (``PINLOG_RESCAN_*``, ``PINLOG_*_EXPIRY``,
+    ``PINLOG_MAX_RETRIES``; the settings check them once, when they load).
+
+    Attributes:
+        enabled: a running core runs the rescan loop (``PINLOG_RESCAN_ENABLED``).
+        interval: longest wait between rounds (fixed delay).
+        pending_expiry, processing_expiry: how long a stage may stay PENDING / PROCESSING.
+        max_retries: retries a row gets before its unfinished stages end FAILED.
+        batch_size: rows one round claims (and finalizes) at most.
+        concurrency: re-sends in flight at once.
+        busy_wait: seconds one re-send keeps retrying while the ai side answers 503.
+    """
+
+    enabled: bool
+    interval: timedelta
+    pending_expiry: timedelta
+    processing_expiry: timedelta
+    max_retries: int
+    batch_size: int
+    concurrency: int
+    busy_wait: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RescanConfig:
+        return cls(enabled=settings.rescan_enabled, interval=settings.rescan_interval,
+                   pending_expiry=settings.pending_expiry,
+                   processing_expiry=settings.processing_expiry,
+                   max_retries=settings.max_retries, batch_size=settings.rescan_batch_size,
+                   concurrency=settings.rescan_concurrency, busy_wait=settings.rescan_busy_wait)
 
 
 @dataclass
@@ -142,18 +176,18 @@ class ExpiryOutlook:
     first_expires_in: float | None
 
 
-async def expiry_outlook(engine: AsyncEngine, settings: Settings) -> ExpiryOutlook:
+async def expiry_outlook(engine: AsyncEngine, config: RescanConfig) -> ExpiryOutlook:
     """Read the :class:`ExpiryOutlook` (one short read-only query, database clock)."""
     async with engine.connect() as conn:
         row = (await conn.execute(statements()("next_expiry"), {
-            "pending_expiry": settings.pending_expiry,
-            "processing_expiry": settings.processing_expiry})).mappings().one()
+            "pending_expiry": config.pending_expiry,
+            "processing_expiry": config.processing_expiry})).mappings().one()
     first = row["first_expires_in"]
     return ExpiryOutlook(int(row["waiting"]), int(row["expired"]),
                          float(first) if first is not None else None)
 
 
-def next_delay(settings: Settings, report: RoundReport | None,
+def next_delay(config: RescanConfig, report: RoundReport | None,
                outlook: ExpiryOutlook | None) -> float:
     """Seconds the loop waits before its next round (SPEC §7.1, §7.2 "Recovery speed").
 
@@ -162,12 +196,12 @@ def next_delay(settings: Settings, report: RoundReport | None,
     the first expiry + :data:`WAKE_SLACK_SECONDS` (at least :data:`MIN_WAKE_SECONDS`); with
     expired rows still left (locked by another loop) :data:`MIN_WAKE_SECONDS`. ``report`` None
     (the round failed, e.g. the database was unavailable) → :data:`FAILED_ROUND_RETRY_SECONDS`
-    (at most the interval).
+    (at most the interval). Pure: reads ``config.interval`` and ``config.batch_size`` only.
     """
-    interval = settings.rescan_interval.total_seconds()
+    interval = config.interval.total_seconds()
     if report is None:
         return min(interval, FAILED_ROUND_RETRY_SECONDS)
-    batch = settings.rescan_batch_size
+    batch = config.batch_size
     if (report.claimed >= batch or report.finalized >= batch or report.dead_ends >= batch
             or report.half_cancelled >= batch):
         return 0.0
@@ -269,49 +303,27 @@ async def resend(
     return report
 
 
-def expiry_params(settings: Settings) -> dict[str, object]:
+def expiry_params(config: RescanConfig) -> dict[str, object]:
     """Bound parameters of the shared expiry predicate and the retry ceiling (SPEC §7.1)."""
     return {
-        "pending_expiry": settings.pending_expiry,
-        "processing_expiry": settings.processing_expiry,
-        "max_retries": settings.max_retries,
-        "batch_size": settings.rescan_batch_size,
+        "pending_expiry": config.pending_expiry,
+        "processing_expiry": config.processing_expiry,
+        "max_retries": config.max_retries,
+        "batch_size": config.batch_size,
     }
-
-
-def validate_rescan_settings(settings: Settings) -> None:
-    """Start-up check of the SPEC §7.1 parameters (``Settings`` already enforces most).
-
-    Raises:
-        ValueError: a non-positive interval/expiry, negative max retries, batch size or
-            concurrency below 1 — naming the ``PINLOG_*`` setting.
-    """
-    for name in ("rescan_interval", "pending_expiry", "processing_expiry"):
-        if getattr(settings, name).total_seconds() <= 0:
-            raise ValueError(f"PINLOG_{name.upper()} must be positive")
-    if settings.max_retries < 0:
-        raise ValueError("PINLOG_MAX_RETRIES must be >= 0")
-    if settings.rescan_batch_size < 1:
-        raise ValueError("PINLOG_RESCAN_BATCH_SIZE must be >= 1")
-    if settings.rescan_concurrency < 1:
-        raise ValueError("PINLOG_RESCAN_CONCURRENCY must be >= 1")
 
 
 class RescanLoop:
     """The rescan + finalizer of SPEC §7, as a fixed-delay background loop or single rounds.
 
     Args:
-        settings: interval, expiries, max retries, batch size, concurrency (SPEC §7.1, §13).
+        config: interval, expiries, max retries, batch size, concurrency (SPEC §7.1, §13).
         engine: async engine on the shared database.
         client: the process client (HTTP or in-process adapter) used for re-sends.
-
-    Raises:
-        ValueError: invalid rescan settings (see :func:`validate_rescan_settings`).
     """
 
-    def __init__(self, engine: AsyncEngine, settings: Settings, client: ProcessClient) -> None:
-        validate_rescan_settings(settings)
-        self.settings = settings
+    def __init__(self, engine: AsyncEngine, config: RescanConfig, client: ProcessClient) -> None:
+        self.config = config
         self.engine = engine
         self.client = client
         self._task: asyncio.Task[None] | None = None
@@ -330,7 +342,7 @@ class RescanLoop:
             (dead-end context ids, finalized context ids).
         """
         q = statements()
-        params = expiry_params(self.settings)
+        params = expiry_params(self.config)
         async with self.engine.begin() as conn:
             half = (await conn.execute(q("finalize_half_cancelled"),
                                        {"batch_size": params["batch_size"]})).mappings().all()
@@ -360,7 +372,7 @@ class RescanLoop:
         """
         async with self.engine.begin() as conn:
             rows = (await conn.execute(statements()("claim"),
-                                       expiry_params(self.settings))).mappings().all()
+                                       expiry_params(self.config))).mappings().all()
         for row in rows:
             log.info("rescan claimed", extra={
                 "context_id": row["context_id"], "attempt": row["retry_count"],
@@ -370,8 +382,8 @@ class RescanLoop:
     async def dispatch(self, context_ids: Sequence[int]) -> DispatchReport:
         """Step 3: re-read and re-send each claimed id (no transaction, bounded concurrency)."""
         return await resend(self.engine, self.client, context_ids,
-                            concurrency=self.settings.rescan_concurrency,
-                            busy_wait=self.settings.rescan_busy_wait)
+                            concurrency=self.config.concurrency,
+                            busy_wait=self.config.busy_wait)
 
     async def run_round(self) -> RoundReport:
         """One full round: finalize → claim → re-send (SPEC §7.2). Updates RESCAN_* metrics.
@@ -408,7 +420,7 @@ class RescanLoop:
         report.failed_calls = len(sent.failed_calls)
         report.seconds = time.monotonic() - started
         try:
-            outlook = await expiry_outlook(self.engine, self.settings)
+            outlook = await expiry_outlook(self.engine, self.config)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - the round is done; only the outlook is missing
@@ -471,7 +483,7 @@ class RescanLoop:
                 raise
             except Exception as exc:  # noqa: BLE001 - the loop must survive a bad round
                 log.error("rescan round failed", extra={"error_class": type(exc).__name__})
-            delay = next_delay(self.settings, report, self.outlook if report else None)
+            delay = next_delay(self.config, report, self.outlook if report else None)
             if delay <= 0:
                 await asyncio.sleep(0)  # back-to-back: let other tasks run, then go on
                 continue

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.contracts import ProcessClient, ProcessRequest
-from pinlog.core.dispatch import Dispatcher, HttpProcessClient, InProcessClient, UnconfiguredClient
-from pinlog.core.services import CoreService
+from pinlog.core.api.auth import AuthConfig
+from pinlog.core.dispatch import (DispatchConfig, Dispatcher, HttpProcessClient, InProcessClient,
+                                  UnconfiguredClient)
+from pinlog.core.reprocess import ReprocessConfig
+from pinlog.core.rescan import RescanConfig
+from pinlog.core.search import SearchConfig
+from pinlog.core.services import CoreService, ServiceConfig
+from pinlog.core.status import StatusConfig
 from pinlog.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,12 +32,46 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_client(settings: Settings,
+@dataclass(frozen=True)
+class CoreConfig:
+    """Everything the core component reads, built once from the settings
+    (:func:`pinlog.composition.build_config`); each part goes to the one component that uses it.
+
+    Attributes:
+        service, dispatch, rescan, search, status, reprocess, auth: the components' configs.
+        shutdown_grace: ``PINLOG_SHUTDOWN_GRACE``, seconds a running round and the dispatch
+            queue get on stop.
+    """
+
+    service: ServiceConfig
+    dispatch: DispatchConfig
+    rescan: RescanConfig
+    search: SearchConfig
+    status: StatusConfig
+    reprocess: ReprocessConfig
+    auth: AuthConfig
+    shutdown_grace: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, profile: str) -> CoreConfig:
+        """Args: ``profile`` — the embedding profile in force (from the ai side's provider
+        config: core never imports ai)."""
+        return cls(service=ServiceConfig.from_settings(settings),
+                   dispatch=DispatchConfig.from_settings(settings),
+                   rescan=RescanConfig.from_settings(settings),
+                   search=SearchConfig.from_settings(settings, profile=profile),
+                   status=StatusConfig.from_settings(settings),
+                   reprocess=ReprocessConfig.from_settings(settings, profile=profile),
+                   auth=AuthConfig.from_settings(settings),
+                   shutdown_grace=settings.shutdown_grace)
+
+
+def build_client(config: DispatchConfig,
                  in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
                  ) -> ProcessClient:
-    """The process client for these settings (see module docstring)."""
-    if settings.ai_base_url:
-        return HttpProcessClient.from_settings(settings)
+    """The process client for this configuration (see module docstring)."""
+    if config.ai_base_url:
+        return HttpProcessClient.from_config(config)
     if in_process_submit is not None:
         return InProcessClient(in_process_submit)
     return UnconfiguredClient()
@@ -39,27 +80,34 @@ def build_client(settings: Settings,
 class CoreRuntime:
     """core's running parts.
 
+    Args:
+        config: the core configuration.
+        in_process_submit / in_process_search: the ai runtime of this process (composition).
+        rescan: run the rescan loop (default ``config.rescan.enabled``); one-shot commands pass
+            False so only their own rounds run (SPEC §7).
+
     Attributes:
         client: the :class:`pinlog.contracts.ProcessClient` in use.
         dispatcher: the :class:`pinlog.core.dispatch.Dispatcher` (bounded queue).
         service: the :class:`pinlog.core.services.CoreService`.
         search_client: the ai side's search: in-process ``AiRuntime.search``, or HTTP to
             ``PINLOG_AI_BASE_URL`` (None when there is no ai side).
-        rescan: the rescan loop once started (``settings.rescan_enabled``), else None.
+        rescan: the rescan loop once started (when enabled), else None.
     """
 
-    def __init__(self, engine: AsyncEngine, settings: Settings, *,
+    def __init__(self, engine: AsyncEngine, config: CoreConfig, *,
                  in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
-                 in_process_search: SearchFn | None = None) -> None:
-        self.settings, self.engine = settings, engine
-        self.client = build_client(settings, in_process_submit)
-        self.dispatcher = Dispatcher(self.client, queue_size=settings.dispatch_queue_size,
-                                     workers=settings.dispatch_workers)
-        self.service = CoreService(engine, self.dispatcher, settings)
-        if settings.ai_base_url:
+                 in_process_search: SearchFn | None = None, rescan: bool | None = None) -> None:
+        self.config, self.engine = config, engine
+        self.run_rescan = config.rescan.enabled if rescan is None else rescan
+        self.client = build_client(config.dispatch, in_process_submit)
+        self.dispatcher = Dispatcher(self.client, queue_size=config.dispatch.queue_size,
+                                     workers=config.dispatch.workers)
+        self.service = CoreService(engine, self.dispatcher, config.service)
+        if config.dispatch.ai_base_url:
             from pinlog.core.search import HttpSearchClient
 
-            self.search_client: SearchFn | None = HttpSearchClient(settings)
+            self.search_client: SearchFn | None = HttpSearchClient(config.search, config.dispatch)
         else:
             self.search_client = in_process_search
         self.rescan: RescanLoop | None = None
@@ -67,16 +115,16 @@ class CoreRuntime:
     async def start(self) -> None:
         """Start the dispatcher, then the rescan loop when enabled."""
         self.dispatcher.start()
-        if self.settings.rescan_enabled:
+        if self.run_rescan:
             from pinlog.core.rescan import RescanLoop
 
-            self.rescan = RescanLoop(self.engine, self.settings, self.client)
+            self.rescan = RescanLoop(self.engine, self.config.rescan, self.client)
             await self.rescan.start()
 
     async def stop(self) -> None:
         """Stop the rescan loop (if started), then drain and stop the dispatcher, then close
         the client."""
-        grace = self.settings.shutdown_grace
+        grace = self.config.shutdown_grace
         if self.rescan is not None:
             try:
                 await self.rescan.stop(grace=grace)
@@ -96,4 +144,4 @@ class CoreRuntime:
         """Refresh the database-derived gauges for ``/metrics`` (SPEC §12)."""
         from pinlog.core.status import refresh_gauges
 
-        await refresh_gauges(self.engine, self.settings)
+        await refresh_gauges(self.engine, self.config.status)

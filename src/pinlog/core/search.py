@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.contracts import (MAX_SCORED_RECORDS, REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER,
                               SearchHit, SearchRequest, SearchResponse)
+from pinlog.core.dispatch import DispatchConfig
 from pinlog.core.relevance import RecordEvidence, Decision, RelevanceRule, decide
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
@@ -48,6 +49,29 @@ class SearchRejected(PinlogError, RuntimeError):
 
 
 @dataclass(frozen=True)
+class SearchConfig:
+    """What core's search reads (SPEC §10).
+
+    Attributes:
+        profile: the embedding profile in force (the ai side's provider config, given by the
+            composition root); sent with every search request.
+        rule: the relevance decision's parameters (``PINLOG_SEARCH_TEXT_MIN_COVERAGE``,
+            ``PINLOG_SEARCH_RRF_K``).
+        timeout: ``PINLOG_SEARCH_TIMEOUT``, seconds (the ai side answers 503 at its deadline).
+    """
+
+    profile: str
+    rule: RelevanceRule
+    timeout: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, profile: str) -> SearchConfig:
+        return cls(profile=profile, rule=RelevanceRule(min_coverage=settings.search_text_min_coverage,
+                                                       rrf_k=settings.search_rrf_k),
+                   timeout=settings.search_timeout)
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """One verified hit: the record, its matched context, that context's cosine similarity and
     the channels that matched (``matched_by``: ``vector``, ``text``, ``place``; SPEC §10)."""
@@ -64,17 +88,18 @@ class SearchResult:
 class HttpSearchClient:
     """Calls ``POST {PINLOG_AI_BASE_URL}/internal/v1/search`` with the internal secret.
 
-    Timeouts: connect ``settings.dispatch_connect_timeout``, read ``settings.search_timeout``
-    plus one second (the ai side answers 503 itself at its deadline), seconds.
+    Timeouts: connect ``dispatch.connect_timeout``, read ``config.timeout`` plus one second
+    (the ai side answers 503 itself at its deadline), seconds.
+
+    Raises:
+        ValueError: no ``PINLOG_AI_BASE_URL`` or internal secret (:meth:`DispatchConfig.endpoint`).
     """
 
-    def __init__(self, settings: Settings) -> None:
-        assert settings.ai_base_url
+    def __init__(self, config: SearchConfig, dispatch: DispatchConfig) -> None:
+        base_url, self._secret = dispatch.endpoint()
         self._client = httpx.AsyncClient(
-            base_url=settings.ai_base_url.rstrip("/"),
-            timeout=httpx.Timeout(settings.search_timeout + 1.0,
-                                  connect=settings.dispatch_connect_timeout))
-        self._secret = settings.secret_values()[0]
+            base_url=base_url.rstrip("/"),
+            timeout=httpx.Timeout(config.timeout + 1.0, connect=dispatch.connect_timeout))
 
     async def __call__(self, request: SearchRequest) -> SearchResponse:
         """Raises SearchRejected on 422, SearchUnavailable on anything else but 200."""
@@ -139,13 +164,6 @@ async def verify_hits(engine: AsyncEngine, member_id: int,
     return results
 
 
-def relevance_rule(settings: Settings) -> RelevanceRule:
-    """The relevance decision's parameters in force (``PINLOG_SEARCH_TEXT_MIN_COVERAGE``,
-    ``PINLOG_SEARCH_RRF_K``)."""
-    return RelevanceRule(min_coverage=settings.search_text_min_coverage,
-                         rrf_k=settings.search_rrf_k)
-
-
 async def lexical_matches(engine: AsyncEngine, member_id: int,
                           terms: list[str]) -> dict[int, RecordEvidence]:
     """The lexical channel (SPEC §10): record id → candidate with the query terms found in each
@@ -195,7 +213,7 @@ def merge_channels(lexical: dict[int, RecordEvidence], response: SearchResponse)
     return list(candidates.values())
 
 
-async def member_search(engine: AsyncEngine, settings: Settings, search: SearchFn | None,
+async def member_search(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
                         member_id: int, query: str, limit: int = 20) -> list[SearchResult]:
     """Search the member's records by meaning and by their own words (SPEC §10).
 
@@ -216,10 +234,10 @@ async def member_search(engine: AsyncEngine, settings: Settings, search: SearchF
     if search is None:
         raise SearchUnavailable("search unavailable")
     terms = lexical_terms(query)
-    rule = relevance_rule(settings)
+    rule = config.rule
     lexical = await lexical_matches(engine, member_id, terms)
     request = SearchRequest(user_id=member_id, query=query, limit=limit,
-                            embedding_profile=settings.profile,
+                            embedding_profile=config.profile,
                             record_ids=records_to_score(lexical, len(terms), rule))
     response = await search(request)
     decisions = decide(merge_channels(lexical, response), len(terms), rule, limit)

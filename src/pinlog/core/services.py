@@ -292,6 +292,18 @@ class DispatchQueue(Protocol):
     def enqueue(self, request: ProcessRequest, *, request_id: str | None = None) -> bool: ...
 
 
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What :class:`CoreService` reads: ``max_text_chars`` (``PINLOG_MAX_TEXT_CHARS``), the
+    longest note text accepted (characters, after normalisation)."""
+
+    max_text_chars: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ServiceConfig:
+        return cls(max_text_chars=settings.max_text_chars)
+
+
 class CoreService:
     """The lifecycle operations of SPEC §4 and the views of SPEC §8.
 
@@ -299,14 +311,14 @@ class CoreService:
         engine: async engine on the shared database.
         dispatcher: where committed context ids are queued (``enqueue(request) -> bool``); None
             → no dispatch (rows stay PENDING; the rescan sends them after the PENDING expiry).
-        settings: ``max_text_chars`` is the text limit.
+        config: the text limit.
     """
 
     def __init__(self, engine: AsyncEngine, dispatcher: DispatchQueue | None,
-                 settings: Settings) -> None:
+                 config: ServiceConfig) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
-        self.settings = settings
+        self.config = config
 
     # --- members ---------------------------------------------------------------------------
     async def create_member(self, external_ref: str | None = None) -> int:
@@ -408,7 +420,7 @@ class CoreService:
             RecordExists: the member already has an active record for this place
                 (``.record_id``); nothing written.
         """
-        text = validate_text(text, self.settings.max_text_chars)
+        text = validate_text(text, self.config.max_text_chars)
         place = validate_place(place)
         _check_id("member", member_id)
         async with self.engine.begin() as conn:
@@ -466,7 +478,7 @@ class CoreService:
             InvalidInput: bad text (nothing written).
             NotFound: no such active record of this member.
         """
-        text = validate_text(text, self.settings.max_text_chars)
+        text = validate_text(text, self.config.max_text_chars)
         _check_id("record", record_id)
         async with self.engine.begin() as conn:
             await self._share_lock_member(conn, member_id, not_found="record not found")
@@ -491,7 +503,7 @@ class CoreService:
             InvalidInput: bad text (nothing written).
             NotFound: no such active context of this member.
         """
-        text = validate_text(text, self.settings.max_text_chars)
+        text = validate_text(text, self.config.max_text_chars)
         _check_id("context", context_id)
         async with self.engine.begin() as conn:
             await self._share_lock_member(conn, member_id, not_found="context not found")

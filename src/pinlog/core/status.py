@@ -6,6 +6,7 @@ Read-only queries in ``status.sql``. ``refresh_gauges`` is called when ``/metric
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -17,6 +18,18 @@ from pinlog.settings import Settings
 from pinlog.states import Stage, Status
 
 _q = SqlStatements("pinlog.core", "status.sql", fragments_from=("rescan.sql",))
+
+
+@dataclass(frozen=True)
+class StatusConfig:
+    """What the state picture reads: ``max_retries`` (``PINLOG_MAX_RETRIES``), to count the
+    rows whose retries are exhausted."""
+
+    max_retries: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> StatusConfig:
+        return cls(max_retries=settings.max_retries)
 
 #: Rows shown under "recent failures" by default.
 RECENT_FAILURES = 10
@@ -35,7 +48,7 @@ ANOMALY_MEANING: dict[str, str] = {
 }
 
 
-async def status_snapshot(engine: AsyncEngine, settings: Settings,
+async def status_snapshot(engine: AsyncEngine, config: StatusConfig,
                           *, recent: int = RECENT_FAILURES,
                           anomalies: bool = False) -> dict[str, Any]:
     """Everything ``pinlog status`` shows, read in one short read-only transaction.
@@ -61,7 +74,7 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
         retry = {int(r["retry_count"]): int(r["n"])
                  for r in (await conn.execute(_q("unfinished_by_retry_count"))).mappings()}
         summary = (await conn.execute(_q("unfinished_summary"),
-                                      {"max_retries": settings.max_retries})).mappings().one()
+                                      {"max_retries": config.max_retries})).mappings().one()
         failures = [dict(r) for r in (await conn.execute(
             _q("recent_failures"), {"limit": recent})).mappings()]
         kinds = ({r["kind"]: int(r["n"]) for r in (await conn.execute(_q("anomalies"))).mappings()}
@@ -78,7 +91,7 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
         "dead_ends": int(summary["dead_ends"]),
         "unfinished": int(summary["unfinished"]),
         "oldest_unfinished_seconds": float(oldest) if oldest is not None else None,
-        "max_retries": settings.max_retries,
+        "max_retries": config.max_retries,
         "recent_failures": failures,
         "processes": processes,
         "setting_differences": all_differences(processes),
@@ -86,7 +99,7 @@ async def status_snapshot(engine: AsyncEngine, settings: Settings,
     }
 
 
-async def refresh_gauges(engine: AsyncEngine, settings: Settings) -> None:
+async def refresh_gauges(engine: AsyncEngine, config: StatusConfig) -> None:
     """Fill ``STATE_ROWS`` (stage × status, every combination, zeros included),
     ``RETRY_COUNT_ROWS`` (unfinished rows per retry_count; stale labels removed),
     ``EXHAUSTED_UNFINISHED`` and ``OLDEST_UNFINISHED`` (seconds, 0 when nothing is unfinished)
@@ -95,7 +108,7 @@ async def refresh_gauges(engine: AsyncEngine, settings: Settings) -> None:
     Raises:
         whatever the database raises (the ``/metrics`` handler decides what to do with it).
     """
-    snapshot = await status_snapshot(engine, settings, recent=0)
+    snapshot = await status_snapshot(engine, config, recent=0)
     for stage, counts in snapshot["rows"].items():
         for status, n in counts.items():
             metrics.STATE_ROWS.labels(stage=stage, status=status).set(n)

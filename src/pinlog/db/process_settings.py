@@ -9,7 +9,9 @@ processes and every difference. Nothing is refused: the operator fixes the confi
 
 Only values of settings the process's components use are recorded (core: expiries and retries;
 ai: processing expiry, timeouts, attempts, backoff, embedding profile) and only settings both
-processes record are compared. No secret is ever recorded.
+processes record are compared. No secret is ever recorded. The values are the typed fields of
+:class:`ReplicaRules`, filled from the components' configs by
+:func:`pinlog.composition.replica_rules`.
 """
 
 from __future__ import annotations
@@ -21,14 +23,13 @@ import os
 import socket
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.db.sql import Queries
-from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
 _q = Queries("pinlog.db", "process_settings.sql")
@@ -39,25 +40,30 @@ HEARTBEAT_SECONDS = 30.0
 LIVE_SECONDS = 3 * HEARTBEAT_SECONDS
 FORGET_SECONDS = 24 * 3600.0
 
-#: Settings each component's rules depend on (env names without the prefix, lower case).
-CORE_KEYS = ("pending_expiry", "processing_expiry", "max_retries")
-AI_KEYS = ("processing_expiry", "embedding_timeout", "llm_timeout", "model_attempts",
-           "backoff_base", "backoff_cap", "embedding_profile")
+@dataclass(frozen=True)
+class ReplicaRules:
+    """The rule-relevant settings one process records (SPEC §6/§7): each field is named after
+    its ``PINLOG_*`` variable (lower case, no prefix); None = not used by this process's
+    components (not recorded, never compared). Durations in seconds.
 
+    core / rescan: ``pending_expiry``, ``processing_expiry``, ``max_retries``;
+    ai: ``processing_expiry``, ``embedding_timeout``, ``llm_timeout``, ``model_attempts``,
+    ``backoff_base``, ``backoff_cap``, ``embedding_profile``.
+    """
 
-def rule_settings(settings: Settings, components: Iterable[str]) -> dict[str, Any]:
-    """The rule-relevant values of ``settings`` for ``components`` (``core``/``ai``/``rescan``),
-    JSON-ready: durations in seconds, the embedding profile as a string."""
-    keys: list[str] = []
-    for component in components:
-        for key in AI_KEYS if component == "ai" else CORE_KEYS:
-            if key not in keys:
-                keys.append(key)
-    out: dict[str, Any] = {}
-    for key in keys:
-        value = settings.profile if key == "embedding_profile" else getattr(settings, key)
-        out[key] = value.total_seconds() if hasattr(value, "total_seconds") else value
-    return out
+    pending_expiry: float | None = None
+    processing_expiry: float | None = None
+    max_retries: int | None = None
+    embedding_timeout: float | None = None
+    llm_timeout: float | None = None
+    model_attempts: int | None = None
+    backoff_base: float | None = None
+    backoff_cap: float | None = None
+    embedding_profile: str | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The recorded values, JSON-ready (the fields that are not None)."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -130,16 +136,16 @@ class ProcessRegistry:
 
     Args:
         engine: the process's engine.
-        settings: its settings.
+        rules: its rule-relevant settings (:func:`pinlog.composition.replica_rules`).
         components: what it runs (``core``, ``ai``, ``rescan``).
         heartbeat: seconds between heartbeats (tests may shorten it).
     """
 
-    def __init__(self, engine: AsyncEngine, settings: Settings, components: Iterable[str], *,
+    def __init__(self, engine: AsyncEngine, rules: ReplicaRules, components: Iterable[str], *,
                  heartbeat: float = HEARTBEAT_SECONDS) -> None:
         self.engine = engine
         self.components = ",".join(components)
-        self.values = rule_settings(settings, self.components.split(","))
+        self.values = rules.values()
         self.process_id = uuid.uuid4().hex
         self.heartbeat = heartbeat
         self.reported: set[tuple[str, str]] = set()

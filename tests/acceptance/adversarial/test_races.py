@@ -20,6 +20,7 @@ import pytest
 from pinlog.core.rescan import RescanLoop
 from tests.acceptance.adversarial.conftest import record_body
 from tests.integration.ai.support import FRIENDS_TEXT, QUIET_TEXT
+from tests.conftest import config_of
 
 
 def assert_invariants(conn) -> None:
@@ -197,7 +198,7 @@ async def test_rescan_reclaim_racing_a_live_but_slow_worker(full, sync_conn):
     r = await full.http.post("/v1/records", json=record_body(1, text=QUIET_TEXT), headers=auth)
     cid = r.json()["contextId"]
     await gate.wait_entered()
-    loop = RescanLoop(full.core.engine, full.settings, full.core.client)
+    loop = RescanLoop(full.core.engine, config_of(full.settings).core.rescan, full.core.client)
     # fresh PROCESSING: never claimed
     assert (await loop.run_round()).claimed == 0
     sync_conn.execute("UPDATE ai.context_ai_state SET updated_at = now() - interval '1 hour' "
@@ -223,7 +224,7 @@ async def test_rescan_claim_then_delete_before_resend(full, sync_conn):
                       "WHERE context_id = %s", (cid,))
     sync_conn.execute("DELETE FROM ai.context_embedding WHERE context_id = %s", (cid,))
     calls = full.provider.calls
-    loop = RescanLoop(full.core.engine, full.settings, full.core.client)
+    loop = RescanLoop(full.core.engine, config_of(full.settings).core.rescan, full.core.client)
     assert await loop.claim() == [cid]
     assert (await full.http.delete(f"/v1/contexts/{cid}", headers=auth)).status_code == 204
     report = await loop.dispatch([cid])
@@ -249,7 +250,7 @@ async def test_finalizer_vs_delete_and_live_worker(full, sync_conn):
     sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'PENDING', "
                       "keyword_status = 'PENDING', retry_count = 3, "
                       "updated_at = now() - interval '1 hour' WHERE context_id = %s", (third,))
-    loop = RescanLoop(full.core.engine, full.settings, full.core.client)
+    loop = RescanLoop(full.core.engine, config_of(full.settings).core.rescan, full.core.client)
     # the delete holds the state row lock while the finalizer runs: skipped, then CANCELLED wins
     import psycopg
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pinlog.ai.presets import load_preset_file, upsert_presets
-from pinlog.ai.providers import build_provider
 from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
 from tests.conftest import TEST_SECRET, make_settings
 from tests.support.app import running_app
+from tests.conftest import config_of
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "place_notes.jsonl"
 
@@ -30,7 +30,7 @@ def notes() -> list[str]:
 
 async def test_real_notes_get_embeddings_and_keywords(tmp_path, db_url, engine, sync_conn, notes):
     settings = make_settings(tmp_path, db_url)
-    provider = build_provider(settings)
+    provider = config_of(settings).ai.embedding.build()
     await upsert_presets(engine, load_preset_file(), provider)
     for cid in range(1, len(notes) + 1):
         sync_conn.execute("INSERT INTO ai.context_ai_state (context_id) VALUES (%s)", (cid,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pinlog.core.api.auth import verify_token
-from tests.conftest import TEST_JWT_SECRET, TEST_SECRET
+from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, config_of
 from tests.helpers import pinlog_env, run_pinlog
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def test_members_create_and_token(tmp_path, db_url, settings, sync_conn):
         token = run_pinlog(["token", "--member", who], env, timeout=60)
         assert token.returncode == 0, token.stderr
         assert token.stdout.count("\n") == 1
-        assert verify_token(settings, token.stdout.strip()) == expected
+        assert verify_token(config_of(settings).core.auth, token.stdout.strip()) == expected
     missing = run_pinlog(["token", "--member", "nobody"], env, timeout=60)
     assert missing.returncode == 1 and missing.stdout == ""
     assert db_url not in missing.stderr + taken.stderr

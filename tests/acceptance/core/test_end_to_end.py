@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pinlog.core.api.auth import issue_token
 from tests.acceptance.core.conftest import record_body
-from tests.conftest import make_settings
+from tests.conftest import make_settings, config_of
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.core.support import count, state_row
 from tests.support.app import running_app
@@ -46,8 +46,8 @@ async def test_create_process_show_edit_end_to_end(tmp_path, db_url, sync_conn):
 
         member = await core.service.create_member()
         other = await core.service.create_member()
-        auth = {"Authorization": f"Bearer {issue_token(settings, member)}"}
-        other_auth = {"Authorization": f"Bearer {issue_token(settings, other)}"}
+        auth = {"Authorization": f"Bearer {issue_token(config_of(settings).core.auth, member)}"}
+        other_auth = {"Authorization": f"Bearer {issue_token(config_of(settings).core.auth, other)}"}
 
         created = (await http.post("/v1/records", json=record_body(text=FRIENDS_TEXT),
                                    headers=auth)).json()

@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from pinlog.core.rescan import RescanLoop
-from tests.conftest import make_settings
+from tests.conftest import make_settings, config_of
 from tests.helpers import free_port, run_pinlog
 from tests.integration.core.rescan.factory import RecordingClient, state
 from tests.support.fake_openai import FakeOpenAI
@@ -46,10 +46,10 @@ async def crash_and_recover(tmp_path, db_url, sync_conn, engine, fake: FakeOpenA
     row = state(sync_conn, context_id)
     assert row[stage] == "PROCESSING" and row["retry_count"] == 0
     # A PROCESSING stage younger than the expiry is not re-claimed (SPEC §11 #8).
-    young = RescanLoop(engine, make_settings(tmp_path, db_url, processing_expiry=3,
+    young = RescanLoop(engine, config_of(make_settings(tmp_path, db_url, processing_expiry=3,
                                              pending_expiry=2, embedding_timeout=0.5,
                                              llm_timeout=0.5, model_attempts=2,
-                                             backoff_base=0.1, backoff_cap=0.2),
+                                             backoff_base=0.1, backoff_cap=0.2)).core.rescan,
                        RecordingClient())
     assert await young.claim() == []
     assert state(sync_conn, context_id)["retry_count"] == 0

@@ -9,7 +9,7 @@ import pytest
 
 from pinlog.ai.runtime import AiRuntime
 from pinlog.errors import StartupError
-from tests.conftest import make_settings
+from tests.conftest import make_settings, config_of
 from tests.fakes import FakeJudge
 from tests.integration.ai.support import insert_embedding, insert_state, vec_text
 
@@ -34,7 +34,7 @@ def _seed_presets(conn, dimension: int) -> None:
 
 
 async def _start(settings, engine) -> AiRuntime:
-    runtime = AiRuntime(engine, settings, judge=FakeJudge())
+    runtime = AiRuntime(engine, config_of(settings).ai, judge=FakeJudge())
     await runtime.start()
     return runtime
 
@@ -94,6 +94,6 @@ async def test_consistent_dimension_starts_and_is_ready(tmp_path, db_url, engine
 async def test_local_model_with_another_dimension_setting_is_one_line(tmp_path, db_url, engine):
     settings = make_settings(tmp_path, db_url, embedding_dimension=256)  # local-e5 is 384
     with pytest.raises(StartupError) as refused:
-        await AiRuntime(engine, settings, judge=FakeJudge()).start()
+        await AiRuntime(engine, config_of(settings).ai, judge=FakeJudge()).start()
     message = str(refused.value)
     assert "\n" not in message and "384" in message and "pinlog reprocess --profile" in message

@@ -21,6 +21,7 @@ from pinlog.ai.runtime import AiRuntime
 from pinlog.contracts import ProcessRequest
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.ai.support import DIM, PROFILE, ai_settings_for, insert_state
+from tests.conftest import config_of
 
 #: Model speed of the virtual clock: ~4 s for a 2,000-character note (the issue's CPU figure).
 CHARS_PER_SECOND = 500
@@ -73,7 +74,7 @@ async def test_four_short_notes_complete_while_28_long_ones_are_in_flight(
     settings = ai_settings_for(tmp_path, db_url, embedding_batch_wait_ms=1.0)
     assert (settings.embedding_batch_size, settings.embedding_batch_max_chars) == (32, 8000)
     provider = SteppedProvider()
-    runtime = AiRuntime(engine, settings, provider=provider, judge=FakeJudge())
+    runtime = AiRuntime(engine, config_of(settings).ai, provider=provider, judge=FakeJudge())
     await runtime.start()
     long_ids, short_ids = range(1, 29), range(29, 33)
     texts = {cid: long_note(cid) for cid in long_ids} | dict(zip(short_ids, SHORT, strict=True))

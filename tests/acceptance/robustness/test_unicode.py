@@ -9,9 +9,8 @@ import unicodedata
 import pytest
 
 from pinlog.ai.presets import load_preset_file, upsert_presets
-from pinlog.ai.providers import build_provider
 from pinlog.core.api.auth import issue_token
-from tests.conftest import make_settings
+from tests.conftest import make_settings, config_of
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.ai.support import DIM, PROFILE
 from tests.integration.search.conftest import place_body, running_app, search_settings_for
@@ -92,14 +91,14 @@ async def test_nfd_note_gets_the_composed_copys_keywords_and_ranks_first(
     """Real model, packaged presets, similarity judge: the NFD rain note gets the same keywords
     as its composed copy (non-empty) and ranks first for a rain query, also sent in NFD."""
     settings = make_settings(tmp_path, db_url)
-    await upsert_presets(engine, load_preset_file(), build_provider(settings))
+    await upsert_presets(engine, load_preset_file(), config_of(settings).ai.embedding.build())
     async with run_app(settings, db_url) as running:
         app, http = running.app, running.http
         service = app.state.core.service
         decomposed_member = await service.create_member()
         composed_member = await service.create_member()
-        auth = {"Authorization": f"Bearer {issue_token(settings, decomposed_member)}"}
-        composed_auth = {"Authorization": f"Bearer {issue_token(settings, composed_member)}"}
+        auth = {"Authorization": f"Bearer {issue_token(config_of(settings).core.auth, decomposed_member)}"}
+        composed_auth = {"Authorization": f"Bearer {issue_token(config_of(settings).core.auth, composed_member)}"}
         rain_nfd = (await http.post("/v1/records", json=place_body(1, nfd(RAIN)),
                                     headers=auth)).json()
         for n, note in enumerate(NOTES, start=2):

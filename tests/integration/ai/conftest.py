@@ -10,6 +10,7 @@ import pytest
 from pinlog.ai.pipeline import Pipeline
 from pinlog.settings import Settings
 from tests.integration.ai.support import ai_settings_for
+from tests.conftest import config_of
 
 
 class RecordingSleep:
@@ -36,4 +37,4 @@ def sleeps() -> RecordingSleep:
 
 @pytest.fixture
 def pipeline(ai_settings, engine, provider, judge, presets, sleeps) -> Pipeline:
-    return Pipeline(engine, ai_settings, provider, judge, sleep=sleeps)
+    return Pipeline(engine, config_of(ai_settings).ai.pipeline, provider, judge, sleep=sleeps)

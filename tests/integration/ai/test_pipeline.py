@@ -35,6 +35,7 @@ from tests.integration.ai.support import (
     request,
     statuses,
 )
+from tests.conftest import config_of
 
 
 async def delete_while_held(pipeline, sync_conn, gate, context_id: int = 1):
@@ -297,7 +298,7 @@ async def test_scenario_14_no_keyword_matches(pipeline, sync_conn, judge):
 
 async def test_scenario_14_judge_picks_nothing(ai_settings, engine, provider, presets, sync_conn):
     judge = FakeJudge(JudgeAnswer(picks=(), unmatched_concepts=("독서",), model_profile="j"))
-    pipeline = Pipeline(engine, ai_settings, provider, judge)
+    pipeline = Pipeline(engine, config_of(ai_settings).ai.pipeline, provider, judge)
     insert_state(sync_conn, 1)
     assert (await pipeline.run(request(1))).keyword == "completed"
     assert judge.calls == 1 and keyword_rows(sync_conn, 1) == []
@@ -310,7 +311,7 @@ async def test_scenario_15_blocked_preset_is_never_a_candidate(ai_settings, engi
     anyway is ignored. It never reaches the judge nor a keyword row."""
     judge = FakeJudge(lambda text, cands: JudgeAnswer(
         picks=(Pick(401, 1.0),) + tuple(Pick(c.preset.id, 0.6) for c in cands), model_profile="j"))
-    pipeline = Pipeline(engine, ai_settings, provider, judge)
+    pipeline = Pipeline(engine, config_of(ai_settings).ai.pipeline, provider, judge)
     insert_state(sync_conn, 1)
     await pipeline.run(request(1, BLOCKED_TEXT))
     assert all(401 not in ids for _, ids in judge.seen)
@@ -323,7 +324,7 @@ async def test_only_candidates_are_stored_even_if_a_judge_returns_others(ai_sett
                                                                          sync_conn):
     judge = FakeJudge(JudgeAnswer(picks=(Pick(301, 0.8), Pick(101, 0.9), Pick(302, 0.4)),
                                   model_profile="j"))
-    pipeline = Pipeline(engine, ai_settings, provider, judge)
+    pipeline = Pipeline(engine, config_of(ai_settings).ai.pipeline, provider, judge)
     insert_state(sync_conn, 1)
     await pipeline.run(request(1, QUIET_TEXT))  # candidates: 301, 302
     assert [(k, float(c)) for k, c, _ in keyword_rows(sync_conn, 1)] == [(301, 0.8), (302, 0.4)]
@@ -375,7 +376,7 @@ async def test_embedding_permanent_error_fails_only_that_stage(pipeline, sync_co
 async def test_wrong_vector_length_is_permanent_and_never_stored(ai_settings, engine, judge,
                                                                  presets, sync_conn):
     provider = FakeEmbeddingProvider(PROFILE, 8, wrong_dimension=5)
-    pipeline = Pipeline(engine, ai_settings, provider, judge)
+    pipeline = Pipeline(engine, config_of(ai_settings).ai.pipeline, provider, judge)
     insert_state(sync_conn, 1)
     assert (await pipeline.run(request(1))).embedding == "permanent"
     assert provider.calls == 1 and embedding_rows(sync_conn, 1) == []
@@ -426,7 +427,7 @@ async def test_transient_database_error_in_save_leaves_processing(ai_settings, d
         dbapi_conn.commit()
 
     try:
-        pipeline = Pipeline(engine, ai_settings, provider, judge)
+        pipeline = Pipeline(engine, config_of(ai_settings).ai.pipeline, provider, judge)
         insert_state(sync_conn, 1)
         gate = provider.hold()
         job = asyncio.create_task(pipeline.run(request(1)))
@@ -460,7 +461,7 @@ async def test_retry_timing_respects_the_budget_rule(tmp_path, db_url, engine, j
         slept.append(seconds)
         await asyncio.sleep(seconds)
 
-    pipeline = Pipeline(engine, settings, provider, judge, sleep=sleep)
+    pipeline = Pipeline(engine, config_of(settings).ai.pipeline, provider, judge, sleep=sleep)
     insert_state(sync_conn, 1)
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -468,7 +469,7 @@ async def test_retry_timing_respects_the_budget_rule(tmp_path, db_url, engine, j
     elapsed = loop.time() - started
     assert result.embedding == "transient"
     assert provider.calls == settings.model_attempts
-    assert sum(slept) <= settings.total_backoff()
+    assert sum(slept) <= settings.retries.total_backoff()
     assert pipeline.embedding_budget < settings.processing_expiry.total_seconds()
     assert elapsed < settings.processing_expiry.total_seconds()
     assert elapsed >= settings.embedding_timeout * settings.model_attempts
@@ -485,7 +486,7 @@ async def test_judge_is_bounded_by_its_budget(tmp_path, db_url, engine, provider
                                backoff_cap=0.01, processing_expiry=1)
     judge = FakeJudge()
     judge.hold()  # never answers
-    pipeline = Pipeline(engine, settings, provider, judge)
+    pipeline = Pipeline(engine, config_of(settings).ai.pipeline, provider, judge)
     insert_state(sync_conn, 1)
     result = await pipeline.run(request(1))
     assert result.keyword == "transient"
@@ -522,7 +523,7 @@ async def test_the_analysis_row_records_the_judges_evidence(ai_settings, engine,
             {"id": 999, "code": "NEAR", "picked": False, "score": 3.1, "cues": [],
              "reason": "below floor", "confidence": None}))
 
-    pipeline = Pipeline(engine, ai_settings, provider, FakeJudge(answer))
+    pipeline = Pipeline(engine, config_of(ai_settings).ai.pipeline, provider, FakeJudge(answer))
     insert_state(sync_conn, 1)
     assert (await pipeline.run(request(1))).keyword == "completed"
     [evidence] = sync_conn.execute("SELECT evidence FROM ai.context_keyword_analysis "

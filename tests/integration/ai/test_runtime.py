@@ -10,7 +10,7 @@ from pinlog.ai.providers import MicroBatcher
 from pinlog.ai.runtime import AiRuntime
 from pinlog.ai.worker import POOL_RESERVE, db_slots
 from pinlog.db.engine import create_engine
-from tests.conftest import create_database
+from tests.conftest import create_database, config_of
 from tests.integration.ai.support import ai_settings_for
 from tests.integration.ai.support import insert_state, request, seed_presets, statuses
 
@@ -19,7 +19,7 @@ async def test_refuses_to_start_without_the_ai_tables(tmp_path, pg_server_url, p
     url = create_database(pg_server_url, "pinlog_unmigrated")
     engine = create_engine(url, pool_size=2)
     try:
-        runtime = AiRuntime(engine, ai_settings_for(tmp_path, url), provider=provider, judge=judge)
+        runtime = AiRuntime(engine, config_of(ai_settings_for(tmp_path, url)).ai, provider=provider, judge=judge)
         with pytest.raises(RuntimeError, match="pinlog migrate"):
             await runtime.start()
     finally:
@@ -29,14 +29,14 @@ async def test_refuses_to_start_without_the_ai_tables(tmp_path, pg_server_url, p
 async def test_refuses_to_start_with_zero_presets_for_the_profile(ai_settings, engine, provider,
                                                                   judge, sync_conn):
     seed_presets(sync_conn, profile="another-profile")  # presets exist, not for this profile
-    runtime = AiRuntime(engine, ai_settings, provider=provider, judge=judge)
+    runtime = AiRuntime(engine, config_of(ai_settings).ai, provider=provider, judge=judge)
     with pytest.raises(RuntimeError, match="pinlog presets load"):
         await runtime.start()
 
 
 async def test_ready_needs_presets_and_running_workers(ai_settings, engine, provider, judge,
                                                        presets, sync_conn):
-    runtime = AiRuntime(engine, ai_settings, provider=provider, judge=judge)
+    runtime = AiRuntime(engine, config_of(ai_settings).ai, provider=provider, judge=judge)
     assert not await runtime.ready()
     await runtime.start()
     try:
@@ -52,7 +52,7 @@ async def test_ready_needs_presets_and_running_workers(ai_settings, engine, prov
 
 async def test_builds_judge_from_settings_when_not_given(ai_settings, engine, provider, presets,
                                                          sync_conn):
-    runtime = AiRuntime(engine, ai_settings, provider=provider)
+    runtime = AiRuntime(engine, config_of(ai_settings).ai, provider=provider)
     await runtime.start()
     try:
         insert_state(sync_conn, 1)
@@ -107,7 +107,7 @@ async def test_concurrent_jobs_are_bounded_and_embeddings_batched(tmp_path, db_u
     settings = ai_settings_for(tmp_path, db_url, worker_concurrency=6, db_pool_size=10)
     engine = create_engine(db_url, pool_size=settings.db_pool_size)
     batcher = CountingBatcher(provider, target=6, batch_size=32, wait_ms=1)
-    runtime = AiRuntime(engine, settings, provider=batcher, judge=judge)
+    runtime = AiRuntime(engine, config_of(settings).ai, provider=batcher, judge=judge)
     await runtime.start()
     try:
         await _all_jobs_meet_at_a_held_model_call(runtime, provider, batcher, sync_conn, 20,
@@ -145,7 +145,7 @@ async def test_more_jobs_than_connections_while_db_steps_stay_within_the_pool(
         out["now"] -= 1
 
     batcher = CountingBatcher(provider, target=8, batch_size=32, wait_ms=1)
-    runtime = AiRuntime(engine, settings, provider=batcher, judge=judge)
+    runtime = AiRuntime(engine, config_of(settings).ai, provider=batcher, judge=judge)
     await runtime.start()
     try:
         out["peak"] = 0  # start-up checks are not job steps

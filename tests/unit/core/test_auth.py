@@ -8,7 +8,7 @@ import jwt
 import pytest
 
 from pinlog.core.api.auth import InvalidToken, issue_token, verify_token
-from tests.conftest import TEST_JWT_SECRET, make_settings
+from tests.conftest import TEST_JWT_SECRET, make_settings, config_of
 
 
 @pytest.fixture
@@ -17,8 +17,8 @@ def settings(tmp_path):
 
 
 def test_round_trip(settings):
-    token = issue_token(settings, 42)
-    assert verify_token(settings, token) == 42
+    token = issue_token(config_of(settings).core.auth, 42)
+    assert verify_token(config_of(settings).core.auth, token) == 42
     claims = jwt.decode(token, TEST_JWT_SECRET, algorithms=["HS256"])
     assert claims["sub"] == "42" and claims["exp"] > claims["iat"]
 
@@ -35,7 +35,7 @@ def test_round_trip(settings):
 @pytest.mark.filterwarnings("ignore:The HMAC key")
 def test_rejected(settings, claims, key, alg):
     with pytest.raises(InvalidToken):
-        verify_token(settings, jwt.encode(claims, key, algorithm=alg))
+        verify_token(config_of(settings).core.auth, jwt.encode(claims, key, algorithm=alg))
 
 
 def test_unsigned_and_garbage_tokens_are_rejected(settings):
@@ -43,4 +43,4 @@ def test_unsigned_and_garbage_tokens_are_rejected(settings):
                           algorithm="none")
     for token in (unsigned, "", "not.a.token", "a.b"):
         with pytest.raises(InvalidToken):
-            verify_token(settings, token)
+            verify_token(config_of(settings).core.auth, token)

@@ -32,10 +32,11 @@ import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Literal
 
 import httpx
 
+from pinlog.ai.calibration import Calibration
 from pinlog.ai.candidates import map_picks
 from pinlog.ai.errors import (
     ModelError,
@@ -45,10 +46,9 @@ from pinlog.ai.errors import (
     classify_http_status,
     provider_error_detail,
 )
-from pinlog.ai.ports import Candidate, JudgeAnswer, Pick
-
-if TYPE_CHECKING:
-    from pinlog.settings import Settings
+from pinlog.ai.judges.base import JudgeConfig
+from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pick
+from pinlog.settings import LlmEndpoint, RetryPolicy, Settings, reveal
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +182,40 @@ class _Vote:
     model: str
 
 
+class LlmJudgeConfig(JudgeConfig):
+    """``PINLOG_JUDGE=llm``: any OpenAI-compatible chat-completions endpoint.
+
+    Attributes:
+        endpoint: ``PINLOG_LLM_BASE_URL`` / ``PINLOG_LLM_API_KEY`` (the settings refuse an llm
+            judge without a base URL, :meth:`pinlog.settings.Settings.llm_endpoint`).
+        chain: ``PINLOG_LLM_CHAIN``, models in fallback order (at least one when built).
+        votes: ``PINLOG_LLM_VOTES`` (odd).
+        timeout: ``PINLOG_LLM_TIMEOUT``, seconds per call.
+        retries: attempts and backoff (``PINLOG_MODEL_ATTEMPTS``, ``PINLOG_BACKOFF_*``).
+    """
+
+    judge: Literal["llm"] = "llm"
+    endpoint: LlmEndpoint
+    chain: tuple[str, ...]
+    votes: int
+    timeout: float
+    retries: RetryPolicy
+    settings_prefix: ClassVar[str] = "PINLOG_LLM_"
+
+    @classmethod
+    def settings_values(cls, settings: Settings) -> dict[str, Any]:
+        return {"endpoint": settings.llm_endpoint(), "chain": tuple(settings.llm_chain),
+                "votes": settings.llm_votes, "timeout": settings.llm_timeout,
+                "retries": settings.retries}
+
+    def build(self, provider: EmbeddingProvider, calibration: Calibration, **kwargs: Any) -> Judge:
+        """Args: ``kwargs`` (``sleep``, ``client``, ``rng``) are passed to :class:`LlmJudge`."""
+        return LlmJudge(base_url=self.endpoint.base_url, api_key=reveal(self.endpoint.api_key),
+                        chain=self.chain, attempts=self.retries.attempts, timeout=self.timeout,
+                        votes=self.votes, backoff_base=self.retries.backoff_base,
+                        backoff_cap=self.retries.backoff_cap, **kwargs)
+
+
 class LlmJudge:
     """OpenAI-compatible chat-completions judge (SPEC §8). See the module docstring.
 
@@ -198,7 +232,8 @@ class LlmJudge:
         rng: jitter source (tests may fix it).
 
     Raises:
-        ValueError: empty chain, attempts < 1, even ``votes``.
+        ValueError: empty chain, attempts or votes < 1 (that ``PINLOG_LLM_VOTES`` is odd is a
+            rule of the settings).
     """
 
     def __init__(
@@ -220,8 +255,8 @@ class LlmJudge:
             raise ValueError("PINLOG_LLM_CHAIN must name at least one model")
         if attempts < 1:
             raise ValueError("attempts must be >= 1")
-        if votes < 1 or votes % 2 == 0:
-            raise ValueError("PINLOG_LLM_VOTES must be an odd number")
+        if votes < 1:
+            raise ValueError("votes must be >= 1")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.chain = list(chain)
         self.attempts, self.votes = attempts, votes
@@ -231,23 +266,6 @@ class LlmJudge:
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout)
         self._timeout = timeout
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **kwargs: Any) -> LlmJudge:
-        """Build from :class:`pinlog.settings.Settings` (``PINLOG_LLM_*``, model_attempts,
-        backoff_*). ``kwargs`` (e.g. ``sleep``, ``client``) are passed through.
-
-        Raises:
-            ValueError: ``PINLOG_LLM_BASE_URL`` or ``PINLOG_LLM_CHAIN`` missing.
-        """
-        if not settings.llm_base_url:
-            raise ValueError("PINLOG_JUDGE=llm needs PINLOG_LLM_BASE_URL")
-        return cls(
-            base_url=settings.llm_base_url, api_key=settings.llm_key, chain=settings.llm_chain,
-            attempts=settings.model_attempts, timeout=settings.llm_timeout,
-            votes=settings.llm_votes, backoff_base=settings.backoff_base,
-            backoff_cap=settings.backoff_cap, **kwargs,
-        )
 
     async def aclose(self) -> None:
         """Close the HTTP client if this judge created it."""

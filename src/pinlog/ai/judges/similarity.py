@@ -45,11 +45,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from pinlog.ai.calibration import Calibration
 from pinlog.ai.candidates import map_picks
 from pinlog.ai.cues import FACILITY_TERMS, CueHit, cue_hits, cue_terms, term_matches
-from pinlog.ai.ports import Candidate, JudgeAnswer, Preset
+from pinlog.ai.judges.base import JudgeConfig
+from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Preset
 
 MODEL_NAME = "similarity-v4"
 
@@ -87,6 +89,19 @@ class Decision:
                 "picked": self.picked, "score": round(self.score, 3),
                 "cues": list(self.cues), "reason": self.reason,
                 "confidence": self.confidence}
+
+
+class SimilarityJudgeConfig(JudgeConfig):
+    """``PINLOG_JUDGE=similarity`` (the default). Its thresholds are the profile's calibration
+    (:mod:`pinlog.ai.calibration`: ``PINLOG_JUDGE_FLOOR``, ``PINLOG_JUDGE_MARGIN``,
+    ``PINLOG_JUDGE_CUE_FLOOR``, ``PINLOG_JUDGE_MAX_PICKS`` override it)."""
+
+    judge: Literal["similarity"] = "similarity"
+
+    def build(self, provider: EmbeddingProvider, calibration: Calibration, **kwargs: Any) -> Judge:
+        return SimilarityJudge(provider.profile, floor=calibration.judge_floor,
+                               margin=calibration.judge_margin, max_picks=calibration.max_picks,
+                               cue_floor=calibration.judge_cue_floor)
 
 
 class SimilarityJudge:

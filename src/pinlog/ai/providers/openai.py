@@ -10,13 +10,56 @@ API key is never logged.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
 
 import httpx
 import numpy as np
+from pydantic import SecretStr
 
 from pinlog.ai.errors import (PermanentModelError, TransientModelError, classify_http_status,
                               provider_error_detail)
-from pinlog.ai.ports import EmbedKind
+from pinlog.ai.ports import EmbeddingProvider, EmbedKind
+from pinlog.ai.providers.base import EmbeddingProviderConfig
+from pinlog.ai.registry import given
+from pinlog.settings import Settings, reveal
+
+#: The default profile string of this provider's vectors (SPEC §9) — written here only.
+PROFILE = "openai-text-embedding-3-small-1536-cosine-v1"
+
+
+class OpenAIConfig(EmbeddingProviderConfig):
+    """``PINLOG_EMBEDDING_PROVIDER=openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
+
+    Attributes:
+        model: ``PINLOG_EMBEDDING_MODEL`` (default ``text-embedding-3-small``).
+        base_url: ``PINLOG_EMBEDDING_BASE_URL``, required when the provider is built (a
+            core-only process only needs the profile).
+        api_key: ``PINLOG_EMBEDDING_API_KEY`` (never in a repr or a log).
+        timeout: ``PINLOG_EMBEDDING_TIMEOUT``, seconds per HTTP call.
+    """
+
+    provider: Literal["openai"] = "openai"
+    profile: str = PROFILE
+    dimension: int = 1536
+    model: str = "text-embedding-3-small"
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    timeout: float
+    max_concurrent: ClassVar[int] = 4
+
+    @classmethod
+    def settings_values(cls, settings: Settings) -> dict[str, Any]:
+        return {**super().settings_values(settings),
+                **given(model=settings.embedding_model, base_url=settings.embedding_base_url,
+                        api_key=settings.embedding_api_key),
+                "timeout": settings.embedding_timeout}
+
+    def build(self) -> EmbeddingProvider:
+        if not self.base_url:
+            raise ValueError("PINLOG_EMBEDDING_PROVIDER=openai needs PINLOG_EMBEDDING_BASE_URL")
+        return OpenAIEmbeddingProvider(base_url=self.base_url, api_key=reveal(self.api_key),
+                                       model=self.model, dimension=self.dimension,
+                                       profile=self.profile, timeout=self.timeout)
 
 
 class OpenAIEmbeddingProvider:

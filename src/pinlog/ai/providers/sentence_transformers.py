@@ -12,11 +12,47 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
 
 import numpy as np
 
 from pinlog.ai.errors import PermanentModelError
-from pinlog.ai.ports import EmbedKind
+from pinlog.ai.ports import EmbeddingProvider, EmbedKind
+from pinlog.ai.providers.base import EmbeddingProviderConfig
+from pinlog.ai.registry import given
+from pinlog.settings import Settings
+
+#: The default profile string of this provider's vectors (SPEC §9) — written here only.
+PROFILE = "st-all-minilm-l6-v2-384-cosine-v1"
+
+
+class SentenceTransformersConfig(EmbeddingProviderConfig):
+    """``PINLOG_EMBEDDING_PROVIDER=sentence-transformers``: a model from a local directory.
+
+    Attributes:
+        model: ``PINLOG_EMBEDDING_MODEL``, the local path (required when built).
+        passage_prefix / query_prefix: ``PINLOG_EMBEDDING_PASSAGE_PREFIX`` /
+            ``PINLOG_EMBEDDING_QUERY_PREFIX`` (the profile string must name them).
+    """
+
+    provider: Literal["sentence-transformers"] = "sentence-transformers"
+    profile: str = PROFILE
+    dimension: int = 384
+    model: str = ""
+    passage_prefix: str
+    query_prefix: str
+
+    @classmethod
+    def settings_values(cls, settings: Settings) -> dict[str, Any]:
+        return {**super().settings_values(settings), **given(model=settings.embedding_model),
+                "passage_prefix": settings.embedding_passage_prefix,
+                "query_prefix": settings.embedding_query_prefix}
+
+    def build(self) -> EmbeddingProvider:
+        return SentenceTransformersProvider(self.model, profile=self.profile,
+                                            dimension=self.dimension,
+                                            passage_prefix=self.passage_prefix,
+                                            query_prefix=self.query_prefix)
 
 
 class SentenceTransformersProvider:

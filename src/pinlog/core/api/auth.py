@@ -6,12 +6,29 @@ is accepted when verifying (no ``none``, no algorithm confusion).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import jwt
+from pydantic import SecretStr
 
 from pinlog.errors import PinlogError
 from pinlog.settings import Settings
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """Member tokens: ``PINLOG_JWT_SECRET`` (the key), ``PINLOG_JWT_ALGORITHM``,
+    ``PINLOG_JWT_TTL`` (lifetime)."""
+
+    secret: SecretStr | None
+    algorithm: str
+    ttl: timedelta
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AuthConfig:
+        return cls(secret=settings.jwt_secret, algorithm=settings.jwt_algorithm,
+                   ttl=settings.jwt_ttl)
 
 
 class InvalidToken(PinlogError):
@@ -19,24 +36,24 @@ class InvalidToken(PinlogError):
     The message is fixed and never contains the token."""
 
 
-def _key(settings: Settings) -> str:
-    if settings.jwt_secret is None:
+def _key(config: AuthConfig) -> str:
+    if config.secret is None:
         raise InvalidToken("no JWT secret configured")
-    return settings.jwt_secret.get_secret_value()
+    return config.secret.get_secret_value()
 
 
-def issue_token(settings: Settings, member_id: int) -> str:
-    """A signed token for ``member_id`` valid for ``settings.jwt_ttl``.
+def issue_token(config: AuthConfig, member_id: int) -> str:
+    """A signed token for ``member_id`` valid for ``config.ttl``.
 
     Raises:
         InvalidToken: no JWT secret configured.
     """
     now = datetime.now(UTC)
-    claims = {"sub": str(int(member_id)), "iat": now, "exp": now + settings.jwt_ttl}
-    return jwt.encode(claims, _key(settings), algorithm=settings.jwt_algorithm)
+    claims = {"sub": str(int(member_id)), "iat": now, "exp": now + config.ttl}
+    return jwt.encode(claims, _key(config), algorithm=config.algorithm)
 
 
-def verify_token(settings: Settings, token: str) -> int:
+def verify_token(config: AuthConfig, token: str) -> int:
     """The member id in a valid token.
 
     Raises:
@@ -44,7 +61,7 @@ def verify_token(settings: Settings, token: str) -> int:
             positive integer.
     """
     try:
-        claims = jwt.decode(token, _key(settings), algorithms=[settings.jwt_algorithm],
+        claims = jwt.decode(token, _key(config), algorithms=[config.algorithm],
                             options={"require": ["exp", "sub"]})
     except jwt.PyJWTError:
         raise InvalidToken("invalid token") from None

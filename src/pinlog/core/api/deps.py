@@ -31,7 +31,7 @@ async def current_member(
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthorized()
     try:
-        member_id = verify_token(request.app.state.settings, credentials.credentials)
+        member_id = verify_token(request.app.state.core.config.auth, credentials.credentials)
     except InvalidToken:
         raise Unauthorized() from None
     if not await get_service(request).member_is_active(member_id):

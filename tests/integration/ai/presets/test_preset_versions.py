@@ -11,7 +11,7 @@ import pytest
 from pinlog.ai.ports import Preset
 from pinlog.ai.presets import load_preset_file, load_snapshot, upsert_presets
 from pinlog.core.reprocess import count_candidates
-from tests.conftest import make_settings
+from tests.conftest import make_settings, config_of
 from tests.fakes import FakeEmbeddingProvider
 from tests.integration.core.rescan.factory import make_context
 
@@ -81,13 +81,13 @@ async def test_reprocess_presets_finds_contexts_judged_before_another_file_was_l
     context_id = make_context(sync_conn, emb="COMPLETED", kw="COMPLETED")
     sync_conn.execute("INSERT INTO ai.context_keyword_analysis (context_id, preset_version, "
                       "model_profile) VALUES (%s, 1, 'similarity-v4')", (context_id,))
-    assert await count_candidates(engine, settings, "presets") == 0
+    assert await count_candidates(engine, config_of(settings).core.reprocess, "presets") == 0
     # the other file: same ids and codes, other names/descriptions/examples, no version field
     other = [replace(p, display_name=p.display_name + " (ko)",
                      examples=(*p.examples[:2], "새 예시")) for p in load_preset_file()]
     report = await upsert_presets(engine, other, provider)
     assert len(report.updated) == 27 and report.version == 2
-    assert await count_candidates(engine, settings, "presets") == 1
+    assert await count_candidates(engine, config_of(settings).core.reprocess, "presets") == 1
 
 
 async def test_cues_are_stored_and_reach_the_snapshot(engine, sync_conn):

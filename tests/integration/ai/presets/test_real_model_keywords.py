@@ -22,6 +22,7 @@ import pytest
 from pinlog.ai.candidates import select_candidates
 from pinlog.ai.judges import build_judge
 from pinlog.ai.presets import default_preset_path, load_preset_file, load_snapshot, upsert_presets
+from tests.conftest import config_of
 
 pytestmark = pytest.mark.slow
 
@@ -48,10 +49,9 @@ async def _picker(engine, settings, provider, preset_file: Path):
     await upsert_presets(engine, load_preset_file(preset_file), provider)
     async with engine.connect() as conn:
         snapshot = await load_snapshot(conn, provider.profile)
-    judge = build_judge(settings, provider)
-    from pinlog.ai.calibration import calibration_for
+    judge = build_judge(config_of(settings).ai.judge, provider, config_of(settings).ai.calibration)
 
-    floor = calibration_for(settings).candidate_floor
+    floor = config_of(settings).ai.calibration.candidate_floor
     codes = {p.id: p.code for p in snapshot.presets}
 
     async def picks(texts: list[str]) -> list[set[str]]:

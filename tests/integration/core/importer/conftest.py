@@ -15,7 +15,7 @@ from rich.console import Console
 
 from pinlog.composition import Components, running_components
 from pinlog.settings import Settings
-from tests.conftest import make_settings
+from tests.conftest import make_settings, config_of
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 
 PROFILE, DIM = "fake-profile-v1", 8
@@ -104,6 +104,6 @@ def isettings(tmp_path: Path, db_url: str) -> Settings:
 async def parts(isettings: Settings, engine, presets, provider: FakeEmbeddingProvider,
                 judge: FakeJudge) -> AsyncIterator[Components]:
     """core + ai runtimes in this process (in-process adapter), fake providers."""
-    async with running_components(isettings, engine,
+    async with running_components(config_of(isettings), engine,
                                   ai_kwargs={"provider": provider, "judge": judge}) as started:
         yield started

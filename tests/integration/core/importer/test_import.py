@@ -16,6 +16,7 @@ from pinlog.core.rescan import resend
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.core.importer.conftest import (
     FRIENDS_TEXT, QUIET_TEXT, count, db_counts, import_settings, note, quiet_console, write_jsonl)
+from tests.conftest import config_of
 
 WAIT = 30.0  # seconds; a generous ceiling, the tests end as soon as the work is done
 
@@ -27,7 +28,7 @@ def state(conn, context_id: int) -> tuple[str, str, int]:
 
 async def run(parts, engine, settings, path, *, wait: bool = True, console=None):
     parsed = parse_import_file(path, max_text_chars=settings.max_text_chars)
-    return await import_with(parts.core, engine, settings, parsed, wait=wait, timeout=WAIT,
+    return await import_with(parts.core, engine, parsed, wait=wait, timeout=WAIT,
                              console=console or quiet_console())
 
 
@@ -202,7 +203,7 @@ async def test_two_lines_for_one_member_and_place_make_one_record_with_two_conte
 async def test_summary_counts_failures_and_json_line(tmp_path, db_url, engine, presets, sync_conn):
     broken = "임베딩이 거부되는 메모"
     settings = import_settings(tmp_path, db_url, embedding_batch_size=1)  # one text per call
-    provider = FakeEmbeddingProvider(settings.profile, settings.dimension,
+    provider = FakeEmbeddingProvider(config_of(settings).profile, config_of(settings).ai.embedding.dimension,
                                      vectors={FRIENDS_TEXT: [1, 0, 0, 0, 0, 0, 0, 0],
                                               QUIET_TEXT: [0, 0, 1, 0, 0, 0, 0, 0]})
 
@@ -224,7 +225,7 @@ async def test_summary_counts_failures_and_json_line(tmp_path, db_url, engine, p
         note("alice", "c", "ext-3", QUIET_TEXT),            # keyword FAILED (permanent)
         note("alice", "d", "ext-4", broken),                # embedding FAILED → keyword dead end
     ])
-    async with running_components(settings, engine,
+    async with running_components(config_of(settings), engine,
                                   ai_kwargs={"provider": provider, "judge": judge}) as parts:
         outcome = await run(parts, engine, settings, path)
 
@@ -295,7 +296,7 @@ async def test_a_refused_dispatch_is_nudged_by_wait_for_stages_and_finishes(
     re-sends them but the import's nudge — no rescan runs here."""
     settings, parsed = _four_notes_one_job_at_a_time(tmp_path, db_url)
     nudged: list[list[int]] = []
-    async with running_components(settings, engine,
+    async with running_components(config_of(settings), engine,
                                   ai_kwargs={"provider": provider, "judge": judge}) as parts:
         report = await _import_while_the_first_embedding_is_held(parts, provider, parsed)
         ids = report.context_ids
@@ -320,7 +321,7 @@ async def test_wait_without_a_nudge_leaves_a_refused_context_pending(
         tmp_path, db_url, engine, presets, sync_conn, provider, judge):
     """The control of the previous test: the same refusal without a nudge never finishes."""
     settings, parsed = _four_notes_one_job_at_a_time(tmp_path, db_url)
-    async with running_components(settings, engine,
+    async with running_components(config_of(settings), engine,
                                   ai_kwargs={"provider": provider, "judge": judge}) as parts:
         report = await _import_while_the_first_embedding_is_held(parts, provider, parsed)
         assert await wait_for_stages(engine, report.context_ids, timeout=1.0, poll=0.05) is False

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pinlog.core.rescan import RescanLoop, RoundReport
+from pinlog.core.rescan import RescanConfig, RescanLoop, RoundReport
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings
-from tests.conftest import make_settings
+from tests.conftest import make_settings, config_of
 from tests.integration.core.rescan.factory import RecordingClient
 
 
@@ -25,6 +25,16 @@ def make_rescan_settings(tmp_path: Path, db_url: str) -> Callable[..., Settings]
         values: dict[str, object] = {"embedding_timeout": 5, "llm_timeout": 5}
         values.update(overrides)
         return make_settings(tmp_path, db_url, **values)
+
+    return build
+
+
+@pytest.fixture
+def make_rescan_config(make_rescan_settings: Callable[..., Settings]) -> Callable[..., RescanConfig]:
+    """The rescan's config of :func:`make_rescan_settings` (same overrides)."""
+
+    def build(**overrides: object) -> RescanConfig:
+        return RescanConfig.from_settings(make_rescan_settings(**overrides))
 
     return build
 
@@ -44,7 +54,7 @@ def run_round_in_thread(settings: Settings, db_url: str, client: object,
         async def main() -> RoundReport:
             engine = create_engine(db_url, pool_size=4)
             try:
-                return await RescanLoop(engine, settings, client).run_round()  # type: ignore[arg-type]
+                return await RescanLoop(engine, config_of(settings).core.rescan, client).run_round()  # type: ignore[arg-type]
             finally:
                 await engine.dispose()
 

@@ -20,7 +20,7 @@ def _index_names(plan: dict) -> set[str]:
 
 
 @pytest.mark.parametrize("name", ["claim", "finalize_exhausted", "finalize_dead_ends"])
-async def test_statement_uses_the_partial_rescan_index(sync_conn, engine, make_rescan_settings,
+async def test_statement_uses_the_partial_rescan_index(sync_conn, engine, make_rescan_config,
                                                        name):
     sync_conn.execute(
         "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, updated_at)"
@@ -30,7 +30,7 @@ async def test_statement_uses_the_partial_rescan_index(sync_conn, engine, make_r
         "INSERT INTO ai.context_ai_state (context_id, updated_at)"
         " SELECT g, now() - interval '1 hour' FROM generate_series(20001, 20020) AS g")
     sync_conn.execute("ANALYZE ai.context_ai_state")
-    params = expiry_params(make_rescan_settings())
+    params = expiry_params(make_rescan_config())
     async with engine.connect() as conn:
         plan = (await conn.execute(text("EXPLAIN (FORMAT JSON) " + statements().sql(name)),
                                    params)).scalar_one()

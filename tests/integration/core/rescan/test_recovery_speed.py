@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from pinlog.core.rescan import ExpiryOutlook, RescanLoop, expiry_outlook, next_delay
+from pinlog.core.rescan import RescanLoop, expiry_outlook
 from tests.integration.core.rescan.factory import RecordingClient, make_context, state
+from tests.conftest import config_of
 
 OLD = 10_000
 
@@ -54,30 +55,10 @@ async def test_outlook_counts_rows_not_expired_yet_and_when_the_first_expires(
     make_context(sync_conn, emb="FAILED", kw="PENDING")      # dead end: never expires
     make_context(sync_conn, emb="COMPLETED", kw="COMPLETED")  # finished
 
-    outlook = await expiry_outlook(engine, settings)
+    outlook = await expiry_outlook(engine, config_of(settings).core.rescan)
 
     assert (outlook.waiting, outlook.expired) == (3, 1)
     assert outlook.first_expires_in is not None and 45 < outlook.first_expires_in <= 50
-
-
-def test_next_delay_rules(make_rescan_settings):
-    from pinlog.core.rescan import (
-        FAILED_ROUND_RETRY_SECONDS,
-        MIN_WAKE_SECONDS,
-        WAKE_SLACK_SECONDS,
-        RoundReport,
-    )
-
-    settings = make_rescan_settings(rescan_batch_size=10)  # interval 300 s
-    quiet = RoundReport()
-    assert next_delay(settings, None, None) == FAILED_ROUND_RETRY_SECONDS  # a failed round
-    assert next_delay(settings, RoundReport(claimed=10), ExpiryOutlook(0, 5, None)) == 0
-    assert next_delay(settings, RoundReport(finalized=10), None) == 0
-    assert next_delay(settings, RoundReport(claimed=9), ExpiryOutlook(0, 0, None)) == 300
-    assert next_delay(settings, quiet, ExpiryOutlook(3, 0, 42.0)) == 42.0 + WAKE_SLACK_SECONDS
-    assert next_delay(settings, quiet, ExpiryOutlook(3, 0, 4000.0)) == 300
-    assert next_delay(settings, quiet, ExpiryOutlook(1, 0, -0.9)) == MIN_WAKE_SECONDS
-    assert next_delay(settings, quiet, ExpiryOutlook(0, 2, None)) == MIN_WAKE_SECONDS
 
 
 async def test_full_batches_run_back_to_back_not_one_per_interval(
@@ -86,7 +67,7 @@ async def test_full_batches_run_back_to_back_not_one_per_interval(
     settings = make_rescan_settings(rescan_batch_size=2, rescan_interval=3600)
     client = NotifyingClient(want=len(ids))
     # four rounds (2+2+2+1) inside one interval of an hour
-    loop = await run_loop_until_reached(RescanLoop(engine, settings, client), client)
+    loop = await run_loop_until_reached(RescanLoop(engine, config_of(settings).core.rescan, client), client)
     assert sorted(client.accepted) == sorted(ids)
     assert all(state(sync_conn, i)["retry_count"] == 1 for i in ids)  # each claimed once
     assert loop.rounds >= 4
@@ -99,16 +80,16 @@ async def test_the_loop_wakes_at_the_first_expiry_not_after_the_interval(
                                     rescan_interval=3600)
     cid = make_context(sync_conn, age_s=0.5)
     client = NotifyingClient(want=1)
-    loop = await run_loop_until_reached(RescanLoop(engine, settings, client), client)
+    loop = await run_loop_until_reached(RescanLoop(engine, config_of(settings).core.rescan, client), client)
     assert client.ids == [cid]
     assert loop.rounds >= 2  # the start-up round (nothing expired) and the woken one
 
 
 async def test_a_busy_ai_side_paces_the_round_instead_of_losing_the_resend(
-        sync_conn, engine, make_rescan_settings):
+        sync_conn, engine, make_rescan_config):
     cid = make_context(sync_conn, age_s=OLD)
     client = NotifyingClient(want=1, busy_first=3)  # 503, 503, 503, then 202
-    report = await RescanLoop(engine, make_rescan_settings(rescan_busy_wait=30),
+    report = await RescanLoop(engine, make_rescan_config(rescan_busy_wait=30),
                               client).run_round()
     assert report.dispatched_ids == [cid] and report.failed_calls == 0
     assert client.ids == [cid] * 4
@@ -128,7 +109,7 @@ async def test_the_outlook_agrees_with_the_expired_predicate_for_every_status_pa
         for age in (50, 150, 250):
             sync_conn.execute("TRUNCATE ai.context_ai_state, ai.context_ai_event")
             make_context(sync_conn, emb=emb, kw=kw, age_s=age)
-            outlook = await expiry_outlook(engine, settings)
+            outlook = await expiry_outlook(engine, config_of(settings).core.rescan)
             (claimable,) = sync_conn.execute(
                 "SELECT count(*) FROM ai.context_ai_state WHERE "
                 + expired_sql().replace(":pending_expiry", "'100 seconds'")

@@ -8,6 +8,7 @@ from pinlog import metrics
 from pinlog.core.reprocess import ReprocessError, count_candidates, reprocess
 from pinlog.core.status import refresh_gauges, status_snapshot
 from tests.integration.core.rescan.factory import RecordingClient, events, make_context, state
+from tests.conftest import config_of
 
 CURRENT = "fake-profile-v2"
 
@@ -56,11 +57,11 @@ async def test_reprocess_profile_moves_only_completed_stages_of_another_profile(
     add_embedding(sync_conn, cancelled, "fake-profile-v1")
     before_current = state(sync_conn, current)
 
-    assert await count_candidates(engine, settings_v2, "profile") == 2
+    assert await count_candidates(engine, config_of(settings_v2).core.reprocess, "profile") == 2
     assert state(sync_conn, old)["embedding_status"] == "COMPLETED"  # counting changed nothing
 
     client = RecordingClient()
-    report = await reprocess(engine, settings_v2, "profile", client=client, batch_size=1)
+    report = await reprocess(engine, config_of(settings_v2).core.reprocess, "profile", client=client, batch_size=1)
 
     assert sorted(report.moved_ids) == [old, old_kw_failed] and report.batches == 2
     row = state(sync_conn, old)
@@ -77,7 +78,7 @@ async def test_reprocess_profile_moves_only_completed_stages_of_another_profile(
     assert sorted(client.ids) == [old, old_kw_failed]
     assert sorted(report.dispatch.dispatched) == [old, old_kw_failed]
     # idempotent: a second run finds nothing
-    again = await reprocess(engine, settings_v2, "profile", client=client)
+    again = await reprocess(engine, config_of(settings_v2).core.reprocess, "profile", client=client)
     assert again.moved == 0
 
 
@@ -96,8 +97,8 @@ async def test_reprocess_presets_moves_only_keyword_stages_of_older_versions(
     add_analysis(sync_conn, kw_failed, 1)
 
     # current version = 2 (BLOCKED v9 and retired v8 do not count)
-    assert await count_candidates(engine, settings_v2, "presets") == 2
-    report = await reprocess(engine, settings_v2, "presets", client=None)
+    assert await count_candidates(engine, config_of(settings_v2).core.reprocess, "presets") == 2
+    report = await reprocess(engine, config_of(settings_v2).core.reprocess, "presets", client=None)
 
     assert report.target == "2" and sorted(report.moved_ids) == [outdated, no_analysis]
     row = state(sync_conn, outdated)
@@ -111,7 +112,7 @@ async def test_reprocess_presets_moves_only_keyword_stages_of_older_versions(
 
 async def test_reprocess_presets_without_presets_for_the_profile_is_refused(engine, settings_v2):
     with pytest.raises(ReprocessError, match="pinlog presets load"):
-        await count_candidates(engine, settings_v2, "presets")
+        await count_candidates(engine, config_of(settings_v2).core.reprocess, "presets")
 
 
 async def test_status_snapshot_and_gauges(sync_conn, engine, make_rescan_settings):
@@ -123,7 +124,7 @@ async def test_status_snapshot_and_gauges(sync_conn, engine, make_rescan_setting
     make_context(sync_conn, emb="FAILED", kw="FAILED", retry=3,
                  last_error="retries exhausted after 3 attempts; last: x")
 
-    snap = await status_snapshot(engine, settings)
+    snap = await status_snapshot(engine, config_of(settings).core.status)
 
     assert snap["rows"]["embedding"] == {"PENDING": 1, "PROCESSING": 1, "COMPLETED": 1,
                                          "FAILED": 2, "CANCELLED": 0}
@@ -136,7 +137,7 @@ async def test_status_snapshot_and_gauges(sync_conn, engine, make_rescan_setting
         "retries exhausted after 3 attempts; last: x", "embedding permanent: 400"]
 
     metrics.RETRY_COUNT_ROWS.labels(retry_count="7").set(99)  # a stale label must go
-    await refresh_gauges(engine, settings)
+    await refresh_gauges(engine, config_of(settings).core.status)
     assert metrics.STATE_ROWS.labels(stage="embedding", status="FAILED")._value.get() == 2
     assert metrics.STATE_ROWS.labels(stage="keyword", status="CANCELLED")._value.get() == 0
     assert metrics.EXHAUSTED_UNFINISHED._value.get() == 1

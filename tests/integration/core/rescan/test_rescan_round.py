@@ -22,6 +22,7 @@ from tests.integration.core.rescan.factory import (
     make_context,
     state,
 )
+from tests.conftest import config_of
 
 OLD = 10_000  # seconds: older than every default expiry
 FINISHED = [("COMPLETED", "COMPLETED"), ("FAILED", "FAILED"), ("CANCELLED", "CANCELLED"),
@@ -30,11 +31,11 @@ FINISHED = [("COMPLETED", "COMPLETED"), ("FAILED", "FAILED"), ("CANCELLED", "CAN
 
 
 async def test_stale_pending_row_is_resent_and_spends_one_retry(
-        sync_conn, engine, make_rescan_settings, client):
+        sync_conn, engine, make_rescan_config, client):
     cid = make_context(sync_conn, body="비 오는 날 가기 좋은 카페", age_s=OLD)
     before = state(sync_conn, cid)
 
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
 
     assert report.claimed_ids == [cid] and report.dispatched_ids == [cid]
     after = state(sync_conn, cid)
@@ -54,11 +55,11 @@ async def test_stale_pending_row_is_resent_and_spends_one_retry(
                                      RecordingClient(error=RuntimeError("boom"))],
                          ids=["503", "no-answer", "raises"])
 async def test_retry_budget_is_spent_even_when_the_call_fails(
-        sync_conn, engine, make_rescan_settings, failure):
+        sync_conn, engine, make_rescan_config, failure):
     ids = [make_context(sync_conn, age_s=OLD) for _ in range(3)]
 
     # busy_wait 0: a 503 is not retried within the round (that pacing is tested separately)
-    report = await RescanLoop(engine, make_rescan_settings(rescan_busy_wait=0),
+    report = await RescanLoop(engine, make_rescan_config(rescan_busy_wait=0),
                               failure).run_round()
 
     assert sorted(report.failed_call_ids) == ids and report.dispatched == 0
@@ -66,7 +67,7 @@ async def test_retry_budget_is_spent_even_when_the_call_fails(
     assert all(state(sync_conn, i)["retry_count"] == 1 for i in ids)
 
 
-async def test_one_failing_call_does_not_stop_the_others(sync_conn, engine, make_rescan_settings):
+async def test_one_failing_call_does_not_stop_the_others(sync_conn, engine, make_rescan_config):
     ids = [make_context(sync_conn, age_s=OLD) for _ in range(4)]
 
     class Flaky(RecordingClient):
@@ -77,28 +78,28 @@ async def test_one_failing_call_does_not_stop_the_others(sync_conn, engine, make
             return 202
 
     flaky = Flaky()
-    report = await RescanLoop(engine, make_rescan_settings(), flaky).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), flaky).run_round()
     assert report.failed_call_ids == [ids[1]]
     assert sorted(report.dispatched_ids) == [ids[0], ids[2], ids[3]]
 
 
 async def test_completed_embedding_with_a_stale_keyword_stage_is_a_candidate(
-        sync_conn, engine, make_rescan_settings, client):
+        sync_conn, engine, make_rescan_config, client):
     pending = make_context(sync_conn, emb="COMPLETED", kw="PENDING", age_s=400)
     processing = make_context(sync_conn, emb="COMPLETED", kw="PROCESSING", age_s=700)
 
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
 
     assert sorted(report.claimed_ids) == [pending, processing]
     assert events(sync_conn, pending)[-1][:3] == ("keyword", "PENDING", "PENDING")
 
 
-async def test_finished_rows_are_never_candidates(sync_conn, engine, make_rescan_settings, client):
+async def test_finished_rows_are_never_candidates(sync_conn, engine, make_rescan_config, client):
     ids = [make_context(sync_conn, emb=emb, kw=kw, age_s=OLD, retry=r)
            for r in (0, 3) for emb, kw in FINISHED]
     before = {i: state(sync_conn, i) for i in ids}
 
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
 
     assert (report.claimed, report.finalized, report.dead_ends) == (0, 0, 0)
     assert client.requests == []
@@ -117,7 +118,7 @@ async def test_pending_and_processing_expiries_differ_and_come_from_settings(
         "kw_pending_150": make_context(sync_conn, emb="COMPLETED", kw="PENDING", age_s=150),
     }
     short_pending = make_rescan_settings(pending_expiry=100, processing_expiry=1000)
-    report = await RescanLoop(engine, short_pending, RecordingClient()).run_round()
+    report = await RescanLoop(engine, config_of(short_pending).core.rescan, RecordingClient()).run_round()
     names = {v: k for k, v in rows.items()}
     # processing_150 is embedding PROCESSING + keyword PENDING: the keyword waits for a live
     # embedding, so the embedding's PROCESSING expiry governs
@@ -127,25 +128,25 @@ async def test_pending_and_processing_expiries_differ_and_come_from_settings(
     # The other way round: the values come from settings, not from constants.
     sync_conn.execute("UPDATE ai.context_ai_state SET retry_count = 0, rescanned_at = NULL")
     short_processing = make_rescan_settings(pending_expiry=1000, processing_expiry=100)
-    report = await RescanLoop(engine, short_processing, RecordingClient()).run_round()
+    report = await RescanLoop(engine, config_of(short_processing).core.rescan, RecordingClient()).run_round()
     assert sorted(names[i] for i in report.claimed_ids) == [
         "kw_processing_1100", "kw_processing_150", "processing_1100", "processing_150"]
 
 
-async def test_rescanned_at_restarts_the_expiry_clock(sync_conn, engine, make_rescan_settings,
+async def test_rescanned_at_restarts_the_expiry_clock(sync_conn, engine, make_rescan_config,
                                                       client):
     fresh_rescan = make_context(sync_conn, age_s=OLD, rescanned_age_s=10, retry=1)
     old_rescan = make_context(sync_conn, age_s=OLD, rescanned_age_s=400, retry=1)
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
     assert report.claimed_ids == [old_rescan]
     assert state(sync_conn, fresh_rescan)["retry_count"] == 1
 
 
 async def test_the_last_retry_goes_out_and_is_not_finalized_in_the_same_round(
-        sync_conn, engine, make_rescan_settings, client):
+        sync_conn, engine, make_rescan_config, client):
     cid = make_context(sync_conn, emb="PROCESSING", age_s=OLD, retry=2,
                        last_error="embedding transient: upstream 503")
-    loop = RescanLoop(engine, make_rescan_settings(), client)
+    loop = RescanLoop(engine, make_rescan_config(), client)
 
     first = await loop.run_round()
     assert first.claimed_ids == [cid] and first.dispatched_ids == [cid]
@@ -169,25 +170,25 @@ async def test_the_last_retry_goes_out_and_is_not_finalized_in_the_same_round(
 
 
 async def test_an_exhausted_row_that_is_not_expired_yet_is_left_alone(
-        sync_conn, engine, make_rescan_settings, client):
+        sync_conn, engine, make_rescan_config, client):
     recent_update = make_context(sync_conn, age_s=100, retry=3)
     recent_rescan = make_context(sync_conn, age_s=OLD, rescanned_age_s=100, retry=3)
     before = {i: state(sync_conn, i) for i in (recent_update, recent_rescan)}
 
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
 
     assert (report.claimed, report.finalized) == (0, 0) and client.requests == []
     assert {i: state(sync_conn, i) for i in before} == before
 
 
 async def test_scenario_16_finalizer_fails_only_unfinished_stages(
-        sync_conn, engine, make_rescan_settings, client):
+        sync_conn, engine, make_rescan_config, client):
     mixed = make_context(sync_conn, emb="COMPLETED", kw="PROCESSING", age_s=OLD, retry=3,
                          last_error="keyword transient: judge timeout")
     both = make_context(sync_conn, emb="PENDING", kw="PENDING", age_s=OLD, retry=5)
     before = state(sync_conn, mixed)
 
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
 
     assert sorted(report.finalized_ids) == [mixed, both] and client.requests == []
     row = state(sync_conn, mixed)
@@ -204,14 +205,14 @@ async def test_scenario_16_finalizer_fails_only_unfinished_stages(
 
 
 async def test_finalizer_whitelist_keeps_a_finished_keyword_stage(
-        sync_conn, engine, make_rescan_settings, client):
+        sync_conn, engine, make_rescan_config, client):
     """The whitelist from the keyword side (scenario 16 shows the embedding side): an unfinished
     embedding next to a finished keyword stage (e.g. a manual fix or an adopted database) → only
     the embedding becomes FAILED; COMPLETED and FAILED keyword stages are kept, no keyword event."""
     completed_kw = make_context(sync_conn, emb="PROCESSING", kw="COMPLETED", age_s=OLD, retry=3)
     failed_kw = make_context(sync_conn, emb="PENDING", kw="FAILED", age_s=OLD, retry=3)
 
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
 
     assert sorted(report.finalized_ids) == [completed_kw, failed_kw] and client.requests == []
     for cid, kw in ((completed_kw, "COMPLETED"), (failed_kw, "FAILED")):
@@ -266,7 +267,7 @@ HALF_CANCELLED = [(emb, kw) for unfinished in ("PENDING", "PROCESSING")
 @pytest.mark.parametrize("retry", [0, 2, 3, 5], ids=lambda r: f"retry{r}")
 @pytest.mark.parametrize("emb,kw", HALF_CANCELLED, ids=lambda s: s)
 async def test_half_cancelled_rows_end_cancelled_and_are_neither_claimed_nor_failed(
-        sync_conn, engine, make_rescan_settings, client, emb, kw, retry):
+        sync_conn, engine, make_rescan_config, client, emb, kw, retry):
     """Every half-cancelled shape, retries left (0, 2) and used up (3 = max, 5), expired by both
     clocks (updated_at and rescanned_at far past every expiry), through one real round next to
     rows that the same round does claim and finalize (so the round demonstrably ran)."""
@@ -278,7 +279,7 @@ async def test_half_cancelled_rows_end_cancelled_and_are_neither_claimed_nor_fai
                              kw=kw.replace("CANCELLED", "PENDING"), age_s=OLD, retry=3)
     before = state(sync_conn, half)
 
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
 
     assert report.claimed_ids == [claimable] and client.ids == [claimable]
     assert report.finalized_ids == [exhausted] and report.dead_ends == 0
@@ -294,11 +295,11 @@ async def test_half_cancelled_rows_end_cancelled_and_are_neither_claimed_nor_fai
 
 
 async def test_scenario_18_context_deleted_after_the_claim_is_not_called(
-        sync_conn, engine, make_rescan_settings, client, caplog):
+        sync_conn, engine, make_rescan_config, client, caplog):
     deleted = make_context(sync_conn, age_s=OLD)
     record_gone = make_context(sync_conn, age_s=OLD)
     kept = make_context(sync_conn, age_s=OLD)
-    loop = RescanLoop(engine, make_rescan_settings(), client)
+    loop = RescanLoop(engine, make_rescan_config(), client)
 
     claimed = await loop.claim()
     assert sorted(claimed) == [deleted, record_gone, kept]
@@ -316,11 +317,11 @@ async def test_scenario_18_context_deleted_after_the_claim_is_not_called(
 
 
 async def test_deleted_context_whose_state_was_not_cancelled_is_skipped_with_a_warning(
-        sync_conn, engine, make_rescan_settings, client, caplog):
+        sync_conn, engine, make_rescan_config, client, caplog):
     cid = make_context(sync_conn, age_s=OLD)
     delete_context(sync_conn, cid, cancel=False)  # a missed invalidation
     with caplog.at_level(logging.WARNING, logger="pinlog.core.rescan"):
-        report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+        report = await RescanLoop(engine, make_rescan_config(), client).run_round()
     assert report.skipped_deleted_ids == [cid] and client.requests == []
     warnings = [r for r in caplog.records if "invalidation was missed" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].context_id == cid
@@ -328,12 +329,12 @@ async def test_deleted_context_whose_state_was_not_cancelled_is_skipped_with_a_w
 
 
 async def test_dead_end_keyword_stage_is_failed_every_round_without_spending_retries(
-        sync_conn, engine, make_rescan_settings, client):
+        sync_conn, engine, make_rescan_config, client):
     fresh = make_context(sync_conn, emb="FAILED", kw="PENDING", age_s=0, retry=0,
                          last_error="embedding permanent: wrong vector length")
     exhausted = make_context(sync_conn, emb="FAILED", kw="PENDING", age_s=OLD, retry=3)
 
-    report = await RescanLoop(engine, make_rescan_settings(), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(), client).run_round()
 
     assert sorted(report.dead_end_ids) == [fresh, exhausted]
     assert report.claimed == 0 and client.requests == []
@@ -346,9 +347,9 @@ async def test_dead_end_keyword_stage_is_failed_every_round_without_spending_ret
 
 
 async def test_claim_is_oldest_first_and_limited_to_the_batch_size(
-        sync_conn, engine, make_rescan_settings, client):
+        sync_conn, engine, make_rescan_config, client):
     ids = [make_context(sync_conn, age_s=OLD - i) for i in range(5)]  # ids[0] is the oldest
-    report = await RescanLoop(engine, make_rescan_settings(rescan_batch_size=2), client).run_round()
+    report = await RescanLoop(engine, make_rescan_config(rescan_batch_size=2), client).run_round()
     assert sorted(report.claimed_ids) == ids[:2]
 
 
@@ -382,7 +383,7 @@ async def test_two_rescan_loops_claim_every_stale_row_exactly_once(
     engines = [create_engine(db_url, pool_size=4) for _ in range(2)]
     clients = [RecordingClient(), RecordingClient()]
     try:
-        reports = await asyncio.gather(*(RescanLoop(e, settings, c).run_round()
+        reports = await asyncio.gather(*(RescanLoop(e, config_of(settings).core.rescan, c).run_round()
                                          for e, c in zip(engines, clients, strict=True)))
     finally:
         for e in engines:
@@ -398,11 +399,11 @@ async def test_two_rescan_loops_claim_every_stale_row_exactly_once(
 
 
 async def test_sends_run_with_bounded_concurrency_and_hold_no_db_connection(
-        sync_conn, engine, make_rescan_settings):
+        sync_conn, engine, make_rescan_config):
     ids = [make_context(sync_conn, age_s=OLD) for _ in range(10)]
     client = RecordingClient()
     client.gate = asyncio.Event()
-    loop = RescanLoop(engine, make_rescan_settings(rescan_concurrency=3), client)
+    loop = RescanLoop(engine, make_rescan_config(rescan_concurrency=3), client)
 
     task = asyncio.create_task(loop.run_round())
     async with asyncio.timeout(10):
@@ -421,11 +422,11 @@ async def test_sends_run_with_bounded_concurrency_and_hold_no_db_connection(
 
 
 async def test_the_loop_runs_in_the_background_and_stops_cleanly(
-        sync_conn, engine, make_rescan_settings):
+        sync_conn, engine, make_rescan_config):
     cid = make_context(sync_conn, age_s=OLD)
     client = RecordingClient()
     client.gate = asyncio.Event()
-    loop = RescanLoop(engine, make_rescan_settings(rescan_interval=3600), client)
+    loop = RescanLoop(engine, make_rescan_config(rescan_interval=3600), client)
     await loop.start()
     async with asyncio.timeout(10):
         while not client.requests:
@@ -437,7 +438,7 @@ async def test_the_loop_runs_in_the_background_and_stops_cleanly(
 
     # a sleeping loop stops at once
     client.gate.set()
-    loop2 = RescanLoop(engine, make_rescan_settings(rescan_interval=3600), RecordingClient())
+    loop2 = RescanLoop(engine, make_rescan_config(rescan_interval=3600), RecordingClient())
     await loop2.start()
     async with asyncio.timeout(10):
         while loop2.rounds < 1:

@@ -219,13 +219,17 @@ async def test_voting_survives_one_failed_vote_but_needs_a_majority_to_answer(ch
 
 
 def test_build_judge_picks_the_configured_judge(tmp_path):
-    from tests.conftest import make_settings
+    from tests.conftest import config_of, make_settings
+
+    def build(settings):
+        config = config_of(settings)
+        return build_judge(config.ai.judge, provider, config.ai.calibration)
 
     provider = FakeEmbeddingProvider()
-    sim = build_judge(make_settings(tmp_path), provider)
+    sim = build(make_settings(tmp_path))
     assert type(sim).__name__ == "SimilarityJudge"
-    llm = build_judge(make_settings(tmp_path, judge="llm", llm_base_url="http://x/v1",
-                                    llm_chain="a,b", llm_votes=3), provider)
+    llm = build(make_settings(tmp_path, judge="llm", llm_base_url="http://x/v1",
+                              llm_chain="a,b", llm_votes=3))
     assert isinstance(llm, LlmJudge) and llm.chain == ["a", "b"] and llm.votes == 3
     # issue 13: a missing endpoint is now refused when the settings load (one line, exit 2)
     from pinlog.settings import SettingsError
@@ -233,4 +237,4 @@ def test_build_judge_picks_the_configured_judge(tmp_path):
     with pytest.raises(SettingsError, match="PINLOG_LLM_BASE_URL"):
         make_settings(tmp_path, judge="llm", llm_chain="a")
     with pytest.raises(ValueError, match="PINLOG_LLM_CHAIN"):
-        build_judge(make_settings(tmp_path, judge="llm", llm_base_url="http://x/v1"), provider)
+        build(make_settings(tmp_path, judge="llm", llm_base_url="http://x/v1"))

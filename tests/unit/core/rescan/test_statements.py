@@ -8,8 +8,8 @@ from importlib import resources
 
 import pytest
 
-from pinlog.core.rescan import SqlStatements, statements, validate_rescan_settings
-from pinlog.settings import Settings
+from pinlog.core.rescan import SqlStatements, statements
+from pinlog.settings import SettingsError, load_settings
 from tests.sqltext import sql_code
 
 SOURCE = resources.files("pinlog.core").joinpath("rescan.sql").read_text(encoding="utf-8")
@@ -78,14 +78,15 @@ def test_unknown_statement_or_fragment_is_an_error():
     ("rescan_batch_size", 0, "PINLOG_RESCAN_BATCH_SIZE"),
     ("rescan_concurrency", 0, "PINLOG_RESCAN_CONCURRENCY"),
 ])
-def test_rescan_settings_are_validated(field, value, message):
-    settings = Settings.model_construct(**{**Settings.model_construct().__dict__, field: value})
-    with pytest.raises(ValueError, match=message):
-        validate_rescan_settings(settings)
+def test_rescan_settings_are_validated(tmp_path, field, value, message):
+    """The SPEC §7.1 parameters are checked once, when the settings load (the rescan's config
+    takes them as they are)."""
+    with pytest.raises(SettingsError, match=message):
+        load_settings(data_dir=tmp_path, **{field: value})
 
 
-def test_default_settings_are_valid():
-    validate_rescan_settings(Settings.model_construct())
+def test_default_settings_are_valid(tmp_path):
+    assert load_settings(data_dir=tmp_path).rescan_batch_size >= 1
 
 
 def test_status_reuses_the_rescan_fragments_verbatim():

@@ -54,6 +54,6 @@ async def search(body: SearchIn, member_id: Member, request: Request) -> SearchO
     place). An off-topic query gets ``{"results": []}``. Another member's data never appears;
     deleted or edited contexts never come back (every hit is re-verified)."""
     core = request.app.state.core
-    results = await member_search(core.engine, core.settings, core.search_client,
+    results = await member_search(core.engine, core.config.search, core.search_client,
                                   member_id, body.query, body.limit)  # errors: CoreRoute
     return SearchOut.of(results)
