@@ -32,15 +32,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 #: record id → context id → cosine similarity to the query, for every context the ai side
 #: scored (in the order the ai side answered; a record absent here is not searchable).
 Cosines = Mapping[int, Mapping[int, float]]
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """What one channel says about one record.
+class Evidence(NamedTuple):
+    """What one channel says about one record (a tuple: built per record and channel, cheaply).
 
     Attributes:
         score: the value this channel ranks the record by (higher first; e.g. a cosine, a
@@ -103,14 +103,14 @@ def decide(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int,
     decisions = []
     for r in pool:
         scored = cosines[r]
-        vouching = [ev[r] for ev in channels if r in ev and ev[r].vouched]
+        vouching = [e for ev in channels if (e := ev.get(r)) is not None and e.vouched]
         if not vouching:
             continue
         matched_by = tuple(dict.fromkeys(name for e in vouching for name in e.matched_by))
-        context_id = max(scored, key=lambda cid: scored[cid])
-        for e in vouching:
-            if e.context_id is not None and e.context_id in scored:
-                context_id = e.context_id
+        context_id = next((e.context_id for e in reversed(vouching)
+                           if e.context_id is not None and e.context_id in scored), None)
+        if context_id is None:
+            context_id = max(scored, key=scored.__getitem__)
         score = 0.0
         for rank in ranks:
             if r in rank:
