@@ -51,7 +51,8 @@ from pinlog.ai.presets import load_preset_file
 from pinlog.ai.providers import build_batched_provider
 from pinlog.ai.search import NO_CUT, SearchCuts, is_short_query, queries, search, to_pgvector
 from pinlog.contracts import SearchRequest, SearchResponse
-from pinlog.core.search import lexical_matches, member_search, records_to_score
+from pinlog.core.channels.lexical import LexicalFound, lexical_matches
+from pinlog.core.search import member_search
 from pinlog.core.search import queries as core_queries
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
@@ -238,7 +239,8 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
         vector = (await provider.inner.embed([q], "query"))[0]
         terms = lexical_terms(q)
         lexical = await lexical_matches(engine, MEMBER, terms)
-        record_ids = records_to_score(lexical, len(terms), build_config(settings).core.search.rule)
+        record_ids = LexicalFound(lexical, len(terms),
+                                  build_config(settings).core.search.rule.min_coverage).to_score()
         params = {
             "lexical_matches": {"member_id": MEMBER,
                                 "tsquery": " | ".join(f"'{t}'" for t in terms)},

@@ -4,10 +4,11 @@ For every query of ``search_queries.jsonl`` and ``search_queries_more.jsonl`` (p
 ``expected_record``, off-topic ones with ``null``), embeds the member's notes and the query with
 the default provider, scores records exactly as the search SQL does (cosine, best context per
 record), matches the query's lexical terms against the notes and the place name/address
-exactly as core's ``lexical_matches`` does (:func:`pinlog.text.lexical_terms`), and runs the
-code the server runs: :func:`pinlog.ai.search.apply_cuts` (vector evidence),
-:func:`pinlog.core.search.records_to_score` and :func:`pinlog.core.relevance.decide` (relevance
-decision + RRF merge).
+exactly as core's lexical channel does (:func:`pinlog.text.lexical_terms`,
+``pinlog.core.channels.lexical.lexical_matches``), and runs the code the server runs:
+:func:`pinlog.ai.search.apply_cuts` (vector evidence), the channels of
+:data:`pinlog.core.channels.CHANNELS` (their records to score and their evidence) and
+:func:`pinlog.core.channels.decide` (relevance decision + RRF fusion, :mod:`pinlog.relevance`).
 
 Prints, per query, the old rule (issue 6: vector only, the top hit always kept) next to the new
 one: the rank of the expected record, or the number of results for an off-topic query. Then a
@@ -31,9 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from pinlog.ai.search import SearchCuts, apply_cuts
-from pinlog.contracts import SearchHit
-from pinlog.core.relevance import RecordEvidence, RelevanceRule, decide
-from pinlog.core.search import records_to_score
+from pinlog.contracts import SearchHit, SearchResponse
+from pinlog.core.channels import RelevanceRule, decide, records_to_score
+from pinlog.core.channels.lexical import LexicalFound, LexicalMatch
+from pinlog.core.channels.vector import VectorFound
 from pinlog.settings import load_settings
 from pinlog.text import content_terms, lexical_terms
 from pinlog.composition import build_config
@@ -99,22 +101,16 @@ class Bench:
         rule = RelevanceRule(p.min_coverage, p.rrf_k)
         for q, qt, hits, lexical, sims, rid, records in self.cases:
             vector = apply_cuts(hits, q["query"], cuts)
-            cands: dict[int, RecordEvidence] = {}
-            for record_id, lex in lexical.items():
-                c = cands.setdefault(record_id, RecordEvidence(record_id))
-                c.note_terms = dict(lex["notes"])
-                c.place_terms = frozenset(lex["place"])
-            # as core's records_to_score: the ai side scores every context of the records that
-            # can pass the lexical test
-            for record_id in records_to_score(cands, len(qt), rule):
-                for i, n in enumerate(self.notes):
-                    if n["member"] == q["member"] and rid[n["record"]] == record_id:
-                        cands[record_id].similarities[i + 1] = sims[i]
-            for h in vector:
-                c = cands.setdefault(h.record_id, RecordEvidence(h.record_id))
-                c.similarities[h.context_id] = h.similarity
-                c.vector, c.vector_context_id = True, h.context_id
-            decisions = decide(cands.values(), len(qt), rule, 20)
+            # the channels in CHANNELS order (vector, lexical), as core's find_all returns them
+            found = [VectorFound(), LexicalFound(
+                {record_id: LexicalMatch(dict(lex["notes"]), frozenset(lex["place"]))
+                 for record_id, lex in lexical.items()}, len(qt), rule.min_coverage)]
+            # the ai side scores every context of the records the channels name
+            scored = [SearchHit(record_id=record_id, context_id=i + 1, similarity=sims[i])
+                      for record_id in records_to_score(found)
+                      for i, n in enumerate(self.notes)
+                      if n["member"] == q["member"] and rid[n["record"]] == record_id]
+            decisions = decide(found, SearchResponse(results=vector, scored=scored), rule, 20)
             out.append((q, [records[d.record_id - 1] for d in decisions]))
         return out
 

@@ -56,6 +56,10 @@ REGISTRY_PY = "src/pinlog/ai/registry.py"
 COMPOSITION_PY = "src/pinlog/composition.py"
 CLI_APP_PY = "src/pinlog/cli/app.py"
 CLI_OPS_PY = "src/pinlog/cli/ops.py"
+RELEVANCE = "src/pinlog/relevance.py"
+CHANNELS = "src/pinlog/core/channels/__init__.py"
+LEXICAL = "src/pinlog/core/channels/lexical.py"
+VECTOR = "src/pinlog/core/channels/vector.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -72,10 +76,14 @@ AI_API_T = "tests/integration/ai/test_api.py"
 REPROCESS_T = "tests/integration/core/rescan/test_reprocess_and_status.py"
 HALF_T = "tests/integration/core/rescan/test_half_cancelled.py"
 SETTINGS_T = "tests/unit/test_settings.py"
-REGISTRY_T = "tests/unit/ai/test_registry.py"
+PROVIDER_REGISTRY_T = "tests/unit/ai/test_registry.py"
 REPLICAS_T = "tests/integration/test_process_settings.py"
 NEEDS_T = "tests/integration/test_command_needs.py"
 VISIBILITY_T = "tests/acceptance/test_visibility.py"
+FUSION_T = "tests/unit/test_relevance_fusion.py"
+RELEVANCE_T = "tests/unit/core/test_relevance.py"
+REGISTRY_T = "tests/unit/core/test_channel_registry.py"
+LEXICAL_T = "tests/integration/search/test_lexical_search.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -413,6 +421,109 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         (f"{PUBLIC_SEARCH}::test_deleted_or_superseded_contexts_never_returned_even_if_ai_rows_stale",),
     ),
+    # ---- search relevance: decision and fusion (relevance.py), core's channels (SPEC §10) -----
+    Mutation(
+        "relevance_fuses_two_lists_only",
+        "SPEC §10: channels merge by RRF over every channel's ranking (N lists, not two)",
+        RELEVANCE,
+        "        for rank in ranks:\n",
+        "        for rank in ranks[:2]:\n",
+        (f"{FUSION_T}::test_three_channels_fuse_by_the_sum_of_their_reciprocal_ranks",),
+    ),
+    Mutation(
+        "relevance_shows_records_without_evidence",
+        "SPEC §10: a record is returned only when some channel gives evidence (no top-hit rule)",
+        RELEVANCE,
+        "        if not vouching:\n            continue\n",
+        "        if not vouching and False:\n            continue\n",
+        (f"{FUSION_T}::test_no_evidence_means_no_result_and_unscored_records_are_never_shown",
+         f"{RELEVANCE_T}::test_no_evidence_means_no_result_even_for_the_best_cosine"),
+    ),
+    Mutation(
+        "relevance_ranks_unsearchable_records",
+        "SPEC §10: ranks are over the searchable records only (a note without embedding is not searchable)",
+        RELEVANCE,
+        "competition_ranks({r: e.score for r in pool\n",
+        "competition_ranks({r: e.score for r in ev\n",
+        (f"{FUSION_T}::test_evidence_about_unsearchable_records_does_not_change_the_ranks",),
+    ),
+    Mutation(
+        "relevance_first_vouching_channel_shows_its_context",
+        "SPEC §10: the shown context is the most specific vouching channel's (the note whose words matched)",
+        RELEVANCE,
+        "context_id = next((e.context_id for e in reversed(vouching)",
+        "context_id = next((e.context_id for e in vouching",
+        (f"{FUSION_T}::test_the_last_vouching_channel_that_names_a_scored_context_decides_what_is_shown",
+         f"{RELEVANCE_T}::test_rrf_puts_a_record_with_both_kinds_of_evidence_first_and_shows_the_matching_note"),
+    ),
+    Mutation(
+        "relevance_matched_by_not_in_channel_order",
+        "SPEC §10: matchedBy lists the channels that matched, in channel order (vector, text, place)",
+        RELEVANCE,
+        "matched_by = tuple(dict.fromkeys(name for e in vouching for name in e.matched_by))",
+        "matched_by = tuple(sorted(set(name for e in vouching for name in e.matched_by)))",
+        (f"{FUSION_T}::test_matched_by_lists_the_vouching_channels_in_channel_order_each_name_once",
+         f"{LEXICAL_T}::test_both_channels_merge_and_say_which_matched"),
+    ),
+    Mutation(
+        "relevance_ties_by_record_id_only",
+        "SPEC §10 (README): equal fused scores go to the higher best cosine, then the lower record id",
+        RELEVANCE,
+        "decisions.sort(key=lambda d: (-d.score, -best[d.record_id], d.record_id))",
+        "decisions.sort(key=lambda d: (-d.score, d.record_id))",
+        (f"{FUSION_T}::test_ties_go_to_the_higher_best_cosine_then_the_lower_record_id_then_the_limit",),
+    ),
+    Mutation(
+        "lexical_ignores_the_coverage_threshold",
+        "SPEC §10: lexical evidence needs PINLOG_SEARCH_TEXT_MIN_COVERAGE of the query's terms",
+        LEXICAL,
+        "Evidence(cov, cov >= self.min_coverage, names, shown)",
+        "Evidence(cov, True, names, shown)",
+        (f"{RELEVANCE_T}::test_lexical_evidence_needs_the_coverage_threshold",),
+    ),
+    Mutation(
+        "lexical_counts_words_of_unscored_notes",
+        "SPEC §10: a note is searchable once its embedding COMPLETED (its words count only then)",
+        LEXICAL,
+        "cov = coverage(match, self.query_terms, scored)",
+        "cov = coverage(match, self.query_terms)",
+        (f"{RELEVANCE_T}::test_words_of_a_note_without_an_embedding_do_not_count",),
+    ),
+    Mutation(
+        "lexical_asks_to_score_records_below_the_threshold",
+        "SPEC §10: only records that can pass the lexical test are sent to be scored (recordIds)",
+        LEXICAL,
+        "if self.query_terms and coverage(m, self.query_terms) >= self.min_coverage]",
+        "if self.query_terms]",
+        (f"{REGISTRY_T}::test_the_lexical_channel_asks_for_the_records_that_can_pass_counting_every_note",),
+    ),
+    Mutation(
+        "vector_channel_vouches_for_every_scored_record",
+        "SPEC §10: the vector channel vouches only for the ai side's results (calibrated floors)",
+        VECTOR,
+        "Evidence(max(scored.values()), record_id in vouched, (VECTOR,),",
+        "Evidence(max(scored.values()), True, (VECTOR,),",
+        (f"{RELEVANCE_T}::test_no_evidence_means_no_result_even_for_the_best_cosine",),
+    ),
+    Mutation(
+        "records_to_score_from_the_first_channel_only",
+        "SPEC §10: the ai side scores the records every channel names",
+        CHANNELS,
+        "wanted = dict.fromkeys(r for f in found for r in f.to_score())",
+        "wanted = dict.fromkeys(r for f in found[:1] for r in f.to_score())",
+        (f"{REGISTRY_T}::test_records_to_score_are_every_channels_requests_in_order_each_once_capped",
+         f"{REGISTRY_T}::test_a_new_channel_plugs_in_with_its_names_ranking_and_context",
+         f"{LEXICAL_T}::test_lexical_match_on_a_note_word_a_place_name_and_an_english_note"),
+    ),
+    Mutation(
+        "scored_contexts_drop_the_vouched_results",
+        "SPEC §10: the records the vector channel vouches for are searchable with their cosine",
+        CHANNELS,
+        "    for hit in (*response.scored, *response.results):\n",
+        "    for hit in response.scored:\n",
+        (f"{REGISTRY_T}::test_scored_contexts_hold_every_cosine_of_the_answer",
+         f"{PUBLIC_SEARCH}::test_public_search_end_to_end"),
+    ),
     # ---- invalidation marking (core/core.sql, SPEC §4) ---------------------------------------
     Mutation(
         "invalidation_does_not_mark_embeddings_deleted",
@@ -549,7 +660,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         REGISTRY_PY,
         "f\"(known: {', '.join(self.names)})\"",
         "\"\"",
-        (f"{REGISTRY_T}::test_an_unknown_name_is_one_line_listing_the_known_ones",),
+        (f"{PROVIDER_REGISTRY_T}::test_an_unknown_name_is_one_line_listing_the_known_ones",),
     ),
     Mutation(
         "replica_rules_without_the_profile",

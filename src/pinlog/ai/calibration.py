@@ -91,7 +91,7 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
     #   long notes score lower than short ones against every preset, so the similarity judge
     #   thresholds a per-note calibrated score instead of the cosine.
     # Search (issue 10): these floors are the vector channel's *evidence* test; nothing else
-    # keeps a hit (no "top hit" rule), core's lexical channel (pinlog.core.relevance) is the
+    # keeps a hit (no "top hit" rule), core's lexical channel (pinlog.core.channels) is the
     # other way in. `python bench/calibrate_search.py --grid` on place_notes.jsonl with the 33
     # positives and 19 off-topic queries of search_queries.jsonl + search_queries_more.jsonl:
     # plateau centre (floor 0.87, one-word 0.855, ratio 0, lexical coverage 0.35) → 33/33

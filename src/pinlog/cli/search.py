@@ -22,7 +22,7 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Search a member's records by meaning and by their own words, as the member would through
-    /v1/search; "matched by" shows which channels matched (vector, text, place).
+    /v1/search; "matched by" shows which channels matched (``matchedBy`` of /v1/search).
 
     ``--json`` prints the body ``POST /v1/search`` answers. Runs the ai side in this process
     unless PINLOG_AI_BASE_URL points at a running one.

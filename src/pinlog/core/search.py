@@ -1,33 +1,32 @@
-"""Personal search, core side (SPEC §10): lexical channel, ai vector channel, relevance
-decision and merge (:mod:`pinlog.core.relevance`), then re-verification of every hit.
+"""Personal search, core side (SPEC §10): the channels (:mod:`pinlog.core.channels`), the
+relevance decision and fusion (:mod:`pinlog.relevance`), then re-verification of every hit.
 
-core matches the query's lexical terms against the member's own words (active note bodies and
-saved places' names/addresses, ``lexical_matches``), asks the ai side for the records its
-vector channel vouches for and for the cosine of the lexically matched contexts, decides which
-records have evidence and orders them, then keeps only hits whose context is still active and
-whose record is active, both owned by the member, and decorates them with the place, the
-matched context's text and the owner-view keywords of that context (SPEC §8).
+Each channel reads what it needs for the query (the lexical channel: the member's own words);
+core asks the ai side for the records its vector search vouches for and for the cosine of the
+contexts the channels named, decides which records have evidence and orders them, then keeps
+only hits whose context is still active and whose record is active, both owned by the member,
+and decorates them with the place, the matched context's text and the owner-view keywords of
+that context (SPEC §8).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.contracts import (MAX_SCORED_RECORDS, REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER,
-                              SearchHit, SearchRequest, SearchResponse)
+from pinlog.contracts import REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, SearchRequest, SearchResponse
+from pinlog.core.channels import RelevanceRule, SearchQuery, decide, find_all, records_to_score
 from pinlog.core.dispatch import DispatchConfig
-from pinlog.core.relevance import RecordEvidence, Decision, RelevanceRule, decide
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
+from pinlog.relevance import Decision
 from pinlog.settings import Settings
-from pinlog.text import lexical_terms
 
 log = logging.getLogger(__name__)
 queries = Queries("pinlog.core", "search.sql")
@@ -74,7 +73,7 @@ class SearchConfig:
 @dataclass(frozen=True)
 class SearchResult:
     """One verified hit: the record, its matched context, that context's cosine similarity and
-    the channels that matched (``matched_by``: ``vector``, ``text``, ``place``; SPEC §10)."""
+    the channels that matched (``matched_by``: :data:`pinlog.core.channels.MATCHED_BY`; SPEC §10)."""
 
     record_id: int
     context_id: int
@@ -82,7 +81,7 @@ class SearchResult:
     place: PlaceView
     text: str
     keywords: list[str]
-    matched_by: tuple[str, ...] = ("vector",)
+    matched_by: tuple[str, ...]
 
 
 class HttpSearchClient:
@@ -123,18 +122,15 @@ class HttpSearchClient:
 
 
 async def verify_hits(engine: AsyncEngine, member_id: int,
-                      response: SearchResponse | list[Decision]) -> list[SearchResult]:
+                      hits: Sequence[Decision]) -> list[SearchResult]:
     """Keep the hits core still vouches for, in the given order (SPEC §10).
 
     Args:
-        response: the ai side's response (its ``results``, matched by the vector channel) or
-            the merged decisions of :func:`pinlog.core.relevance.decide`.
+        hits: the decisions of :func:`pinlog.core.channels.decide`.
 
     Returns:
         verified results with place, matched context text and owner-view keywords.
     """
-    hits: list[SearchHit] | list[Decision] = (
-        response.results if isinstance(response, SearchResponse) else response)
     if not hits:
         return []
     context_ids = [hit.context_id for hit in hits]
@@ -160,57 +156,8 @@ async def verify_hits(engine: AsyncEngine, member_id: int,
                             address=row["address"], road_address=row["road_address"],
                             lat=float(row["lat"]), lng=float(row["lng"])),
             text=row["body"], keywords=keywords.get(hit.context_id, []),
-            matched_by=getattr(hit, "matched_by", ("vector",))))
+            matched_by=hit.matched_by))
     return results
-
-
-async def lexical_matches(engine: AsyncEngine, member_id: int,
-                          terms: list[str]) -> dict[int, RecordEvidence]:
-    """The lexical channel (SPEC §10): record id → candidate with the query terms found in each
-    of its active notes that contains any (``note_terms``) and in its place (``place_terms``),
-    for every active record of the member with at least one matching term."""
-    if not terms:
-        return {}
-    wanted = frozenset(terms)
-    tsquery = " | ".join(f"'{t}'" for t in terms)  # each term is a \w+ run: no quoting needed
-    async with engine.connect() as conn:
-        rows = (await conn.execute(queries("lexical_matches"), {
-            "member_id": member_id, "tsquery": tsquery})).all()
-    found: dict[int, RecordEvidence] = {}
-    for context_id, record_id, note_terms, place_terms in rows:
-        candidate = found.setdefault(int(record_id), RecordEvidence(int(record_id)))
-        if context_id is not None:
-            candidate.note_terms[int(context_id)] = wanted.intersection(note_terms or ())
-        else:
-            candidate.place_terms = wanted.intersection(place_terms or ())
-    return found
-
-
-def records_to_score(lexical: dict[int, RecordEvidence], query_terms: int,
-                     rule: RelevanceRule) -> list[int]:
-    """The lexically matched records whose contexts the ai side is asked to score: those that
-    can pass the lexical test (records below it are shown only if the vector channel vouches
-    for them, and then the ai side returns them anyway), most matched terms first, at most
-    :data:`MAX_SCORED_RECORDS`."""
-    passing = [c for c in lexical.values()
-               if query_terms and len(c.matched_terms(all_notes=True)) / query_terms >= rule.min_coverage]
-    passing.sort(key=lambda c: (-len(c.matched_terms(all_notes=True)), c.record_id))
-    return [c.record_id for c in passing[:MAX_SCORED_RECORDS]]
-
-
-def merge_channels(lexical: dict[int, RecordEvidence], response: SearchResponse) -> list[RecordEvidence]:
-    """One candidate per record from the lexical matches and the ai side's answer: the vector
-    channel's results (flagged ``vector``) and the cosines of the scored contexts."""
-    candidates = dict(lexical)
-    for hit in response.scored:
-        candidate = candidates.setdefault(hit.record_id, RecordEvidence(hit.record_id))
-        candidate.similarities[hit.context_id] = hit.similarity
-    for hit in response.results:
-        candidate = candidates.setdefault(hit.record_id, RecordEvidence(hit.record_id))
-        candidate.similarities[hit.context_id] = hit.similarity
-        candidate.vector = True
-        candidate.vector_context_id = hit.context_id
-    return list(candidates.values())
 
 
 async def member_search(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
@@ -233,12 +180,8 @@ async def member_search(engine: AsyncEngine, config: SearchConfig, search: Searc
     """
     if search is None:
         raise SearchUnavailable("search unavailable")
-    terms = lexical_terms(query)
-    rule = config.rule
-    lexical = await lexical_matches(engine, member_id, terms)
+    found = await find_all(engine, SearchQuery(member_id, query), config.rule)
     request = SearchRequest(user_id=member_id, query=query, limit=limit,
-                            embedding_profile=config.profile,
-                            record_ids=records_to_score(lexical, len(terms), rule))
+                            embedding_profile=config.profile, record_ids=records_to_score(found))
     response = await search(request)
-    decisions = decide(merge_channels(lexical, response), len(terms), rule, limit)
-    return await verify_hits(engine, member_id, decisions)
+    return await verify_hits(engine, member_id, decide(found, response, config.rule, limit))

@@ -1,11 +1,18 @@
-"""The relevance decision and the channel merge (SPEC §10, :mod:`pinlog.core.relevance`) and the
-lexical terms they count (:func:`pinlog.text.lexical_terms`)."""
+"""core's relevance decision over its channels (SPEC §10, :mod:`pinlog.core.channels`: the vector
+and lexical channels, fused by :func:`pinlog.relevance.decide`) and the lexical terms they count
+(:func:`pinlog.text.lexical_terms`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
-from pinlog.core.relevance import RecordEvidence, RelevanceRule, coverage, decide
+from pinlog.contracts import SearchHit, SearchResponse
+from pinlog.core import channels
+from pinlog.core.channels import RelevanceRule
+from pinlog.core.channels.lexical import LexicalFound, LexicalMatch, coverage
+from pinlog.core.channels.vector import VectorFound
 from pinlog.text import lexical_terms
 
 RULE = RelevanceRule(min_coverage=0.35, rrf_k=60)
@@ -29,11 +36,39 @@ def test_lexical_terms_are_safe_tsquery_lexemes():
             assert term.strip() == term and not set(term) & set("'\\:&|!() ")
 
 
+@dataclass
+class Cand:
+    """One record as the ai side and the lexical channel see it: its scored contexts' cosines
+    (``sims``), whether the ai side vouched for it (its first context), and its lexical match."""
+
+    record_id: int
+    sims: dict[int, float]
+    vector: bool
+    match: LexicalMatch
+
+
 def cand(record_id, sims, *, vector=False, notes=None, place=()):
-    return RecordEvidence(record_id, similarities=dict(sims), vector=vector,
-                     vector_context_id=next(iter(sims)) if vector else None,
-                     note_terms={k: frozenset(v) for k, v in (notes or {}).items()},
-                     place_terms=frozenset(place))
+    return Cand(record_id, dict(sims), vector,
+                LexicalMatch({k: frozenset(v) for k, v in (notes or {}).items()}, frozenset(place)))
+
+
+def decide(cands, query_terms, rule, limit):
+    """core's decision (:func:`pinlog.core.channels.decide`) for these records: the registered
+    channels' findings, and the ai side's answer (``results``: the vouched records; ``scored``:
+    every context with a cosine)."""
+    lexical = {c.record_id: c.match for c in cands if c.match.note_terms or c.match.place_terms}
+    found = [VectorFound(), LexicalFound(lexical, query_terms, rule.min_coverage)]
+    response = SearchResponse(
+        results=[SearchHit(record_id=c.record_id, context_id=next(iter(c.sims)), similarity=c.sims[next(iter(c.sims))])
+                 for c in cands if c.vector],
+        scored=[SearchHit(record_id=c.record_id, context_id=cid, similarity=sim)
+                for c in cands for cid, sim in c.sims.items()])
+    return channels.decide(found, response, rule, limit)
+
+
+def test_the_registry_lists_the_vector_then_the_lexical_channel():
+    assert [c.__name__ for c in channels.CHANNELS] == ["VectorChannel", "LexicalChannel"]
+    assert channels.MATCHED_BY == ("vector", "text", "place")
 
 
 def test_no_evidence_means_no_result_even_for_the_best_cosine():
@@ -47,7 +82,7 @@ def test_a_record_without_any_scored_context_is_never_shown():
 def test_lexical_evidence_needs_the_coverage_threshold():
     weak = cand(1, {10: 0.1}, notes={10: {"a"}})          # 1/3 < 0.35
     strong = cand(2, {20: 0.1}, notes={20: {"a", "b"}})   # 2/3
-    assert coverage(weak, 3) == pytest.approx(1 / 3)
+    assert coverage(weak.match, 3, weak.sims) == pytest.approx(1 / 3)
     [d] = decide([weak, strong], 3, RULE, 20)
     assert (d.record_id, d.context_id, d.matched_by) == (2, 20, ("text",))
 

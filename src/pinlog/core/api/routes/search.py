@@ -8,6 +8,7 @@ from pydantic import Field
 from pinlog.core.api.deps import Member
 from pinlog.core.api.errors import R401, R422, CoreRoute
 from pinlog.core.api.schemas import NonBlank, PlaceOut, _In, _Out
+from pinlog.core.channels import MATCHED_BY
 from pinlog.core.search import SearchResult, member_search
 
 router = APIRouter(prefix="/v1/search", tags=["search"], route_class=CoreRoute,
@@ -28,7 +29,7 @@ class SearchResultOut(_Out):
     place: PlaceOut
     text: str
     keywords: list[str]
-    matched_by: list[str] = Field(description="Channels that matched: vector, text, place.")
+    matched_by: list[str] = Field(description=f"Channels that matched: {', '.join(MATCHED_BY)}.")
 
 
 class SearchOut(_Out):
@@ -48,10 +49,10 @@ class SearchOut(_Out):
 @router.post("", response_model=SearchOut, response_model_by_alias=True,
              responses={503: {"description": "search unavailable"}})
 async def search(body: SearchIn, member_id: Member, request: Request) -> SearchOut:
-    """Records of the current member that match the query by meaning (vector channel) or by
-    their own words (notes, place name/address), best first, each with its matched context,
-    that context's similarity (cosine), owner-view keywords and ``matchedBy`` (vector, text,
-    place). An off-topic query gets ``{"results": []}``. Another member's data never appears;
+    """Records of the current member that a search channel vouches for (by meaning, or by their
+    own words in notes and place name/address), best first, each with its matched context, that
+    context's similarity (cosine), owner-view keywords and ``matchedBy`` (the channels that
+    matched). An off-topic query gets ``{"results": []}``. Another member's data never appears;
     deleted or edited contexts never come back (every hit is re-verified)."""
     core = request.app.state.core
     results = await member_search(core.engine, core.config.search, core.search_client,
