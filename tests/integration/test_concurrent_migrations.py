@@ -31,3 +31,76 @@ def test_three_concurrent_migrate_commands_on_an_empty_database_all_exit_0(pg_se
         assert conn.execute("SELECT count(*) FROM ai.alembic_version").fetchone()[0] == 1
         assert conn.execute("SELECT to_regclass('ai.context_ai_state') IS NOT NULL").fetchone()[0]
     assert _head(url) is not None
+
+
+def waiting_for_the_migration_lock(conn: psycopg.Connection) -> list[int]:
+    """Backends of this database waiting for an advisory lock (the migration lock)."""
+    return [pid for (pid,) in conn.execute(
+        "SELECT l.pid FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+        "WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database() "
+        "ORDER BY l.pid")]
+
+
+def relation_locks(conn: psycopg.Connection, pids: list[int]) -> list[tuple]:
+    """Table/index locks held by ``pids``."""
+    return conn.execute(
+        "SELECT pid, relation::regclass::text, mode FROM pg_locks "
+        "WHERE pid = ANY(%s) AND locktype = 'relation' AND granted ORDER BY 1, 2", (pids,)
+    ).fetchall()
+
+
+def wait_until(check, what: str, thread) -> object:
+    """Poll ``check()`` (a database an external backend changes) until truthy; fail if the
+    thread under test ended first or after 60 s."""
+    for _ in range(1200):
+        value = check()
+        if value or not thread.is_alive():
+            break
+        thread.join(0.05)
+    assert value, f"never saw {what}"
+    return value
+
+
+def test_a_waiting_migrate_holds_no_lock_and_changes_nothing_until_it_has_the_migration_lock(
+        pg_server_url):
+    """Replicas starting together on a database that still has our legacy version table
+    (``public.alembic_version``): a `pinlog migrate` waiting for another one's migration lock
+    has changed nothing and holds no table lock (it takes the lock before it inspects or moves
+    anything), so the backend's and the other migration's work never queue behind it."""
+    import threading
+
+    url = create_database(pg_server_url, "pinlog_legacy_wait")
+    migrate.upgrade(url, "0001")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO public.alembic_version SELECT version_num FROM ai.alembic_version")
+        conn.execute("DROP TABLE ai.alembic_version")
+    holder = psycopg.connect(url)  # another migration, holding the lock
+    holder.execute("SELECT pg_advisory_xact_lock(%s)", (migrate.MIGRATION_LOCK_KEY,))
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            migrate.upgrade(url)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failure.append(exc)
+
+    waiting = threading.Thread(target=run)
+    waiting.start()
+    try:
+        with psycopg.connect(url, autocommit=True) as watcher:
+            pids = wait_until(lambda: waiting_for_the_migration_lock(watcher),
+                              "the migrate waiting for the migration lock", waiting)
+            assert relation_locks(watcher, pids) == []
+            # nothing changed: the legacy table is readable at once, our table not created
+            watcher.execute("SET lock_timeout = '2s'")
+            assert watcher.execute("SELECT version_num FROM public.alembic_version").fetchall() \
+                == [("0001",)]
+    finally:
+        holder.rollback()
+        holder.close()
+        waiting.join(120)
+    assert not failure, failure
+    assert migrate.current_revision(url) == migrate.head()
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT to_regclass('public.alembic_version')").fetchone()[0] is None
