@@ -619,6 +619,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        min_similarity = cuts.floor if apply else NO_CUT",
         (f"{PUBLIC_SEARCH}::test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_the_floor",),
     ),
+    Mutation(
+        "one_word_queries_get_the_multi_word_floor",
+        "SPEC §10 cuts: a one-word query is a short query (its lower floor, in the statement and "
+        "in the cut after it)",
+        AI_SEARCH,
+        "    return len(query.split()) <= 1",
+        "    return False",
+        (f"{PUBLIC_SEARCH}::test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_the_floor",),
+    ),
     # -- degenerate vectors (ai/vectors.py, ai/search.sql, SPEC §9)
     Mutation(
         "zero_norm_vectors_accepted",
