@@ -13,6 +13,7 @@ import psycopg
 from pinlog.db import migrate
 from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, create_database
 from tests.helpers import PINLOG, pinlog_env
+from tests.support.locks import relation_locks, waiting_for_advisory_lock
 
 
 def _head(url: str) -> str | None:
@@ -31,22 +32,6 @@ def test_three_concurrent_migrate_commands_on_an_empty_database_all_exit_0(pg_se
         assert conn.execute("SELECT count(*) FROM ai.alembic_version").fetchone()[0] == 1
         assert conn.execute("SELECT to_regclass('ai.context_ai_state') IS NOT NULL").fetchone()[0]
     assert _head(url) is not None
-
-
-def waiting_for_the_migration_lock(conn: psycopg.Connection) -> list[int]:
-    """Backends of this database waiting for an advisory lock (the migration lock)."""
-    return [pid for (pid,) in conn.execute(
-        "SELECT l.pid FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
-        "WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database() "
-        "ORDER BY l.pid")]
-
-
-def relation_locks(conn: psycopg.Connection, pids: list[int]) -> list[tuple]:
-    """Table/index locks held by ``pids``."""
-    return conn.execute(
-        "SELECT pid, relation::regclass::text, mode FROM pg_locks "
-        "WHERE pid = ANY(%s) AND locktype = 'relation' AND granted ORDER BY 1, 2", (pids,)
-    ).fetchall()
 
 
 def wait_until(check, what: str, thread) -> object:
@@ -89,7 +74,7 @@ def test_a_waiting_migrate_holds_no_lock_and_changes_nothing_until_it_has_the_mi
     waiting.start()
     try:
         with psycopg.connect(url, autocommit=True) as watcher:
-            pids = wait_until(lambda: waiting_for_the_migration_lock(watcher),
+            pids = wait_until(lambda: waiting_for_advisory_lock(watcher),
                               "the migrate waiting for the migration lock", waiting)
             assert relation_locks(watcher, pids) == []
             # nothing changed: the legacy table is readable at once, our table not created

@@ -841,8 +841,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    UPDATE ai.context_ai_state AS s\n    SET keyword_status = 'FAILED', updated_at = now()\n"
         "    FROM picked AS p\n    WHERE s.context_id = p.context_id\n"
         "      AND s.keyword_status = 'PENDING'\n",
-        (f"{ROUND}::test_finished_rows_are_never_candidates",
-         f"{ROUND}::test_completed_embedding_with_a_stale_keyword_stage_is_a_candidate"),
+        (f"{ROUND}::test_completed_embedding_with_a_stale_keyword_stage_is_a_candidate",),
     ),
     Mutation(
         "busy_resend_given_up_at_once",

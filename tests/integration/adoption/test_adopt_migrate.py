@@ -24,6 +24,7 @@ from tests.integration.adoption.reference import (
     backend_snapshot,
     build_reference_database,
 )
+from tests.support.locks import relation_locks, waiting_for_advisory_lock
 
 
 def _ai_columns(conn: psycopg.Connection) -> dict[str, set[str]]:
@@ -233,14 +234,12 @@ def test_concurrent_adoptions_wait_for_each_other_and_both_succeed(reference_url
         with psycopg.connect(reference_url, autocommit=True) as watcher:
             # proceed only once both adoptions really wait on the lock (no sleeps)
             for _ in range(1200):
-                waiting = _waiting_for_the_migration_lock(watcher)
+                waiting = waiting_for_advisory_lock(watcher)
                 if len(waiting) == 2 or not all(t.is_alive() for t in runs):
                     break
                 runs[0].join(0.05)
             assert len(waiting) == 2 and results == {}, results
-            assert watcher.execute(
-                "SELECT pid, relation::regclass::text, mode FROM pg_locks WHERE pid = ANY(%s) "
-                "AND locktype = 'relation' AND granted", (waiting,)).fetchall() == []
+            assert relation_locks(watcher, waiting) == []
         # the backend keeps working meanwhile (its own statements; a lock wait would fail fast)
         with psycopg.connect(reference_url) as backend:
             backend.execute("SET lock_timeout = '2s'")
@@ -256,13 +255,6 @@ def test_concurrent_adoptions_wait_for_each_other_and_both_succeed(reference_url
             thread.join(120)
     assert sorted(map(str, results.values())) == ["foreign", "ours"], results
     assert migrate.current_revision(reference_url) == migrate.head()
-
-
-def _waiting_for_the_migration_lock(conn: psycopg.Connection) -> list[int]:
-    """Backends of this database waiting for an advisory lock (the migration lock)."""
-    return [pid for (pid,) in conn.execute(
-        "SELECT l.pid FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
-        "WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database()")]
 
 
 def _as_role(url: str, conn: psycopg.Connection) -> str:
