@@ -11,7 +11,7 @@ import subprocess
 import psycopg
 
 from pinlog.db import migrate
-from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, create_database
+from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, create_database, create_legacy_database
 from tests.helpers import PINLOG, pinlog_env
 from tests.support.locks import relation_locks, waiting_for_advisory_lock
 
@@ -54,12 +54,7 @@ def test_a_waiting_migrate_holds_no_lock_and_changes_nothing_until_it_has_the_mi
     anything), so the backend's and the other migration's work never queue behind it."""
     import threading
 
-    url = create_database(pg_server_url, "pinlog_legacy_wait")
-    migrate.upgrade(url, "0001")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
-        conn.execute("INSERT INTO public.alembic_version SELECT version_num FROM ai.alembic_version")
-        conn.execute("DROP TABLE ai.alembic_version")
+    url = create_legacy_database(pg_server_url, "pinlog_legacy_wait")
     holder = psycopg.connect(url)  # another migration, holding the lock
     holder.execute("SELECT pg_advisory_xact_lock(%s)", (migrate.MIGRATION_LOCK_KEY,))
     failure: list[BaseException] = []

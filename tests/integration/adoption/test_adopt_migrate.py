@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 
 from pinlog.cli.app import describe_error
 from pinlog.db import migrate
-from tests.conftest import create_database
+from tests.conftest import create_database, create_legacy_database
 from tests.integration.adoption.reference import (
     BACKEND_CANCEL,
     BACKEND_CANCEL_EMBEDDING,
@@ -180,12 +180,7 @@ def test_adopt_on_a_fresh_database_refuses(pg_server_url):
 def test_our_old_public_version_table_moves_into_ai(pg_server_url):
     """A database migrated before the version table moved (public.alembic_version holding our
     revision): the next `pinlog migrate` moves it into ai in the same transaction."""
-    url = create_database(pg_server_url, "pinlog_legacy")
-    migrate.upgrade(url, "0001")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
-        conn.execute("INSERT INTO public.alembic_version SELECT version_num FROM ai.alembic_version")
-        conn.execute("DROP TABLE ai.alembic_version")
+    url = create_legacy_database(pg_server_url, "pinlog_legacy")
     assert migrate.current_revision(url) == "0001"
     migrate.upgrade(url)
     with psycopg.connect(url, autocommit=True) as conn:
