@@ -117,6 +117,18 @@ def create_database(server_url: str, prefix: str) -> str:
     return _with_database(server_url, name)
 
 
+def create_legacy_database(server_url: str, prefix: str) -> str:
+    """A new database migrated to our revision 0001 whose history is still in the legacy
+    ``public.alembic_version`` (before our version table moved into ``ai``); its libpq URL."""
+    url = create_database(server_url, prefix)
+    migrate.upgrade(url, "0001")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO public.alembic_version SELECT version_num FROM ai.alembic_version")
+        conn.execute("DROP TABLE ai.alembic_version")
+    return url
+
+
 @pytest.fixture(scope="session")
 def migrated_db_url(pg_server_url: str) -> str:
     url = create_database(pg_server_url, "pinlog_test")

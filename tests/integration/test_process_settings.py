@@ -69,6 +69,49 @@ async def test_agreeing_replicas_and_disjoint_settings_log_nothing(tmp_path, db_
         await one.stop()
 
 
+async def test_a_core_only_rescan_process_and_an_ai_only_process_disagreeing_on_the_expiry(
+        tmp_path, db_url, engine, caplog):
+    """Replicas of different kinds share one rule: core's rescan claims a PROCESSING stage by
+    PINLOG_PROCESSING_EXPIRY, the ai side re-claims by it. A core-only process (running the
+    rescan) and an ai-only process that disagree on it are reported, by both and by status."""
+    core_only = registry(engine, make_settings(tmp_path / "core", db_url), ("core",))
+    ai_only = registry(engine, make_settings(tmp_path / "ai", db_url, **SHORT), ("ai",))
+    assert await core_only.start() == []
+    try:
+        with caplog.at_level(logging.ERROR, logger="pinlog.db.process_settings"):
+            found = await ai_only.start()
+            assert {d.setting for d in await core_only.check()} == {"processing_expiry"}
+        assert {d.setting for d in found} == {"processing_expiry"}
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert any("PINLOG_PROCESSING_EXPIRY: 60.0 here vs 600.0" in m for m in errors)
+        assert any("PINLOG_PROCESSING_EXPIRY: 600.0 here vs 60.0" in m for m in errors)
+        snap = await status_snapshot(engine, config_of(make_settings(tmp_path / "c", db_url)).core.status)
+        assert {d.setting for d in snap["setting_differences"]} == {"processing_expiry"}
+    finally:
+        await ai_only.stop()
+        await core_only.stop()
+
+
+async def test_a_process_whose_heartbeat_stopped_is_not_compared(tmp_path, db_url, engine,
+                                                                sync_conn):
+    """Only live processes count: a replica that crashed (its heartbeat older than the live
+    window — the database clock moved back instead of waiting) is no longer compared."""
+    crashed = registry(engine, make_settings(tmp_path / "a", db_url, **SHORT), ("ai",))
+    assert await crashed.start() == []
+    newcomer = registry(engine, make_settings(tmp_path / "b", db_url), ("ai",))
+    try:
+        sync_conn.execute("UPDATE ai.process_settings SET seen_at = now() - interval '1 hour' "
+                          "WHERE process_id = %s", (crashed.process_id,))
+        assert await newcomer.start() == []
+        assert [p.process_id for p in await live_processes(engine)] == [newcomer.process_id]
+        sync_conn.execute("UPDATE ai.process_settings SET seen_at = now() "
+                          "WHERE process_id = %s", (crashed.process_id,))
+        assert {d.setting for d in await newcomer.check()} >= {"processing_expiry"}  # can fail
+    finally:
+        await newcomer.stop()
+        await crashed.stop()
+
+
 def test_rule_settings_record_no_secret(tmp_path, db_url):
     values = replica_rules(config_of(make_settings(tmp_path, db_url)),
                            ("core", "ai", "rescan")).values()

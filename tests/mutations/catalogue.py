@@ -60,6 +60,17 @@ RELEVANCE = "src/pinlog/relevance.py"
 CHANNELS = "src/pinlog/core/channels/__init__.py"
 LEXICAL = "src/pinlog/core/channels/lexical.py"
 VECTOR = "src/pinlog/core/channels/vector.py"
+AI_SEARCH = "src/pinlog/ai/search.py"
+AI_RUNTIME = "src/pinlog/ai/runtime.py"
+BATCHING = "src/pinlog/ai/providers/batching.py"
+VECTORS = "src/pinlog/ai/vectors.py"
+TEXT = "src/pinlog/text.py"
+CONTRACTS = "src/pinlog/contracts.py"
+MIGRATE = "src/pinlog/db/migrate.py"
+PROCESS_SETTINGS = "src/pinlog/db/process_settings.py"
+SIMILARITY = "src/pinlog/ai/judges/similarity.py"
+APP = "src/pinlog/app.py"
+RESCAN_PY = "src/pinlog/core/rescan.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -84,6 +95,17 @@ FUSION_T = "tests/unit/test_relevance_fusion.py"
 RELEVANCE_T = "tests/unit/core/test_relevance.py"
 REGISTRY_T = "tests/unit/core/test_channel_registry.py"
 LEXICAL_T = "tests/integration/search/test_lexical_search.py"
+CHANNEL_T = "tests/integration/search/test_lexical_channel.py"
+DEGENERATE_T = "tests/acceptance/robustness/test_degenerate_vectors.py"
+UNICODE_T = "tests/acceptance/robustness/test_unicode.py"
+NORMALISATION_T = "tests/unit/test_text_normalisation.py"
+PRIORITY_T = "tests/acceptance/robustness/test_search_priority.py"
+ADOPT_T = "tests/integration/adoption/test_adopt_migrate.py"
+CONCURRENT_MIGRATE_T = "tests/integration/test_concurrent_migrations.py"
+PROCESS_SETTINGS_T = "tests/integration/test_process_settings.py"
+CUE_T = "tests/unit/ai/judges/test_cue_evidence.py"
+UNAVAILABLE_T = "tests/acceptance/test_db_unavailable.py"
+SPEED_T = "tests/integration/core/rescan/test_recovery_speed.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -685,5 +707,319 @@ MUTATIONS: tuple[Mutation, ...] = (
         "create_app(config, started=started)",
         "create_app(config, components=started.components, database_url=url)",
         (f"{VISIBILITY_T}::test_serve_host_port_startup_line_http_metrics_and_oldest_unfinished",),
+    ),
+    # ---- issue 30: rules no test noticed, and the families they belong to --------------------
+    # -- member withdrawal (core/core.sql, SPEC §4)
+    Mutation(
+        "withdrawal_hides_only_active_contexts_embeddings",
+        "SPEC §4 withdrawal: EVERY embedding of the member is hidden, also one of a context "
+        "deleted earlier whose own invalidation was missed",
+        CORE_SQL,
+        "UPDATE ai.context_embedding SET is_deleted = true\nWHERE user_id = :member_id AND NOT is_deleted;",
+        "UPDATE ai.context_embedding SET is_deleted = true\nWHERE user_id = :member_id AND NOT is_deleted AND false;",
+        (f"{SERVICES_T}::test_withdrawal_hides_every_embedding_of_the_member_also_of_earlier_deleted_contexts",),
+    ),
+    # -- core's lexical channel (core/search.sql, SPEC §10)
+    Mutation(
+        "lexical_notes_keep_deleted_contexts",
+        "SPEC §10 lexical channel: an edited or deleted note's words never match",
+        CORE_SEARCH_SQL,
+        "WHERE c.member_id = :member_id AND c.deleted_at IS NULL\n",
+        "WHERE c.member_id = :member_id\n",
+        (f"{CHANNEL_T}::test_edited_or_deleted_notes_words_never_reach_the_lexical_channel",),
+    ),
+    Mutation(
+        "lexical_notes_of_every_member",
+        "SPEC §10/§11 #19 lexical channel: another member's notes never match",
+        CORE_SEARCH_SQL,
+        "WHERE c.member_id = :member_id AND c.deleted_at IS NULL\n",
+        "WHERE c.deleted_at IS NULL\n",
+        (f"{CHANNEL_T}::test_another_members_notes_and_places_never_reach_the_lexical_channel",),
+    ),
+    Mutation(
+        "lexical_places_of_every_member",
+        "SPEC §10/§11 #19 lexical channel: another member's saved places never match",
+        CORE_SEARCH_SQL,
+        "WHERE r.member_id = :member_id AND r.deleted_at IS NULL\n",
+        "WHERE r.deleted_at IS NULL\n",
+        (f"{CHANNEL_T}::test_another_members_notes_and_places_never_reach_the_lexical_channel",),
+    ),
+    Mutation(
+        "lexical_places_keep_deleted_records",
+        "SPEC §10 lexical channel: a deleted record's place name and address never match",
+        CORE_SEARCH_SQL,
+        "WHERE r.member_id = :member_id AND r.deleted_at IS NULL\n",
+        "WHERE r.member_id = :member_id\n",
+        (f"{CHANNEL_T}::test_a_deleted_records_place_name_and_address_never_reach_the_lexical_channel",),
+    ),
+    # -- the relevance decision end to end (pinlog/relevance.py, core/channels; SPEC §10):
+    #    the same rules as the unit-level mutations above, killed through /v1/search
+    Mutation(
+        "relevance_shows_records_without_evidence_end_to_end",
+        "SPEC §10: a record is returned only when some channel gives evidence for it",
+        RELEVANCE,
+        "        if not vouching:\n            continue\n",
+        "        if not vouching and False:\n            continue\n",
+        (f"{LEXICAL_T}::test_a_note_that_is_not_searchable_yet_gives_no_evidence_and_no_result",),
+    ),
+    Mutation(
+        "relevance_ignores_the_coverage_threshold_end_to_end",
+        "SPEC §10: lexical evidence needs the query-term coverage threshold, not any one term",
+        LEXICAL,
+        "Evidence(cov, cov >= self.min_coverage, names, shown)",
+        "Evidence(cov, True, names, shown)",
+        (f"{LEXICAL_T}::test_one_query_term_of_five_is_below_the_coverage_threshold",),
+    ),
+    Mutation(
+        "relevance_counts_unscored_notes_words_end_to_end",
+        "SPEC §10: words of a note that is not searchable (no embedding scored) give no evidence",
+        LEXICAL,
+        "cov = coverage(match, self.query_terms, scored)",
+        "cov = coverage(match, self.query_terms)",
+        (f"{LEXICAL_T}::test_a_note_that_is_not_searchable_yet_gives_no_evidence_and_no_result",),
+    ),
+    # -- the vector channel's short-query floor through search() (ai/search.py, SPEC §10)
+    Mutation(
+        "search_statement_uses_the_multi_word_floor_for_one_word",
+        "SPEC §10 cuts: a one-word query's hits are cut at the short-query floor, also in the "
+        "statement's bound (min_similarity)",
+        AI_SEARCH,
+        "        min_similarity = (cuts.short_query_floor if is_short_query(request.query)\n"
+        "                          else cuts.floor) if apply else NO_CUT",
+        "        min_similarity = cuts.floor if apply else NO_CUT",
+        (f"{PUBLIC_SEARCH}::test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_the_floor",),
+    ),
+    Mutation(
+        "one_word_queries_get_the_multi_word_floor",
+        "SPEC §10 cuts: a one-word query is a short query (its lower floor, in the statement and "
+        "in the cut after it)",
+        AI_SEARCH,
+        "    return len(query.split()) <= 1",
+        "    return False",
+        (f"{PUBLIC_SEARCH}::test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_the_floor",),
+    ),
+    # -- degenerate vectors (ai/vectors.py, ai/search.sql, SPEC §9)
+    Mutation(
+        "zero_norm_vectors_accepted",
+        "SPEC §9: a zero / near-zero norm vector is a provider error, never stored or used",
+        VECTORS,
+        "    bad = ~finite.all(axis=1) | ~(norms >= MIN_NORM)",
+        "    bad = ~finite.all(axis=1)",
+        (f"{DEGENERATE_T}::test_check_embeddings_refuses_every_degenerate_kind",),
+    ),
+    Mutation(
+        "search_member_ranks_nan",
+        "SPEC §9 defence in depth: a NaN cosine (stored zero vector) is never ranked",
+        SEARCH_SQL,
+        "    WHERE similarity <> 'NaN'::float8               -- NaN is never ranked\n",
+        "",
+        (f"{DEGENERATE_T}::test_search_sql_never_ranks_a_stored_zero_vector",),
+    ),
+    Mutation(
+        "score_records_scores_nan",
+        "SPEC §9 defence in depth: a NaN cosine is never scored for the lexical channel",
+        SEARCH_SQL,
+        "  AND NOT (1 - (e.embedding <=> CAST(:query_vector AS vector))) = 'NaN'::float8  -- NaN never scored\n",
+        "",
+        (f"{DEGENERATE_T}::test_search_sql_never_ranks_a_stored_zero_vector",),
+    ),
+    Mutation(
+        "search_member_compares_vectors_of_another_length",
+        "SPEC §9 defence in depth: a stored vector of another length is skipped, never a 500",
+        SEARCH_SQL,
+        "      AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500\n"
+        "      -- cut:",
+        "      -- cut:",
+        (f"{DEGENERATE_T}::test_search_sql_skips_a_stored_vector_of_another_length",),
+    ),
+    Mutation(
+        "score_records_compares_vectors_of_another_length",
+        "SPEC §9 defence in depth: a stored vector of another length is never scored, never a 500",
+        SEARCH_SQL,
+        "  AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500\n"
+        "  AND NOT",
+        "  AND NOT",
+        (f"{DEGENERATE_T}::test_search_sql_skips_a_stored_vector_of_another_length",),
+    ),
+    # -- one normalisation (NFC) where text enters (pinlog/text.py, contracts, services; SPEC §13)
+    Mutation(
+        "lexical_terms_of_the_raw_query",
+        "SPEC §13: a query is normalised (NFC) before its lexical terms are taken, so an NFD "
+        "query matches like its NFC copy",
+        TEXT,
+        "    for run in _RUNS.findall(normalize(text).casefold()):",
+        "    for run in _RUNS.findall(text.casefold()):",
+        (f"{LEXICAL_T}::test_an_nfd_query_gets_the_lexical_matches_of_its_nfc_copy",),
+    ),
+    Mutation(
+        "contract_text_not_normalised",
+        "SPEC §13/§5.6: text entering the ai side is normalised, so NFD and NFC hash alike",
+        CONTRACTS,
+        "    value = normalize(_storable_text(value))",
+        "    value = _storable_text(value)",
+        (f"{NORMALISATION_T}::test_contract_normalises_text_so_nfd_and_nfc_hash_alike",),
+    ),
+    Mutation(
+        "note_text_not_normalised",
+        "SPEC §13: a note is stored in the one normalised form",
+        SERVICES,
+        "    text = normalize(text)\n    if is_blank(text):",
+        "    if is_blank(text):",
+        (f"{UNICODE_T}::test_nfd_note_and_place_are_stored_normalised_and_hashed_normalised",),
+    ),
+    Mutation(
+        "place_fields_not_normalised",
+        "SPEC §13: place names and addresses are stored in the one normalised form",
+        SERVICES,
+        "    if normal:\n        value = normalize(value)\n",
+        "",
+        (f"{UNICODE_T}::test_nfd_note_and_place_are_stored_normalised_and_hashed_normalised",),
+    ),
+    # -- the migration and adoption locks, lock_timeout (db/migrate.py, SPEC §2)
+    Mutation(
+        "migrate_inspects_before_the_migration_lock",
+        "SPEC §2 migrations: a waiting `pinlog migrate` holds no lock and changes nothing until "
+        "it has the migration lock (also on a database with the legacy version table)",
+        MIGRATE,
+        "        with engine.begin() as conn:\n            _lock(conn)\n"
+        "            if inspect_database(conn) == \"foreign\":",
+        "        with engine.begin() as conn:\n"
+        "            if inspect_database(conn) == \"foreign\":",
+        (f"{CONCURRENT_MIGRATE_T}::"
+         "test_a_waiting_migrate_holds_no_lock_and_changes_nothing_until_it_has_the_migration_lock",),
+    ),
+    Mutation(
+        "adopt_alters_before_the_migration_lock",
+        "SPEC §2.2 adoption: a waiting `migrate --adopt` holds no lock on the backend's ai tables",
+        MIGRATE,
+        "            _lock(conn)\n            conn.execute(text(f\"SET LOCAL lock_timeout",
+        "            conn.execute(text(f\"SET LOCAL lock_timeout",
+        (f"{ADOPT_T}::test_concurrent_adoptions_wait_for_each_other_and_both_succeed",),
+    ),
+    Mutation(
+        "adopt_waits_without_lock_timeout",
+        "SPEC §2.2 adoption: a busy backend table aborts the adoption (lock_timeout), it never "
+        "queues the backend's traffic behind it",
+        MIGRATE,
+        "            conn.execute(text(f\"SET LOCAL lock_timeout = '{ADOPT_LOCK_TIMEOUT}'\"))\n",
+        "",
+        (f"{ADOPT_T}::test_a_busy_table_is_reported_as_busy_not_as_a_connection_problem",),
+    ),
+    # -- the search deadline and the query lane (ai/runtime.py, ai/providers/batching.py)
+    Mutation(
+        "search_without_deadline",
+        "SPEC §13 PINLOG_SEARCH_TIMEOUT: the search deadline alone bounds the answer (503)",
+        AI_RUNTIME,
+        "                                                 keyword_floor=calibration.candidate_floor),\n"
+        "                                          deadline)",
+        "                                                 keyword_floor=calibration.candidate_floor),\n"
+        "                                          None)",
+        (f"{PRIORITY_T}::test_search_past_its_deadline_is_503_with_retry_after",),
+    ),
+    Mutation(
+        "query_lane_shares_the_passage_slot",
+        "issue 16 #4: a query has its own provider slot, never behind the background backlog",
+        BATCHING,
+        "        self._slots = {\"passage\": asyncio.Semaphore(self.max_concurrent),\n"
+        "                       \"query\": asyncio.Semaphore(1)}",
+        "        self._slots = dict.fromkeys((\"passage\", \"query\"),\n"
+        "                                    asyncio.Semaphore(self.max_concurrent))",
+        (f"{PRIORITY_T}::test_search_answers_while_the_background_backlog_is_held",),
+    ),
+    # -- the keyword category rule (ai/judges/similarity.py, SPEC §8)
+    Mutation(
+        "score_pick_beside_a_cue_pick_of_its_category",
+        "SPEC §8 similarity judge: no score-only pick in a category that has a cue-confirmed pick",
+        SIMILARITY,
+        "            if not cues[i] and c.preset.category in cue_categories:",
+        "            if False:",
+        (f"{CUE_T}::test_a_strong_score_alone_picks_but_not_next_to_a_cue_pick_of_its_category",),
+    ),
+    # -- the 503 middleware and /metrics (app.py, SPEC §6/§12)
+    Mutation(
+        "database_unavailable_answered_500",
+        "SPEC §6: an unavailable database is a JSON 503 with Retry-After, never a 500",
+        APP,
+        "            if is_database_unavailable(exc):\n                status, body = 503",
+        "            if False:\n                status, body = 503",
+        (f"{UNAVAILABLE_T}::test_database_gone_under_a_running_app_is_json_503_and_metrics_say_so",),
+    ),
+    Mutation(
+        "database_unavailable_without_retry_after",
+        "SPEC §6: the 503 tells the client when to retry (Retry-After)",
+        APP,
+        "                **({\"Retry-After\": str(RETRY_AFTER_SECONDS)} if status == 503 else {})})",
+        "                **({})})",
+        (f"{UNAVAILABLE_T}::test_database_gone_under_a_running_app_is_json_503_and_metrics_say_so",),
+    ),
+    Mutation(
+        "metrics_db_up_kept_when_the_read_fails",
+        "SPEC §12: /metrics says the database is down (pinlog_db_up 0) when its read fails",
+        APP,
+        "            m.DB_UP.set(0)\n",
+        "",
+        (f"{UNAVAILABLE_T}::test_database_gone_under_a_running_app_is_json_503_and_metrics_say_so",),
+    ),
+    Mutation(
+        "metrics_fails_when_the_database_is_down",
+        "SPEC §12: /metrics always answers (monitoring never goes blind)",
+        APP,
+        "        except Exception as exc:  # noqa: BLE001 - monitoring must not go blind",
+        "        except ZeroDivisionError as exc:  # noqa: BLE001 - monitoring must not go blind",
+        (f"{UNAVAILABLE_T}::test_database_gone_under_a_running_app_is_json_503_and_metrics_say_so",),
+    ),
+    # -- process settings (db/process_settings.py, issue 16 #7)
+    Mutation(
+        "core_process_records_no_processing_expiry",
+        "issue 16 #7: a core-only process (its rescan) and an ai-only process that disagree on "
+        "PINLOG_PROCESSING_EXPIRY are reported",
+        COMPOSITION_PY,
+        "        rules = replace(rules, pending_expiry=rescan.pending_expiry.total_seconds(),\n"
+        "                        processing_expiry=rescan.processing_expiry.total_seconds(),\n",
+        "        rules = replace(rules, pending_expiry=rescan.pending_expiry.total_seconds(),\n",
+        (f"{PROCESS_SETTINGS_T}::"
+         "test_a_core_only_rescan_process_and_an_ai_only_process_disagreeing_on_the_expiry",),
+    ),
+    Mutation(
+        "process_settings_compare_dead_processes",
+        "issue 16 #7: only live processes (recent heartbeat) are compared",
+        "src/pinlog/db/process_settings.sql",
+        " WHERE seen_at > now() - make_interval(secs => :live_seconds)\n",
+        "",
+        (f"{PROCESS_SETTINGS_T}::test_a_process_whose_heartbeat_stopped_is_not_compared",),
+    ),
+    # -- dead ends and busy pacing (core/rescan.sql, core/rescan.py, SPEC §7.2)
+    Mutation(
+        "dead_end_not_finalized",
+        "SPEC §7.2 dead end: a keyword PENDING behind a FAILED embedding ends FAILED every round",
+        RESCAN_SQL,
+        "    SET keyword_status = 'FAILED', updated_at = now()\n    FROM picked AS p",
+        "    SET updated_at = now()\n    FROM picked AS p",
+        (f"{ROUND}::test_dead_end_keyword_stage_is_failed_every_round_without_spending_retries",),
+    ),
+    Mutation(
+        "dead_end_fails_a_keyword_stage_that_can_still_start",
+        "SPEC §7.2 dead end: only behind a FAILED embedding (a PENDING/PROCESSING/COMPLETED "
+        "embedding's keyword stage can still run)",
+        RESCAN_SQL,
+        "    WHERE {unfinished} AND keyword_status = 'PENDING' AND embedding_status = 'FAILED'\n"
+        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), failed AS (\n"
+        "    UPDATE ai.context_ai_state AS s\n    SET keyword_status = 'FAILED', updated_at = now()\n"
+        "    FROM picked AS p\n    WHERE s.context_id = p.context_id\n"
+        "      AND s.keyword_status = 'PENDING' AND s.embedding_status = 'FAILED'\n",
+        "    WHERE {unfinished} AND keyword_status = 'PENDING'\n"
+        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), failed AS (\n"
+        "    UPDATE ai.context_ai_state AS s\n    SET keyword_status = 'FAILED', updated_at = now()\n"
+        "    FROM picked AS p\n    WHERE s.context_id = p.context_id\n"
+        "      AND s.keyword_status = 'PENDING'\n",
+        (f"{ROUND}::test_completed_embedding_with_a_stale_keyword_stage_is_a_candidate",),
+    ),
+    Mutation(
+        "busy_resend_given_up_at_once",
+        "SPEC §7.2 recovery speed: a busy 503 is re-sent within the round (paced), never dropped",
+        RESCAN_PY,
+        "                while status == 503 and time.monotonic() + pause < deadline:",
+        "                while False:",
+        (f"{SPEED_T}::test_a_busy_ai_side_paces_the_round_instead_of_losing_the_resend",),
     ),
 )

@@ -26,6 +26,24 @@ def test_the_catalogue_covers_the_audited_rules():
     assert len(MUTATIONS) >= 12
 
 
+def test_the_catalogue_covers_the_families_of_issue_30():
+    """Relevance and the lexical channel, degenerate vectors, NFC, the migration and adoption
+    locks and lock_timeout, the search deadline and lane, the keyword category rule, the 503
+    middleware and /metrics, process settings, dead ends and busy pacing: each has mutations."""
+    files = {m.path.rsplit("/", 1)[-1] for m in MUTATIONS}
+    assert {"relevance.py", "vectors.py", "text.py", "contracts.py", "migrate.py", "runtime.py",
+            "batching.py", "similarity.py", "app.py", "process_settings.sql", "rescan.py"} <= files
+    names = {m.name for m in MUTATIONS}
+    assert {"lexical_notes_keep_deleted_contexts", "lexical_notes_of_every_member",
+            "lexical_places_of_every_member", "lexical_places_keep_deleted_records",
+            "withdrawal_hides_only_active_contexts_embeddings", "lexical_terms_of_the_raw_query",
+            "migrate_inspects_before_the_migration_lock", "adopt_alters_before_the_migration_lock",
+            "adopt_waits_without_lock_timeout", "search_without_deadline",
+            "search_statement_uses_the_multi_word_floor_for_one_word",
+            "core_process_records_no_processing_expiry", "dead_end_not_finalized",
+            "busy_resend_given_up_at_once"} <= names
+
+
 def test_a_missing_snippet_or_test_is_reported(tmp_path: Path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.sql").write_text("SELECT 1 FOR UPDATE SKIP LOCKED\n")

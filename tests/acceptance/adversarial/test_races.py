@@ -206,8 +206,13 @@ async def test_rescan_reclaim_racing_a_live_but_slow_worker(full, sync_conn):
     full.provider.gate = None  # the re-sent job calls the model freely
     report = await loop.run_round()
     assert report.claimed_ids == [cid] and report.dispatched_ids == [cid]
-    await asyncio.sleep(0.3)  # the re-sent job re-claimed the stage and waits for the model
-    gate.open()  # the stale worker wakes up late
+    # the re-sent job re-claims the stage and finishes it while the stale worker is held (an
+    # event this test waits for — not a sleep that hopes it happened)
+    async with asyncio.timeout(30):
+        while _state(sync_conn, cid) != ("COMPLETED", "COMPLETED"):
+            await asyncio.sleep(0.01)
+    assert full.provider.calls == 2  # the held call and the re-sent job's
+    gate.open()  # the stale worker wakes up late: its save is refused
     await full.settle()
     assert _state(sync_conn, cid) == ("COMPLETED", "COMPLETED")
     assert _rows(sync_conn, "ai.context_embedding", cid) == 1

@@ -1,9 +1,14 @@
 """SPEC §11 #8 end to end: a worker dies mid-stage; the real rescan of a restarted
 `pinlog serve` recovers the context to COMPLETED (the `rescanned_at` fix of SPEC §7.3).
 
-The real `pinlog serve` runs as a subprocess on the test database with short expiries. Its
-embedding provider (``openai``) and llm judge talk to a local OpenAI-compatible server that holds
-the call on an Event until the test has SIGKILLed the server — no test hook in production code.
+The real `pinlog serve` runs as a subprocess on the test database. Its embedding provider
+(``openai``) and llm judge talk to a local OpenAI-compatible server that holds the call on an
+Event until the test has SIGKILLed the server — no test hook in production code.
+
+No step races the clock: the servers run with the default expiries (PROCESSING 600 s), so the
+killed stage is certainly younger than the expiry when the test checks that nothing re-claims
+it, however loaded the machine; then the test moves the row's clock back past the expiry (the
+database-clock shift stands in for the wait) and the restarted server's rescan recovers it.
 """
 
 from __future__ import annotations
@@ -21,13 +26,19 @@ from tests.support.serve import PROFILE, TEXT, Server, create_context, serve_env
 
 pytestmark = pytest.mark.slow
 
+#: The servers' expiries (the defaults): far longer than any step of the test takes.
+PROCESSING_S, PENDING_S = 600, 300
+LONG_EXPIRY = {"PINLOG_PROCESSING_EXPIRY": str(PROCESSING_S),
+               "PINLOG_PENDING_EXPIRY": str(PENDING_S)}
+
 
 async def crash_and_recover(tmp_path, db_url, sync_conn, engine, fake: FakeOpenAI,
                             hold: str, **extra: str) -> tuple[int, dict]:
     """Run serve, hold the `hold` stage's model call, SIGKILL, check nothing younger than the
-    expiry is re-claimed, restart, and wait for both stages COMPLETED. Returns (id, state)."""
+    expiry is re-claimed, move the stage's clock past the expiry, restart, and wait for both
+    stages COMPLETED. Returns (id, state)."""
     port = free_port()
-    env = serve_env(tmp_path, db_url, port, fake, **extra)
+    env = serve_env(tmp_path, db_url, port, fake, **LONG_EXPIRY, **extra)
     loaded = run_pinlog(["presets", "load"], env, timeout=120)
     assert loaded.returncode == 0, loaded.stderr[-3000:]
 
@@ -45,14 +56,19 @@ async def crash_and_recover(tmp_path, db_url, sync_conn, engine, fake: FakeOpenA
     stage = "embedding_status" if hold == "embeddings" else "keyword_status"
     row = state(sync_conn, context_id)
     assert row[stage] == "PROCESSING" and row["retry_count"] == 0
-    # A PROCESSING stage younger than the expiry is not re-claimed (SPEC §11 #8).
-    young = RescanLoop(engine, config_of(make_settings(tmp_path, db_url, processing_expiry=3,
-                                             pending_expiry=2, embedding_timeout=0.5,
+    # A PROCESSING stage younger than the expiry is not re-claimed (SPEC §11 #8): the rescan
+    # with the servers' own settings leaves it alone.
+    young = RescanLoop(engine, config_of(make_settings(tmp_path, db_url, processing_expiry=PROCESSING_S,
+                                             pending_expiry=PENDING_S, embedding_timeout=0.5,
                                              llm_timeout=0.5, model_attempts=2,
                                              backoff_base=0.1, backoff_cap=0.2)).core.rescan,
                        RecordingClient())
     assert await young.claim() == []
     assert state(sync_conn, context_id)["retry_count"] == 0
+    # The expiry passes: the stage's clock is moved back past it instead of waiting for it.
+    sync_conn.execute("UPDATE ai.context_ai_state SET updated_at = updated_at - "
+                      "make_interval(secs => %s) WHERE context_id = %s",
+                      (PROCESSING_S + 60, context_id))
 
     fake.release.set()  # the model answers normally from now on
     fake.hold_embeddings.clear()

@@ -137,7 +137,9 @@ class HangsOn(FakeEmbeddingProvider):
 
 async def test_a_batch_that_times_out_is_split_never_retried_whole_and_the_culprit_goes_alone():
     provider = HangsOn("STUCK")
-    batcher = MicroBatcher(provider, batch_size=32, wait_ms=50, max_chars=400, timeout=0.4)
+    # timeout 2 s: a call gets at least 0.5 s (a quarter), which the fake's instant answers
+    # never approach on a loaded machine; only the stuck text times out
+    batcher = MicroBatcher(provider, batch_size=32, wait_ms=50, max_chars=400, timeout=2.0)
     texts = ["STUCK", "aa", "bb", "cc", "dd"]
     results = await asyncio.gather(*(batcher.embed([t], "passage") for t in texts),
                                    return_exceptions=True)

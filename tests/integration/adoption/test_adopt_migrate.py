@@ -14,13 +14,17 @@ from sqlalchemy.engine import make_url
 
 from pinlog.cli.app import describe_error
 from pinlog.db import migrate
-from tests.conftest import create_database
+from tests.conftest import create_database, create_legacy_database
 from tests.integration.adoption.reference import (
+    BACKEND_CANCEL,
+    BACKEND_CANCEL_EMBEDDING,
+    BACKEND_INSERT,
     REF_DIM,
     REF_PROFILE,
     backend_snapshot,
     build_reference_database,
 )
+from tests.support.locks import relation_locks, waiting_for_advisory_lock
 
 
 def _ai_columns(conn: psycopg.Connection) -> dict[str, set[str]]:
@@ -176,12 +180,7 @@ def test_adopt_on_a_fresh_database_refuses(pg_server_url):
 def test_our_old_public_version_table_moves_into_ai(pg_server_url):
     """A database migrated before the version table moved (public.alembic_version holding our
     revision): the next `pinlog migrate` moves it into ai in the same transaction."""
-    url = create_database(pg_server_url, "pinlog_legacy")
-    migrate.upgrade(url, "0001")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
-        conn.execute("INSERT INTO public.alembic_version SELECT version_num FROM ai.alembic_version")
-        conn.execute("DROP TABLE ai.alembic_version")
+    url = create_legacy_database(pg_server_url, "pinlog_legacy")
     assert migrate.current_revision(url) == "0001"
     migrate.upgrade(url)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -206,8 +205,11 @@ def test_a_backends_own_public_alembic_version_is_left_alone(pg_server_url):
 
 
 def test_concurrent_adoptions_wait_for_each_other_and_both_succeed(reference_url):
-    """The migration advisory lock serialises two `pinlog migrate --adopt` runs: the second
-    waits while the first holds the lock, then finds the adoption done (nothing to add)."""
+    """Two `pinlog migrate --adopt` runs started while another migration holds the migration
+    advisory lock: both wait for it holding no lock on the backend's ai tables (they take the
+    migration lock before reading or altering anything), so the backend's reads and writes keep
+    flowing; then they run one after the other and both succeed — the second finds the adoption
+    done."""
     import threading
 
     holder = psycopg.connect(reference_url, autocommit=False)
@@ -215,25 +217,39 @@ def test_concurrent_adoptions_wait_for_each_other_and_both_succeed(reference_url
     results: dict[str, object] = {}
 
     def run(name: str) -> None:
-        results[name] = migrate.adopt(reference_url, REF_DIM).kind
+        try:
+            results[name] = migrate.adopt(reference_url, REF_DIM).kind
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            results[name] = exc
 
-    first = threading.Thread(target=run, args=("first",))
-    first.start()
-    with psycopg.connect(reference_url, autocommit=True) as watcher:
-        # proceed only once the adoption is really waiting on the lock (no sleeps)
-        for _ in range(600):
-            waiting = watcher.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            ).fetchone()[0]
-            if waiting:
-                break
-            first.join(0.05)
-        assert waiting == 1 and "first" not in results
-    holder.rollback()
-    holder.close()
-    first.join(60)
-    run("second")
-    assert results == {"first": "foreign", "second": "ours"}
+    runs = [threading.Thread(target=run, args=(name,)) for name in ("first", "second")]
+    for thread in runs:
+        thread.start()
+    try:
+        with psycopg.connect(reference_url, autocommit=True) as watcher:
+            # proceed only once both adoptions really wait on the lock (no sleeps)
+            for _ in range(1200):
+                waiting = waiting_for_advisory_lock(watcher)
+                if len(waiting) == 2 or not all(t.is_alive() for t in runs):
+                    break
+                runs[0].join(0.05)
+            assert len(waiting) == 2 and results == {}, results
+            assert relation_locks(watcher, waiting) == []
+        # the backend keeps working meanwhile (its own statements; a lock wait would fail fast)
+        with psycopg.connect(reference_url) as backend:
+            backend.execute("SET lock_timeout = '2s'")
+            backend.execute(BACKEND_INSERT, (100,))
+            backend.execute(BACKEND_CANCEL, (100,))
+            backend.execute(BACKEND_CANCEL_EMBEDDING, (3,))
+            assert backend.execute("SELECT count(*) FROM ai.context_embedding").fetchone()[0] > 0
+            backend.rollback()
+    finally:
+        holder.rollback()
+        holder.close()
+        for thread in runs:
+            thread.join(120)
+    assert sorted(map(str, results.values())) == ["foreign", "ours"], results
+    assert migrate.current_revision(reference_url) == migrate.head()
 
 
 def _as_role(url: str, conn: psycopg.Connection) -> str:
@@ -271,11 +287,31 @@ def test_a_role_that_does_not_own_the_ai_tables_gets_one_clear_line(reference_ur
 
 
 def test_a_busy_table_is_reported_as_busy_not_as_a_connection_problem(reference_url):
+    """A backend transaction holding a lock on an ai table: the adoption gives up after its
+    lock_timeout (5 s, the server's own timer) instead of queueing the backend's traffic behind
+    its ALTER TABLE, says the table is busy, and has changed nothing. (The 60 s join only turns
+    an adoption that never gives up into a failure instead of a hang.)"""
+    import threading
+
+    outcome: list[BaseException | object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(migrate.adopt(reference_url, REF_DIM))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            outcome.append(exc)
+
     with psycopg.connect(reference_url) as holder:
         holder.execute("SELECT count(*) FROM ai.context_ai_state")  # ACCESS SHARE, held open
-        with pytest.raises(Exception) as busy:
-            migrate.adopt(reference_url, REF_DIM)
+        adoption = threading.Thread(target=run)
+        adoption.start()
+        adoption.join(60)
+        gave_up = not adoption.is_alive()
         holder.rollback()
-    message, code = describe_error(busy.value) or ("", 0)
+    adoption.join(120)
+    assert gave_up, "the adoption kept waiting for the busy table (no lock_timeout)"
+    [busy] = outcome
+    assert isinstance(busy, Exception), busy
+    message, code = describe_error(busy) or ("", 0)
     assert code == 1 and "busy" in message and "nothing was changed" in message
     assert migrate.adopt(reference_url, REF_DIM).kind == "foreign"

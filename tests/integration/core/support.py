@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from prometheus_client import REGISTRY
 
-from pinlog.contracts import PROCESS_PATH, ProcessRequest
+from pinlog.contracts import PROCESS_PATH, SEARCH_PATH, ProcessRequest
 
 
 def dispatch_count(outcome: str) -> float:
@@ -42,10 +42,14 @@ class Receiver:
     without answering) or ``"hang"`` (hold the request until :attr:`release` is set).
     When ``db_url`` is given, the state row of the request's context is read over a separate
     psycopg connection at arrival (proves it was committed before the request arrived).
+    ``search_answer``: when given, ``POST /internal/v1/search`` is answered 200 with this JSON
+    body (the requests are recorded like the others: what core asked the ai side).
     """
 
-    def __init__(self, db_url: str | None = None, mode: int | str = 202) -> None:
+    def __init__(self, db_url: str | None = None, mode: int | str = 202, *,
+                 search_answer: dict[str, Any] | None = None) -> None:
         self.db_url, self.mode = db_url, mode
+        self.search_answer = search_answer
         self.received: list[Received] = []
         self.arrived = threading.Event()
         self.release = threading.Event()
@@ -66,6 +70,14 @@ class Receiver:
                         state = state_row(conn, body["contextId"])
                 receiver.received.append(Received(self.path, dict(self.headers), body, state))
                 receiver.arrived.set()
+                if self.path == SEARCH_PATH and receiver.search_answer is not None:
+                    payload = json.dumps(receiver.search_answer).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 if receiver.mode == "hangup":
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)

@@ -183,6 +183,32 @@ async def test_withdrawal_invalidates_everything_of_the_member_only(service, syn
         await service.create_record(member, place(3), "late")
 
 
+async def test_withdrawal_hides_every_embedding_of_the_member_also_of_earlier_deleted_contexts(
+        service, sync_conn):
+    """SPEC §4: withdrawal invalidates ALL of the member's AI data. A context deleted earlier
+    whose embedding is still searchable (its invalidation was missed, a manual fix, an adopted
+    database) is no longer the member's active context, so only the member-wide statement can
+    hide it."""
+    add_presets(sync_conn)
+    member, other = await service.create_member(), await service.create_member()
+    record_id, gone = await service.create_record(member, place(1), "지운 메모")
+    kept = await service.add_context(member, record_id, "남은 메모")
+    _, theirs = await service.create_record(other, place(2), "다른 회원 메모")
+    for context_id, owner, rec in ((gone, member, record_id), (kept, member, record_id),
+                                   (theirs, other, 99)):
+        complete(sync_conn, context_id, [1], user_id=owner, record_id=rec)
+    await service.delete_context(member, gone)
+    # the earlier invalidation of `gone` did not reach its embedding
+    sync_conn.execute("UPDATE ai.context_embedding SET is_deleted = false WHERE context_id = %s",
+                      (gone,))
+
+    await service.withdraw_member(member)
+
+    assert sync_conn.execute("SELECT context_id, is_deleted FROM ai.context_embedding "
+                             "ORDER BY context_id").fetchall() == [
+        (gone, True), (kept, True), (theirs, False)]
+
+
 async def test_another_members_ids_are_not_found_and_nothing_changes(service, sync_conn):
     owner, stranger = await service.create_member(), await service.create_member()
     record_id, context_id = await service.create_record(owner, place(), "mine")

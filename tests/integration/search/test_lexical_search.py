@@ -165,6 +165,74 @@ async def test_both_channels_merge_and_say_which_matched(settings, db_url, provi
         assert hit["similarity"] == pytest.approx(0.995, abs=1e-5)
 
 
+async def test_a_note_that_is_not_searchable_yet_gives_no_evidence_and_no_result(
+        settings, db_url, provider, judge, presets, sync_conn):
+    """The relevance decision end to end (SPEC §10): a record is shown only with evidence, and
+    the words of a note without a scored embedding (saved, not embedded yet) are no evidence —
+    its record's other, embedded note matches neither channel."""
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        record = await create(app, auth, 1, QUIET, "동네 북카페")
+        later = (await app.http.post(f"/v1/records/{record['recordId']}/contexts",
+                                     json={"text": "트러플감자전 짱맛"}, headers=auth)).json()
+        await app.settle()
+        [hit] = await search(app, auth, "트러플감자전")  # the test can fail
+        assert (hit["contextId"], hit["matchedBy"]) == (later["contextId"], ["text"])
+
+        # the later note is not embedded yet (as if the ai side had not reached it)
+        sync_conn.execute("DELETE FROM ai.context_embedding WHERE context_id = %s",
+                          (later["contextId"],))
+        sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'PENDING', "
+                          "keyword_status = 'PENDING' WHERE context_id = %s", (later["contextId"],))
+        assert await search(app, auth, "트러플감자전") == []
+
+
+async def test_one_query_term_of_five_is_below_the_coverage_threshold(
+        settings, db_url, provider, judge, presets):
+    """Coverage (SPEC §10): a note that contains one of the query's five terms gives no lexical
+    evidence (0.2 < PINLOG_SEARCH_TEXT_MIN_COVERAGE 0.35); the record is still shown when the
+    vector channel vouches for it, matched by ``vector`` only — and by ``text`` too once the
+    note covers the query."""
+    query = "화덕 피자와 생맥주"  # 화덕 피자 자와 생맥 맥주
+    provider.vectors[query] = provider.vectors[REWRITTEN]
+    one_term = "맥주 한잔 하기 좋은 곳"
+    provider.vectors[one_term] = provider.vectors[PIZZA_BEER]
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        near = await create(app, auth, 1, one_term, "골목집")
+        await app.settle()
+        [hit] = await search(app, auth, query)
+        assert (hit["recordId"], hit["matchedBy"]) == (near["recordId"], ["vector"])
+
+        covering = await app.http.post(f"/v1/records/{near['recordId']}/contexts",
+                                       json={"text": "화덕 피자에 생맥주"}, headers=auth)
+        await app.settle()
+        [hit] = await search(app, auth, query)
+        assert (hit["contextId"], hit["matchedBy"]) == (covering.json()["contextId"],
+                                                         ["vector", "text"])
+
+
+async def test_an_nfd_query_gets_the_lexical_matches_of_its_nfc_copy(
+        settings, db_url, provider, judge, presets):
+    """SPEC §13: a query typed on macOS/iOS arrives decomposed (NFD); it is normalised before
+    its lexical terms are taken, so it matches notes and place names like the composed one."""
+    import unicodedata
+
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        eggplant = await create(app, auth, 1, EGGPLANT, "모던아시안누들서비스")
+        peanut = await create(app, auth, 2, SOFA, "피넛커피 충북혁신도시점")
+        await app.settle()
+        for query, record, matched in (("가지튀김", eggplant, ["text"]),
+                                       ("피넛커피", peanut, ["place"])):
+            nfd = unicodedata.normalize("NFD", query)
+            assert nfd != query
+            composed, decomposed = await search(app, auth, query), await search(app, auth, nfd)
+            assert [(h["recordId"], h["matchedBy"]) for h in decomposed] == \
+                [(record["recordId"], matched)]
+            assert decomposed == composed
+
+
 # --- optional query rewrite (PINLOG_SEARCH_REWRITE=llm) -------------------------------------
 
 def rewrite_settings(tmp_path, db_url, chat_server, **extra):  # noqa: F811

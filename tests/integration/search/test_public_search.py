@@ -197,3 +197,25 @@ async def test_core_without_an_ai_side_answers_503(tmp_path, db_url, provider, j
         _, auth = await app.member()
         response = await post_search(app, auth, QUERY_RAIN)
     assert response.status_code == 503 and provider.calls == 0
+
+
+async def test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_the_floor(
+        tmp_path, db_url, judge, presets):
+    """SPEC §10 cuts through the whole search path (core → ai search → statement → cuts →
+    relevance): one-word queries score lower, so their vector hits are cut at the short-query
+    floor (0.5 here), not at the multi-word floor (0.8) — also in the statement's own bound."""
+    one_word, two_words = "비오는날", "비오는날 다방"
+    note = "우산 접고 들어간 골목 안 찻집"  # none of the queries' words
+    provider = FakeEmbeddingProvider(PROFILE, DIM, vectors={
+        one_word: at_cosine(1.0), two_words: at_cosine(1.0), note: at_cosine(0.65, axis=2)})
+    settings = search_settings_for(tmp_path, db_url, search_floor=0.8,
+                                   search_short_query_floor=0.5, search_ratio=0.0)
+    async with running_app(settings, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        created = (await app.http.post("/v1/records", json=place_body(1, note, "찻집"),
+                                       headers=auth)).json()
+        await app.settle()
+        [hit] = (await post_search(app, auth, one_word)).json()["results"]
+        assert (hit["contextId"], hit["matchedBy"]) == (created["contextId"], ["vector"])
+        assert hit["similarity"] == pytest.approx(0.65, abs=1e-5)
+        assert (await post_search(app, auth, two_words)).json()["results"] == []
