@@ -51,6 +51,7 @@ PIPELINE_PY = "src/pinlog/ai/pipeline.py"
 AUTH = "src/pinlog/core/api/auth.py"
 AI_API = "src/pinlog/ai/api.py"
 REPROCESS_SQL = "src/pinlog/core/reprocess.sql"
+HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -66,6 +67,7 @@ AUTH_T = "tests/unit/core/test_auth.py"
 AI_API_T = "tests/integration/ai/test_api.py"
 REPROCESS_T = "tests/integration/core/rescan/test_reprocess_and_status.py"
 HALF_T = "tests/integration/core/rescan/test_half_cancelled.py"
+MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -514,5 +516,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         '        match |= hmac.compare_digest(given, secret.encode("utf-8"))',
         "        match = True",
         (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",),
+    ),
+    # ---- migrations (pinlog.db.migrate, docs/ARCHITECTURE.md "Migrations") -------------------
+    Mutation(
+        "stored_revision_id_renamed",
+        "docs/ARCHITECTURE.md Migrations: the revision ids deployed databases store never "
+        "change (the chain stays intact, so only the id check can tell)",
+        HEAD_MIGRATION,
+        'revision = "0005_preset_categories"',
+        'revision = "0006_any_preset_category"',
+        (f"{MIGRATION_FILES_T}::"
+         "test_the_stored_revision_ids_are_still_the_chain_and_new_ones_are_the_file_stem",),
     ),
 )

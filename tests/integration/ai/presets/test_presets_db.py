@@ -170,7 +170,8 @@ async def test_snapshot_has_active_presets_of_the_profile_with_normalised_rows(e
 
 async def test_a_fifth_category_is_stored_and_becomes_a_candidate(engine, sync_conn):
     """SPEC §8: a preset file may define categories beyond the four; the database takes them
-    (revision 0005 dropped the four-name CHECK) and they are candidates like any other."""
+    (migration 0006_any_preset_category dropped the four-name CHECK) and they are candidates
+    like any other."""
     food = _preset(501, "DUMPLINGS", "FOOD")
     provider = FakeEmbeddingProvider()
     await upsert_presets(engine, [*PRESETS, food], provider)
