@@ -5,12 +5,11 @@ setting and both values, and `pinlog status` shows it."""
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 import pytest
 
 from pinlog.core.status import status_snapshot
-from pinlog.db.process_settings import ProcessRegistry, live_processes, rule_settings
+from pinlog.db.process_settings import ProcessRegistry, live_processes
 from tests.conftest import TEST_JWT_SECRET, TEST_SECRET, make_settings
 from tests.helpers import pinlog_env, run_pinlog
 
@@ -60,15 +59,6 @@ async def test_agreeing_replicas_and_disjoint_settings_log_nothing(tmp_path, db_
     assert all(d.first.components != "core" for d in found)
     for registry in (first, second, ai_only):
         await registry.stop()
-
-
-def test_rule_settings_record_no_secret(tmp_path, db_url):
-    values = rule_settings(make_settings(tmp_path, db_url), ("core", "ai", "rescan"))
-    assert set(values) == {"pending_expiry", "processing_expiry", "max_retries",
-                           "embedding_timeout", "llm_timeout", "model_attempts", "backoff_base",
-                           "backoff_cap", "embedding_profile"}
-    assert values["processing_expiry"] == timedelta(seconds=600).total_seconds()
-    assert TEST_SECRET not in repr(values) and TEST_JWT_SECRET not in repr(values)
 
 
 @pytest.mark.slow

@@ -68,6 +68,7 @@ AI_API_T = "tests/integration/ai/test_api.py"
 REPROCESS_T = "tests/integration/core/rescan/test_reprocess_and_status.py"
 HALF_T = "tests/integration/core/rescan/test_half_cancelled.py"
 MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
+NO_DATABASE_T = "tests/unit/test_no_database.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -527,5 +528,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         'revision = "0006_any_preset_category"',
         (f"{MIGRATION_FILES_T}::"
          "test_the_stored_revision_ids_are_still_the_chain_and_new_ones_are_the_file_stem",),
+    ),
+    # ---- the suite itself (tests/conftest.py, docs/ARCHITECTURE.md §7) -----------------------
+    Mutation(
+        "unit_test_may_start_the_database",
+        "tests/unit runs without a database: a unit test requesting it fails before it starts",
+        "tests/conftest.py",
+        "    return path.is_relative_to(UNIT_TESTS) and DATABASE_FIXTURE in fixturenames",
+        "    return False",
+        (f"{NO_DATABASE_T}::test_a_unit_test_that_requests_the_database_is_caught",),
     ),
 )

@@ -145,11 +145,6 @@ async def test_provider_failure_writes_nothing(engine, sync_conn):
     assert _rows(sync_conn, "SELECT count(*) FROM ai.keyword_preset") == [(0,)]
 
 
-async def test_empty_list_is_refused_instead_of_retiring_everything(engine):
-    with pytest.raises(PresetFileError, match="no presets"):
-        await upsert_presets(engine, [], FakeEmbeddingProvider())
-
-
 async def test_snapshot_has_active_presets_of_the_profile_with_normalised_rows(engine, sync_conn):
     await upsert_presets(engine, PRESETS, FakeEmbeddingProvider())
     await upsert_presets(engine, [replace(PRESETS[0], version=3)], FakeEmbeddingProvider(),

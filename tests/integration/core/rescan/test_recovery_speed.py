@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pinlog.core.rescan import ExpiryOutlook, RescanLoop, expiry_outlook, next_delay
+from pinlog.core.rescan import RescanLoop, expiry_outlook
 from tests.integration.core.rescan.factory import RecordingClient, make_context, state
 
 OLD = 10_000
@@ -58,26 +58,6 @@ async def test_outlook_counts_rows_not_expired_yet_and_when_the_first_expires(
 
     assert (outlook.waiting, outlook.expired) == (3, 1)
     assert outlook.first_expires_in is not None and 45 < outlook.first_expires_in <= 50
-
-
-def test_next_delay_rules(make_rescan_settings):
-    from pinlog.core.rescan import (
-        FAILED_ROUND_RETRY_SECONDS,
-        MIN_WAKE_SECONDS,
-        WAKE_SLACK_SECONDS,
-        RoundReport,
-    )
-
-    settings = make_rescan_settings(rescan_batch_size=10)  # interval 300 s
-    quiet = RoundReport()
-    assert next_delay(settings, None, None) == FAILED_ROUND_RETRY_SECONDS  # a failed round
-    assert next_delay(settings, RoundReport(claimed=10), ExpiryOutlook(0, 5, None)) == 0
-    assert next_delay(settings, RoundReport(finalized=10), None) == 0
-    assert next_delay(settings, RoundReport(claimed=9), ExpiryOutlook(0, 0, None)) == 300
-    assert next_delay(settings, quiet, ExpiryOutlook(3, 0, 42.0)) == 42.0 + WAKE_SLACK_SECONDS
-    assert next_delay(settings, quiet, ExpiryOutlook(3, 0, 4000.0)) == 300
-    assert next_delay(settings, quiet, ExpiryOutlook(1, 0, -0.9)) == MIN_WAKE_SECONDS
-    assert next_delay(settings, quiet, ExpiryOutlook(0, 2, None)) == MIN_WAKE_SECONDS
 
 
 async def test_full_batches_run_back_to_back_not_one_per_interval(
