@@ -51,6 +51,7 @@ PIPELINE_PY = "src/pinlog/ai/pipeline.py"
 AUTH = "src/pinlog/core/api/auth.py"
 AI_API = "src/pinlog/ai/api.py"
 REPROCESS_SQL = "src/pinlog/core/reprocess.sql"
+PRESETS_PY = "src/pinlog/ai/presets.py"
 HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
@@ -68,6 +69,7 @@ AI_API_T = "tests/integration/ai/test_api.py"
 REPROCESS_T = "tests/integration/core/rescan/test_reprocess_and_status.py"
 HALF_T = "tests/integration/core/rescan/test_half_cancelled.py"
 MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
+PRESET_FILE_T = "tests/unit/ai/judges/test_preset_file.py"
 NO_DATABASE_T = "tests/unit/test_no_database.py"
 
 
@@ -517,6 +519,51 @@ MUTATIONS: tuple[Mutation, ...] = (
         '        match |= hmac.compare_digest(given, secret.encode("utf-8"))',
         "        match = True",
         (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",),
+    ),
+    # ---- the preset file (ai/presets.py, SPEC §8) ---------------------------------------------
+    Mutation(
+        "preset_file_unknown_keys_ignored",
+        "SPEC §8 preset file: an unknown key (a typo) is refused, never silently ignored",
+        PRESETS_PY,
+        'model_config = ConfigDict(strict=True, extra="forbid", frozen=True)',
+        'model_config = ConfigDict(strict=True, extra="ignore", frozen=True)',
+        (f"{PRESET_FILE_T}::test_invalid_entries_are_refused_with_the_entry_id[unknown-field]",),
+        occurrences=2,
+    ),
+    Mutation(
+        "preset_file_types_coerced",
+        "SPEC §8 preset file: values are never coerced (a tuple is not a list of examples; "
+        "ids and versions are StrictInt on their own)",
+        PRESETS_PY,
+        'model_config = ConfigDict(strict=True, extra="forbid", frozen=True)',
+        'model_config = ConfigDict(strict=False, extra="forbid", frozen=True)',
+        (f"{PRESET_FILE_T}::test_invalid_entries_are_refused_with_the_entry_id[tuple-examples]",),
+        occurrences=2,
+    ),
+    Mutation(
+        "preset_file_example_count_unbounded_below",
+        "SPEC §8 preset file: 2–5 examples per preset",
+        PRESETS_PY,
+        "Field(min_length=MIN_EXAMPLES, max_length=MAX_EXAMPLES)",
+        "Field(max_length=MAX_EXAMPLES)",
+        (f"{PRESET_FILE_T}::test_invalid_entries_are_refused_with_the_entry_id[one-example]",),
+    ),
+    Mutation(
+        "preset_file_duplicate_code_accepted",
+        "SPEC §8 preset file: a code appears once (it names one concept)",
+        PRESETS_PY,
+        "        if entry.code in codes:\n",
+        "        if False:\n",
+        (f"{PRESET_FILE_T}::test_duplicate_ids_and_codes_are_refused",),
+    ),
+    Mutation(
+        "preset_file_invisible_cue_kept",
+        "SPEC §8 cues: a cue with nothing visible once normalised is refused (it would be an "
+        "empty cue)",
+        PRESETS_PY,
+        "    return _collapsed(normalize(value))",
+        '    return " ".join(normalize(value).split())',
+        (f"{PRESET_FILE_T}::test_invalid_entries_are_refused_with_the_entry_id[invisible-cue]",),
     ),
     # ---- migrations (pinlog.db.migrate, docs/ARCHITECTURE.md "Migrations") -------------------
     Mutation(
