@@ -13,7 +13,7 @@ import signal
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -69,6 +69,31 @@ _hermetic_environment()
 
 TEST_SECRET = "test-internal-secret-0123456789"
 TEST_JWT_SECRET = "test-jwt-secret-0123456789-abcdefghijklmnop"
+
+
+#: The session fixture that starts the test database server (lazily: only when a test of the
+#: session requests it, directly or through ``db_url``/``engine``/``settings``/``sync_conn``…).
+DATABASE_FIXTURE = "pg_server_url"
+#: Tests here run without any database (docs/ARCHITECTURE.md §7).
+UNIT_TESTS = Path(__file__).parent / "unit"
+
+
+def needs_the_database(path: Path, fixturenames: Iterable[str]) -> bool:
+    """True when a test at ``path`` whose fixture closure is ``fixturenames`` would start the
+    test database server, i.e. a unit test that must move to ``tests/integration`` (or drop
+    the fixture)."""
+    return path.is_relative_to(UNIT_TESTS) and DATABASE_FIXTURE in fixturenames
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a unit test that requests the database, before any fixture (so before the server
+    starts), naming the way out."""
+    if needs_the_database(item.path, getattr(item, "fixturenames", ())):
+        pytest.fail(f"{item.nodeid}: a unit test must not need the database (its fixtures "
+                    f"include {DATABASE_FIXTURE}): move it to tests/integration or build what it "
+                    "needs without one (make_settings(tmp_path) has no database URL)",
+                    pytrace=False)
 
 
 def _with_database(url: str, database: str) -> str:

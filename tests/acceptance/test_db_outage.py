@@ -135,10 +135,11 @@ def test_database_stopped_under_a_running_server(tmp_path):
     assert "Internal Server Error" not in log_text
 
 
-async def test_an_unexpected_error_is_json_500_logged_with_traceback(tmp_path, db_url, caplog):
+async def test_an_unexpected_error_is_json_500_logged_with_traceback(tmp_path, caplog):
     from pinlog.app import create_app
 
-    app = create_app(make_settings(tmp_path, db_url), components=("core",), database_url=db_url)
+    # no lifespan runs under the ASGI transport: no database is needed
+    app = create_app(make_settings(tmp_path), components=("core",))
 
     @app.get("/v1/boom")
     async def boom() -> None:

@@ -36,7 +36,7 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                             "rescanned_at": TS_NULL,
                             "last_error": ("text", True),
                             "last_error_at": TS_NULL,
-                            # SPEC §7.3 re-claim after the backend's rescan (revision 0002)
+                            # SPEC §7.3 re-claim after the backend's rescan (0005_stage_start_retry)
                             "embedding_start_retry": ("integer", True),
                             "keyword_start_retry": ("integer", True)},
     "ai.context_embedding": {"context_id": ("bigint", False), "user_id": ("bigint", False),
@@ -49,7 +49,7 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                           "description": ("text", False), "examples": ("text[]", False),
                           "visibility": ("text", False), "is_active": ("boolean", False),
                           "version": ("integer", False),
-                          "cues": ("text[]", False)},  # 0003: SPEC §8 optional cues
+                          "cues": ("text[]", False)},  # 0004_preset_cues_and_evidence: SPEC §8
     "ai.keyword_preset_embedding": {"preset_id": ("integer", False),
                                     "embedding_profile": ("text", False),
                                     "embedding": ("vector", False),
@@ -59,13 +59,13 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
     "ai.context_keyword_analysis": {"context_id": ("bigint", False), "preset_version": ("integer", False),
                                     "unmatched_concepts": ("jsonb", False),
                                     "model_profile": ("text", False),
-                                    "evidence": ("jsonb", False),  # 0003: SPEC §8 evidence
+                                    "evidence": ("jsonb", False),  # 0004_preset_cues_and_evidence
                                     "updated_at": TS},
     "ai.context_ai_event": {"id": ("bigint", False), "context_id": ("bigint", False),
                             "stage": ("text", False), "from_status": ("text", True),
                             "to_status": ("text", True), "actor": ("text", False),
                             "reason": ("text", True), "at": TS},
-    # issue 16 #7 (migration 0004): rule-relevant settings of each live process
+    # issue 16 #7 (0003_process_settings): rule-relevant settings of each live process
     "ai.process_settings": {"process_id": ("text", False), "host": ("text", False),
                             "pid": ("integer", False), "components": ("text", False),
                             "settings": ("jsonb", False),
@@ -102,7 +102,7 @@ def test_migrate_creates_exactly_the_spec_schema(sync_conn):
                      "'PRIVATE_ONLY'::text", "confidence >= (0)::numeric",
                      "'finalizer'::text"):
         assert fragment in checks, fragment
-    # preset categories are not limited to the reference's four (SPEC §8; revision 0005)
+    # preset categories are not limited to the reference's four (SPEC §8; 0006_any_preset_category)
     assert "'SITUATION'::text" not in checks
     assert "retry_count <=" not in checks  # the ceiling lives in SQL predicates (SPEC §2.2)
 
@@ -158,9 +158,9 @@ def test_migrate_twice_is_a_noop_and_downgrade_then_upgrade_works(pg_server_url)
 
 
 def test_lexical_revision_backfills_existing_notes_places_and_records(pg_server_url):
-    """Issue 10: rows written before 0002_issue10_lexical get their lexical terms in the
-    migration (pinlog.text.lexical_terms), records a copy of their place's terms; downgrade
-    removes the columns again."""
+    """Issue 10: rows written before the lexical revision (file 0002_lexical_terms) get their
+    lexical terms in the migration (pinlog.text.lexical_terms), records a copy of their place's
+    terms; downgrade removes the columns again."""
     from pinlog.text import lexical_terms
 
     url = create_database(pg_server_url, "pinlog_lex")

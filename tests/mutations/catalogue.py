@@ -71,6 +71,8 @@ PROCESS_SETTINGS = "src/pinlog/db/process_settings.py"
 SIMILARITY = "src/pinlog/ai/judges/similarity.py"
 APP = "src/pinlog/app.py"
 RESCAN_PY = "src/pinlog/core/rescan.py"
+PRESETS_PY = "src/pinlog/ai/presets.py"
+HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -106,6 +108,9 @@ PROCESS_SETTINGS_T = "tests/integration/test_process_settings.py"
 CUE_T = "tests/unit/ai/judges/test_cue_evidence.py"
 UNAVAILABLE_T = "tests/acceptance/test_db_unavailable.py"
 SPEED_T = "tests/integration/core/rescan/test_recovery_speed.py"
+MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
+PRESET_FILE_T = "tests/unit/ai/judges/test_preset_file.py"
+NO_DATABASE_T = "tests/unit/test_no_database.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -690,7 +695,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         COMPOSITION_PY,
         "                        embedding_profile=config.ai.embedding.profile)",
         "                        )",
-        (f"{REPLICAS_T}::test_rule_settings_record_no_secret",),
+        (f"tests/unit/test_rule_settings.py::test_rule_settings_record_no_secret",),
     ),
     Mutation(
         "one_shot_command_runs_the_rescan_loop",
@@ -1021,5 +1026,70 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                while status == 503 and time.monotonic() + pause < deadline:",
         "                while False:",
         (f"{SPEED_T}::test_a_busy_ai_side_paces_the_round_instead_of_losing_the_resend",),
+    ),
+    # ---- the preset file (ai/presets.py, SPEC §8) ---------------------------------------------
+    Mutation(
+        "preset_file_unknown_keys_ignored",
+        "SPEC §8 preset file: an unknown key (a typo) is refused, never silently ignored",
+        PRESETS_PY,
+        'model_config = ConfigDict(strict=True, extra="forbid", frozen=True)',
+        'model_config = ConfigDict(strict=True, extra="ignore", frozen=True)',
+        (f"{PRESET_FILE_T}::test_invalid_entries_are_refused_with_the_entry_id[unknown-field]",),
+        occurrences=2,
+    ),
+    Mutation(
+        "preset_file_types_coerced",
+        "SPEC §8 preset file: values are never coerced (a tuple is not a list of examples; "
+        "ids and versions are StrictInt on their own)",
+        PRESETS_PY,
+        'model_config = ConfigDict(strict=True, extra="forbid", frozen=True)',
+        'model_config = ConfigDict(strict=False, extra="forbid", frozen=True)',
+        (f"{PRESET_FILE_T}::test_invalid_entries_are_refused_with_the_entry_id[tuple-examples]",),
+        occurrences=2,
+    ),
+    Mutation(
+        "preset_file_example_count_unbounded_below",
+        "SPEC §8 preset file: 2–5 examples per preset",
+        PRESETS_PY,
+        "Field(min_length=MIN_EXAMPLES, max_length=MAX_EXAMPLES)",
+        "Field(max_length=MAX_EXAMPLES)",
+        (f"{PRESET_FILE_T}::test_invalid_entries_are_refused_with_the_entry_id[one-example]",),
+    ),
+    Mutation(
+        "preset_file_duplicate_code_accepted",
+        "SPEC §8 preset file: a code appears once (it names one concept)",
+        PRESETS_PY,
+        "        if entry.code in codes:\n",
+        "        if False:\n",
+        (f"{PRESET_FILE_T}::test_duplicate_ids_and_codes_are_refused",),
+    ),
+    Mutation(
+        "preset_file_invisible_cue_kept",
+        "SPEC §8 cues: a cue with nothing visible once normalised is refused (it would be an "
+        "empty cue)",
+        PRESETS_PY,
+        "    return _collapsed(normalize(value))",
+        '    return " ".join(normalize(value).split())',
+        (f"{PRESET_FILE_T}::test_invalid_entries_are_refused_with_the_entry_id[invisible-cue]",),
+    ),
+    # ---- migrations (pinlog.db.migrate, docs/ARCHITECTURE.md "Migrations") -------------------
+    Mutation(
+        "stored_revision_id_renamed",
+        "docs/ARCHITECTURE.md Migrations: the revision ids deployed databases store never "
+        "change (the chain stays intact, so only the id check can tell)",
+        HEAD_MIGRATION,
+        'revision = "0005_preset_categories"',
+        'revision = "0006_any_preset_category"',
+        (f"{MIGRATION_FILES_T}::"
+         "test_the_stored_revision_ids_are_still_the_chain_and_new_ones_are_the_file_stem",),
+    ),
+    # ---- the suite itself (tests/conftest.py, docs/ARCHITECTURE.md §7) -----------------------
+    Mutation(
+        "unit_test_may_start_the_database",
+        "tests/unit runs without a database: a unit test requesting it fails before it starts",
+        "tests/conftest.py",
+        "    return path.is_relative_to(UNIT_TESTS) and DATABASE_FIXTURE in fixturenames",
+        "    return False",
+        (f"{NO_DATABASE_T}::test_a_unit_test_that_requests_the_database_is_caught",),
     ),
 )

@@ -22,11 +22,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 import yaml
 from pgvector.sqlalchemy import VECTOR
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 from sqlalchemy import bindparam
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -44,13 +54,12 @@ q = Queries("pinlog.ai", "presets.sql")
 #: is moving to seven): any UPPER_SNAKE_CASE name is a category; the judge treats all alike.
 CATEGORIES = ("COMPANION", "ACTIVITY", "ATMOSPHERE", "SITUATION")
 MAX_CATEGORY_CHARS = 40
-VISIBILITIES = ("PUBLIC", "PRIVATE_ONLY", "BLOCKED")
+Visibility = Literal["PUBLIC", "PRIVATE_ONLY", "BLOCKED"]
+VISIBILITIES: tuple[str, ...] = get_args(Visibility)
 MIN_EXAMPLES, MAX_EXAMPLES = 2, 5
 #: most cues per preset, longest cue (characters)
 MAX_CUES, MAX_CUE_CHARS = 100, 40
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-_ENTRY_KEYS = {"id", "code", "display_name", "category", "description", "examples",
-               "visibility", "version", "cues"}
 
 #: How a preset becomes one vector:
 #: ``"single"`` — one passage: display name, description and examples joined by newlines
@@ -63,7 +72,9 @@ PRESET_EMBEDDING_STRATEGY: Literal["single", "mean"] = "mean"
 
 
 class PresetFileError(PinlogError, ValueError):
-    """A preset file (or preset list) is invalid; the message names the entry id and field."""
+    """A preset file (or preset list) is invalid; one line per problem, each naming the file,
+    the entry (``preset id N``, or ``preset #i`` with its code when the id itself is wrong) and
+    the field."""
 
 
 def default_preset_path() -> Path:
@@ -71,47 +82,201 @@ def default_preset_path() -> Path:
     return Path(str(resources.files("pinlog.ai").joinpath("presets_default.yaml")))
 
 
-def _entry_error(index: int, entry: object, message: str) -> PresetFileError:
-    ident = entry.get("id") if isinstance(entry, dict) else None
-    where = f"preset id {ident}" if ident is not None else f"preset #{index + 1}"
-    return PresetFileError(f"{where}: {message}")
+# --- the preset file format (SPEC §8): pydantic models ----------------------------------------
 
-
-def _text(entry: dict[str, Any], key: str, index: int) -> str:
-    value = entry.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise _entry_error(index, entry, f"{key} must be a non-empty string")
+def _collapsed(value: str) -> str:
+    """Whitespace runs become one space, ends trimmed; blank → refused."""
+    if not value.strip():
+        raise ValueError("blank")
     return " ".join(value.split())
 
 
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _upper_snake(value: str) -> str:
+    if not _CODE.match(value):
+        raise ValueError("not UPPER_SNAKE_CASE")
+    return value
 
 
-def _cues(entry: dict[str, Any], index: int) -> tuple[str, ...] | None:
-    """The entry's ``cues`` (None when the key is absent): a list of 0..MAX_CUES non-empty
-    strings of at most MAX_CUE_CHARS characters, whitespace collapsed, duplicates dropped."""
-    if "cues" not in entry:
-        return None
-    value = entry["cues"]
+def _cue(value: str) -> str:
+    """A cue in the form the evidence matcher sees (:func:`pinlog.text.normalize`, whitespace
+    collapsed); one with nothing visible left (e.g. only a zero-width space) is refused."""
+    return _collapsed(normalize(value))
+
+
+def _distinct(values: list[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+_PositiveInt = Annotated[StrictInt, Field(gt=0)]
+_Text = Annotated[StrictStr, AfterValidator(_collapsed)]
+_Cue = Annotated[StrictStr, Field(max_length=MAX_CUE_CHARS), AfterValidator(_cue)]
+
+
+class PresetEntry(BaseModel):
+    """One entry of a preset file (SPEC §8), validated strictly: YAML ``"301"`` is not an id,
+    ``true`` not a version. Text fields are stored whitespace-collapsed.
+
+    ``cues`` absent → None (the caller's fallback applies); ``cues: null`` or ``[]`` → none.
+    ``version`` absent → the file's ``version`` (filled in by :class:`PresetDocument`).
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    id: _PositiveInt
+    code: Annotated[StrictStr, AfterValidator(_collapsed), AfterValidator(_upper_snake)]
+    display_name: _Text
+    category: Annotated[StrictStr, Field(max_length=MAX_CATEGORY_CHARS),
+                        AfterValidator(_upper_snake)]
+    description: _Text
+    examples: Annotated[list[_Text], Field(min_length=MIN_EXAMPLES, max_length=MAX_EXAMPLES)]
+    visibility: Visibility = "PUBLIC"
+    version: _PositiveInt = 1
+    cues: Annotated[list[_Cue], Field(max_length=MAX_CUES), AfterValidator(_distinct)] | None = None
+
+    def preset(self, cue_fallback: Mapping[str, tuple[str, ...]] | None) -> Preset:
+        """The entry as a :class:`Preset` (active); cues from ``cue_fallback[code]`` when the
+        entry has no ``cues`` key."""
+        if "cues" in self.model_fields_set:
+            cues = tuple(self.cues or ())
+        else:
+            cues = tuple((cue_fallback or {}).get(self.code, ()))
+        return Preset(id=self.id, code=self.code, display_name=self.display_name,
+                      category=self.category, description=self.description,
+                      examples=tuple(self.examples), visibility=self.visibility, is_active=True,
+                      version=self.version, cues=cues)
+
+
+class PresetDocument(BaseModel):
+    """A whole preset file: ``{presets: [...], version?: int}`` (``version``: the default of
+    every entry that has none)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    version: _PositiveInt = 1
+    presets: Annotated[list[PresetEntry], Field(min_length=1)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _entries_default_to_the_file_version(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("presets"), list):
+            return data
+        version = data.get("version", 1)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            return data  # refused as the file's version; the entries keep their default
+        return {**data, "presets": [{"version": version, **e} if isinstance(e, dict) else e
+                                    for e in data["presets"]]}
+
+
+#: Why each field is refused ("<entry>: <field> <rule>"); ``name[]`` is the rule of one item.
+_RULES: dict[str, str] = {
+    "id": "must be a positive integer",
+    "code": "must be a non-empty UPPER_SNAKE_CASE string",
+    "display_name": "must be a non-empty string",
+    "category": (f"must be an UPPER_SNAKE_CASE name of at most {MAX_CATEGORY_CHARS} characters "
+                 f"(e.g. {', '.join(CATEGORIES)})"),
+    "description": "must be a non-empty string",
+    "visibility": f"must be one of {', '.join(VISIBILITIES)}",
+    "examples": f"must be a list of {MIN_EXAMPLES}–{MAX_EXAMPLES} strings",
+    "examples[]": "must be non-empty strings",
+    "version": "must be a positive integer",
+    "cues": f"must be a list of at most {MAX_CUES} strings",
+    "cues[]": f"must be non-empty strings of at most {MAX_CUE_CHARS} characters",
+}
+
+
+def _shown(value: object) -> str:
+    """A short description of a refused value for an error line (preset files hold no
+    personal data; long text is cut)."""
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, dict):
+        return "a mapping"
     if value is None:
-        value = []
-    if not isinstance(value, list) or len(value) > MAX_CUES:
-        raise _entry_error(index, entry, f"cues must be a list of at most {MAX_CUES} strings")
-    cues: list[str] = []
-    for cue in value:
-        if not isinstance(cue, str) or not cue.strip() or len(cue) > MAX_CUE_CHARS:
-            raise _entry_error(index, entry, "cues must be non-empty strings of at most "
-                                             f"{MAX_CUE_CHARS} characters")
-        cleaned = " ".join(normalize(cue).split())
-        if cleaned not in cues:
-            cues.append(cleaned)
-    return tuple(cues)
+        return "null"
+    text = repr(value)
+    return text if len(text) <= 45 else text[:42] + "…"
+
+
+def _entry_label(index: int, entry: object) -> str:
+    """``preset id 301`` — or, when the id itself is wrong, ``preset #3`` (1-based position)
+    with the entry's code when it has one."""
+    if isinstance(entry, dict):
+        ident, code = entry.get("id"), entry.get("code")
+        if isinstance(ident, int) and not isinstance(ident, bool) and ident > 0:
+            return f"preset id {ident}"
+        if isinstance(code, str) and code.strip():
+            return f"preset #{index + 1} (code {_shown(code.strip())})"
+    return f"preset #{index + 1}"
+
+
+def _problem_line(problem: Any) -> str:
+    """``<field> <rule> (got …)`` for one problem of one entry (``loc`` after the entry)."""
+    field, rest = str(problem["loc"][0]), problem["loc"][1:]
+    if problem["type"] == "missing":
+        return f"{field} {_RULES[field]} (missing)"
+    if rest:  # one item of examples / cues
+        return (f"{field} {_RULES[field + '[]']} "
+                f"(item {int(rest[0]) + 1}: got {_shown(problem['input'])})")
+    return f"{field} {_RULES[field]} (got {_shown(problem['input'])})"
+
+
+def _error_lines(error: ValidationError, entries: Sequence[Any]) -> list[str]:
+    """One line per problem of a :class:`PresetDocument` validation: the document's first,
+    then each entry's in file order; an entry's unknown fields share one line."""
+    document: list[str] = []
+    by_entry: dict[int, list[Any]] = {}
+    for problem in error.errors():
+        loc = problem["loc"]
+        if loc[:1] == ("presets",) and len(loc) > 1:
+            by_entry.setdefault(int(loc[1]), []).append({**problem, "loc": loc[2:]})
+        elif problem["type"] == "extra_forbidden":
+            document.append(f"unknown top-level key {loc[0]!r} (allowed: presets, version)")
+        elif loc == ("version",):
+            document.append(f"version {_RULES['version']} (got {_shown(problem['input'])})")
+        else:  # not a mapping / a list, or `presets` missing, empty or not a list
+            document.append("expected a non-empty list under 'presets'")
+    lines = list(dict.fromkeys(document))
+    allowed = ", ".join(PresetEntry.model_fields)
+    for index, problems in sorted(by_entry.items()):
+        where = _entry_label(index, entries[index])
+        unknown = sorted(str(p["loc"][0]) for p in problems if p["type"] == "extra_forbidden")
+        if unknown:
+            lines.append(f"{where}: unknown fields {unknown} (allowed: {allowed})")
+        for problem in problems:
+            if not problem["loc"]:
+                lines.append(f"{where}: expected a mapping (got {_shown(problem['input'])})")
+            elif problem["type"] != "extra_forbidden":
+                lines.append(f"{where}: {_problem_line(problem)}")
+    return lines
+
+
+def _duplicate_lines(entries: Sequence[PresetEntry]) -> list[str]:
+    """An id and a code appear once per file: one line per entry that repeats one, naming the
+    entry it repeats."""
+    lines: list[str] = []
+    ids: dict[int, int] = {}
+    codes: dict[str, int] = {}
+    for position, entry in enumerate(entries, start=1):
+        if entry.id in ids:
+            lines.append(f"preset id {entry.id}: duplicate id (entries #{ids[entry.id]} and "
+                         f"#{position})")
+        ids.setdefault(entry.id, position)
+        if entry.code in codes:
+            first = codes[entry.code]
+            lines.append(f"preset id {entry.id}: duplicate code {entry.code} (also preset id "
+                         f"{entries[first - 1].id}, entry #{first})")
+        codes.setdefault(entry.code, position)
+    return lines
+
+
+def _file_error(source: str, lines: Sequence[str]) -> PresetFileError:
+    return PresetFileError("\n".join(f"{source}: {line}" for line in lines))
 
 
 def parse_presets(document: object, *, source: str = "<presets>",
                   cue_fallback: Mapping[str, tuple[str, ...]] | None = None) -> list[Preset]:
-    """Validate a parsed preset document and return its presets in file order.
+    """Validate a parsed preset document (:class:`PresetDocument`) and return its presets in
+    file order.
 
     Accepts ``{presets: [...], version?: int}`` (the shared format; ``version`` is the default
     revision of every entry) or a bare list of entries.
@@ -122,82 +287,23 @@ def parse_presets(document: object, *, source: str = "<presets>",
 
     Raises:
         PresetFileError: not a list of presets; unknown/missing fields; duplicate id or code;
-            category not an UPPER_SNAKE_CASE name; visibility outside the
-            allowed set; empty description; fewer than 2 or
-            more than 5 examples; cues not a list of short non-empty strings. The message
-            names the entry id.
+            category not an UPPER_SNAKE_CASE name; visibility outside the allowed set; empty
+            description; fewer than 2 or more than 5 examples; cues not a list of short
+            non-empty strings. Every problem is reported, one line each:
+            ``<source>: preset id 301: category must be … (got 'good mood')``.
     """
-    file_version: int = 1
-    if isinstance(document, dict):
-        unknown = set(document) - {"presets", "version"}
-        if unknown:
-            raise PresetFileError(f"{source}: unknown top-level keys {sorted(unknown)}")
-        if "version" in document:
-            file_version = _int(document["version"]) or 0
-            if file_version < 1:
-                raise PresetFileError(f"{source}: version must be a positive integer")
-        entries = document.get("presets")
-    else:
-        entries = document
-    if not isinstance(entries, list) or not entries:
-        raise PresetFileError(f"{source}: expected a non-empty list under 'presets'")
-
-    presets: list[Preset] = []
-    seen_ids: set[int] = set()
-    seen_codes: dict[str, int] = {}
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise PresetFileError(f"preset #{index + 1}: expected a mapping")
-        unknown = set(entry) - _ENTRY_KEYS
-        if unknown:
-            raise _entry_error(index, entry, f"unknown fields {sorted(unknown)}")
-        preset_id = _int(entry.get("id"))
-        if preset_id is None or preset_id <= 0:
-            raise _entry_error(index, entry, "id must be a positive integer")
-        if preset_id in seen_ids:
-            raise _entry_error(index, entry, "duplicate id")
-        code = _text(entry, "code", index)
-        if not _CODE.match(code):
-            raise _entry_error(index, entry, f"code {code!r} must be UPPER_SNAKE_CASE")
-        if code in seen_codes:
-            raise _entry_error(index, entry, f"duplicate code {code} (also id {seen_codes[code]})")
-        category = entry.get("category")
-        if (not isinstance(category, str) or not _CODE.match(category)
-                or len(category) > MAX_CATEGORY_CHARS):
-            raise _entry_error(
-                index, entry, f"category must be an UPPER_SNAKE_CASE name of at most "
-                f"{MAX_CATEGORY_CHARS} characters (e.g. {', '.join(CATEGORIES)})")
-        visibility = entry.get("visibility", "PUBLIC")
-        if visibility not in VISIBILITIES:
-            raise _entry_error(index, entry,
-                               f"visibility must be one of {', '.join(VISIBILITIES)}")
-        examples = entry.get("examples")
-        if not isinstance(examples, list) or not (MIN_EXAMPLES <= len(examples) <= MAX_EXAMPLES):
-            raise _entry_error(index, entry,
-                               f"examples must be a list of {MIN_EXAMPLES}–{MAX_EXAMPLES} strings")
-        if not all(isinstance(e, str) and e.strip() for e in examples):
-            raise _entry_error(index, entry, "examples must be non-empty strings")
-        version = entry.get("version", file_version)
-        if _int(version) is None or version < 1:
-            raise _entry_error(index, entry, "version must be a positive integer")
-        cues = _cues(entry, index)
-        if cues is None:
-            cues = tuple((cue_fallback or {}).get(code, ()))
-        presets.append(Preset(
-            id=preset_id,
-            code=code,
-            display_name=_text(entry, "display_name", index),
-            category=category,
-            description=_text(entry, "description", index),
-            examples=tuple(" ".join(e.split()) for e in examples),
-            visibility=visibility,
-            is_active=True,
-            version=version,
-            cues=cues,
-        ))
-        seen_ids.add(preset_id)
-        seen_codes[code] = preset_id
-    return presets
+    if isinstance(document, list):
+        document = {"presets": document}
+    entries = document.get("presets") if isinstance(document, dict) else None
+    try:
+        parsed = PresetDocument.model_validate(document)
+    except ValidationError as exc:
+        raise _file_error(source, _error_lines(exc, entries if isinstance(entries, list) else [])
+                          ) from None
+    duplicates = _duplicate_lines(parsed.presets)
+    if duplicates:
+        raise _file_error(source, duplicates)
+    return [entry.preset(cue_fallback) for entry in parsed.presets]
 
 
 def _read_document(path: Path) -> object:
@@ -237,10 +343,7 @@ def load_preset_file(path: Path | None = None, *, inherit_cues: bool = True) -> 
     fallback = None
     if inherit_cues and Path(path).resolve() != default_preset_path().resolve():
         fallback = default_cues()
-    try:
-        return parse_presets(document, source=str(path), cue_fallback=fallback)
-    except PresetFileError as exc:
-        raise PresetFileError(f"{path}: {exc}") from None
+    return parse_presets(document, source=str(path), cue_fallback=fallback)
 
 
 # --- embedding ------------------------------------------------------------------------------

@@ -81,7 +81,7 @@ async def status_snapshot(engine: AsyncEngine, config: StatusConfig,
                  if anomalies else {})
     try:
         processes = await live_processes(engine)
-    except Exception:  # noqa: BLE001 - a database before migration 0004: nothing recorded
+    except Exception:  # noqa: BLE001 - a database before migration 0003_process_settings: nothing recorded
         processes = []
     oldest = summary["oldest_unfinished_seconds"]
     return {

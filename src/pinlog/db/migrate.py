@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
@@ -77,19 +78,40 @@ def alembic_config(url: str, connection: Connection | None = None) -> Config:
     return cfg
 
 
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config("postgresql://localhost/unused"))
+
+
 @lru_cache(maxsize=1)
 def head() -> str:
     """The newest revision id of our migration scripts."""
-    script = ScriptDirectory.from_config(alembic_config("postgresql://localhost/unused"))
-    current = script.get_current_head()
+    current = _scripts().get_current_head()
     assert current is not None
     return current
 
 
 @lru_cache(maxsize=1)
+def revision_chain() -> tuple[str, ...]:
+    """Our revision ids, base (:data:`ADOPTION_BASE`) → head, read from the scripts (no
+    database). The files in ``db/migrations/versions/`` sort in this order; the ids of the
+    first six are older than the file names and never change (docs/ARCHITECTURE.md,
+    "Migrations")."""
+    return tuple(reversed([rev.revision for rev in _scripts().walk_revisions()]))
+
+
+def revision_path(revision: str) -> Path:
+    """The script file of ``revision``.
+
+    Raises:
+        alembic.util.CommandError: not one of our revision ids.
+    """
+    script = _scripts().get_revision(revision)
+    assert script is not None and script.path is not None
+    return Path(script.path)
+
+
 def _our_revisions() -> frozenset[str]:
-    script = ScriptDirectory.from_config(alembic_config("postgresql://localhost/unused"))
-    return frozenset(rev.revision for rev in script.walk_revisions())
+    return frozenset(revision_chain())
 
 
 def __getattr__(name: str) -> str:
@@ -250,7 +272,7 @@ def _our_table_ddl() -> dict[str, str]:
     script (one source of truth), keyed by table name."""
     import importlib.util
 
-    path = resources.files("pinlog.db").joinpath("migrations", "versions", "0001_initial_schema.py")
+    path = revision_path(ADOPTION_BASE)
     spec = importlib.util.spec_from_file_location("pinlog_rev_0001", str(path))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -377,7 +399,7 @@ def plan_adoption(conn: Connection, dimension: int) -> AdoptionPlan:
             "ON CONFLICT (preset_id, embedding_profile) DO NOTHING"))
     plan.kept.append("schema core and every table outside ai.* (owned by the backend)")
     plan.kept.append("the backend's rows: statuses, retry_count and updated_at as they are "
-                     "(revision 0002 only fills our new *_start_retry columns of PROCESSING stages)")
+                     "(migration 0005_stage_start_retry only fills our new *_start_retry columns of PROCESSING stages)")
     plan.steps.append(("record the adoption in ai.adoption (core is the backend's)",
                        "CREATE TABLE IF NOT EXISTS ai.adoption ("
                        " adopted_at timestamptz NOT NULL DEFAULT now(),"

@@ -110,13 +110,6 @@ async def test_read_timeout_returns_zero_while_the_ai_side_still_holds_the_reque
     assert dispatch_count("timeout") == before + 1
 
 
-async def test_default_timeouts_are_connect_1s_read_3s(settings):
-    client = HttpProcessClient.from_config(config_of(settings.model_copy(update={"ai_base_url": "http://x"})).core.dispatch)
-    timeout = client._client.timeout
-    assert (timeout.connect, timeout.read) == (1.0, 3.0)
-    await client.aclose()
-
-
 async def test_a_hung_ai_side_does_not_block_other_dispatches():
     """Workers are independent: one hung request leaves the others flowing."""
     with Receiver(mode="hang") as receiver:

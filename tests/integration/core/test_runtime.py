@@ -52,16 +52,6 @@ async def test_in_process_submit_failures_never_reach_the_user(engine, settings,
     assert state_row(sync_conn, context_id) == ("PENDING", "PENDING")
 
 
-async def test_in_process_503_is_counted_busy(engine, settings):
-    async def submit(request: ProcessRequest) -> int:
-        return 503
-
-    before = dispatch_count("busy")
-    client = InProcessClient(submit)
-    assert await client.send(ProcessRequest(context_id=1, user_id=1, record_id=1, text="t")) == 503
-    assert dispatch_count("busy") == before + 1
-
-
 async def test_http_client_when_ai_base_url_is_set(engine, settings, db_url):
     with Receiver(db_url, mode=202) as receiver:
         runtime = CoreRuntime(engine, config_of(settings.model_copy(update={"ai_base_url": receiver.url})).core,

@@ -8,7 +8,8 @@ import logging
 import pytest
 
 from pinlog.contracts import ProcessRequest
-from pinlog.core.dispatch import Dispatcher, InProcessClient, outcome_for_status
+from pinlog.core.dispatch import Dispatcher, HttpProcessClient, InProcessClient, outcome_for_status
+from tests.conftest import config_of, make_settings
 from tests.integration.core.support import dispatch_count
 
 
@@ -120,3 +121,22 @@ def test_outcome_classes(status, outcome):
 def test_invalid_sizes_are_refused():
     with pytest.raises(ValueError):
         Dispatcher(GatedClient(), queue_size=0)
+
+
+async def test_in_process_503_is_counted_busy():
+    async def submit(request: ProcessRequest) -> int:
+        return 503
+
+    before = dispatch_count("busy")
+    client = InProcessClient(submit)
+    assert await client.send(ProcessRequest(context_id=1, user_id=1, record_id=1, text="t")) == 503
+    assert dispatch_count("busy") == before + 1
+
+
+async def test_default_timeouts_are_connect_1s_read_3s(tmp_path):
+    settings = make_settings(tmp_path)
+    client = HttpProcessClient.from_config(
+        config_of(settings.model_copy(update={"ai_base_url": "http://x"})).core.dispatch)
+    timeout = client._client.timeout
+    assert (timeout.connect, timeout.read) == (1.0, 3.0)
+    await client.aclose()

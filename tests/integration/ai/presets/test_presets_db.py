@@ -145,11 +145,6 @@ async def test_provider_failure_writes_nothing(engine, sync_conn):
     assert _rows(sync_conn, "SELECT count(*) FROM ai.keyword_preset") == [(0,)]
 
 
-async def test_empty_list_is_refused_instead_of_retiring_everything(engine):
-    with pytest.raises(PresetFileError, match="no presets"):
-        await upsert_presets(engine, [], FakeEmbeddingProvider())
-
-
 async def test_snapshot_has_active_presets_of_the_profile_with_normalised_rows(engine, sync_conn):
     await upsert_presets(engine, PRESETS, FakeEmbeddingProvider())
     await upsert_presets(engine, [replace(PRESETS[0], version=3)], FakeEmbeddingProvider(),
@@ -170,7 +165,8 @@ async def test_snapshot_has_active_presets_of_the_profile_with_normalised_rows(e
 
 async def test_a_fifth_category_is_stored_and_becomes_a_candidate(engine, sync_conn):
     """SPEC §8: a preset file may define categories beyond the four; the database takes them
-    (revision 0005 dropped the four-name CHECK) and they are candidates like any other."""
+    (migration 0006_any_preset_category dropped the four-name CHECK) and they are candidates
+    like any other."""
     food = _preset(501, "DUMPLINGS", "FOOD")
     provider = FakeEmbeddingProvider()
     await upsert_presets(engine, [*PRESETS, food], provider)

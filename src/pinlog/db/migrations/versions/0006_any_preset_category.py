@@ -10,6 +10,8 @@ never had the constraint).
 
 from alembic import op
 
+# The id is older than the file name (files were renamed into chain order) and is kept:
+# deployed databases store it in ai.alembic_version (docs/ARCHITECTURE.md "Migrations").
 revision = "0005_preset_categories"
 down_revision = "0002_issue14_adopt"
 

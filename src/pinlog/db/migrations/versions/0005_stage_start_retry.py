@@ -12,6 +12,8 @@ current ``retry_count`` (their start was not recorded; the next rescan claim the
 
 from alembic import op
 
+# The id is older than the file name (files were renamed into chain order) and is kept:
+# deployed databases store it in ai.alembic_version (docs/ARCHITECTURE.md "Migrations").
 revision = "0002_issue14_adopt"
 down_revision = "0003_issue11_presets"
 

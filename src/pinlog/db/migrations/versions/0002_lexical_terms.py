@@ -17,6 +17,8 @@ slower at 1M rows, since a common term's posting list is mostly other members' r
 from alembic import op
 from sqlalchemy import text
 
+# The id is older than the file name (files were renamed into chain order) and is kept:
+# deployed databases store it in ai.alembic_version (docs/ARCHITECTURE.md "Migrations").
 revision = "0002_issue10_lexical"
 down_revision = "0001"
 

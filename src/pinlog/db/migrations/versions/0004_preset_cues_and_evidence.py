@@ -9,6 +9,8 @@
 
 from alembic import op
 
+# The id is older than the file name (files were renamed into chain order) and is kept:
+# deployed databases store it in ai.alembic_version (docs/ARCHITECTURE.md "Migrations").
 revision = "0003_issue11_presets"
 down_revision = "0004_issue16_robustness"
 

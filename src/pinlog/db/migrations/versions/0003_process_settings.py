@@ -5,6 +5,8 @@ with different timings are detected (ERROR log, ``pinlog status``).
 
 from alembic import op
 
+# The id is older than the file name (files were renamed into chain order) and is kept:
+# deployed databases store it in ai.alembic_version (docs/ARCHITECTURE.md "Migrations").
 revision = "0004_issue16_robustness"
 down_revision = "0002_issue10_lexical"
 
