@@ -695,7 +695,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         COMPOSITION_PY,
         "                        embedding_profile=config.ai.embedding.profile)",
         "                        )",
-        (f"tests/unit/test_rule_settings.py::test_rule_settings_record_no_secret",),
+        ("tests/unit/test_rule_settings.py::test_rule_settings_record_no_secret",),
     ),
     Mutation(
         "one_shot_command_runs_the_rescan_loop",
