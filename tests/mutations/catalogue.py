@@ -945,8 +945,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "database_unavailable_answered_500",
         "SPEC §6: an unavailable database is a JSON 503 with Retry-After, never a 500",
         APP,
-        "            if is_database_unavailable(exc):\n                status, body = 503",
-        "            if False:\n                status, body = 503",
+        "                if is_database_unavailable(exc):\n                    status, body = 503",
+        "                if False:\n                    status, body = 503",
         (f"{UNAVAILABLE_T}::test_database_gone_under_a_running_app_is_json_503_and_metrics_say_so",),
     ),
     Mutation(

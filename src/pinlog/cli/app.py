@@ -11,7 +11,7 @@ builds the configuration once (exit 2 on a bad setting); :func:`run_command` run
 (``async with needs.running() as parts``: core, and the ai side in this process unless
 ``PINLOG_AI_BASE_URL``) — one-shot by default, i.e. without the rescan loop. Failures are
 reported with :func:`exit_with_error`. Command output goes to stdout; logs go to stderr as JSON
-lines.
+lines, each carrying the ``command`` that runs (:func:`command_log_context`).
 
 Errors (:class:`pinlog.errors.PinlogError` and the database errors operators cause) are turned
 into one line and an exit code in one place, :func:`describe_error`, called by :func:`main`;
@@ -21,12 +21,13 @@ commands do not catch them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
+import click
 import typer
 from rich.console import Console
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -34,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog.composition import Components, Config, load_config, running_components
 from pinlog.db.embedded import EmbeddedDatabaseError
 from pinlog.db.engine import create_engine, resolve_database_url
-from pinlog.logs import configure_logging
+from pinlog.logs import configure_logging, log_context
 from pinlog.settings import Settings, SettingsError, unknown_variables_warning
 
 if TYPE_CHECKING:
@@ -141,9 +142,21 @@ class Needs:
             yield parts
 
 
+@contextmanager
+def command_log_context() -> Iterator[None]:
+    """The CLI command's edge of the logging context (:mod:`pinlog.logs`): every line logged
+    inside carries ``command``, the command's path without the program name (``presets load``);
+    nothing when no command is running (a direct call)."""
+    ctx = click.get_current_context(silent=True)
+    name = " ".join(ctx.command_path.split()[1:]) if ctx is not None else ""
+    with log_context(command=name or None):
+        yield
+
+
 def run_command(config: Config, work: Callable[[Needs], Awaitable[T]]) -> T:
     """Run ``work(needs)`` in a fresh event loop against the configured database (started or
-    joined when embedded; exit 1 when that fails); the engine is disposed of afterwards."""
+    joined when embedded; exit 1 when that fails), in the command's logging context
+    (:func:`command_log_context`); the engine is disposed of afterwards."""
     url = database_url_or_exit(config.settings)
 
     async def main() -> T:
@@ -153,7 +166,8 @@ def run_command(config: Config, work: Callable[[Needs], Awaitable[T]]) -> T:
         finally:
             await engine.dispose()
 
-    return asyncio.run(main())
+    with command_log_context():  # asyncio.run copies it into the loop's tasks
+        return asyncio.run(main())
 
 
 def describe_error(exc: BaseException) -> tuple[str, int] | None:

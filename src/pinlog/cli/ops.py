@@ -27,6 +27,7 @@ from rich.table import Table
 from pinlog.cli.app import (
     Needs,
     app,
+    command_log_context,
     config_or_exit,
     database_url_or_exit,
     err_console,
@@ -120,7 +121,8 @@ def serve(
 
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGINT, _exit)
-    asyncio.run(_serve(config, url, wanted))
+    with command_log_context():
+        asyncio.run(_serve(config, url, wanted))
 
 
 async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:

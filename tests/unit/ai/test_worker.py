@@ -18,7 +18,7 @@ async def test_bounded_queue_refuses_when_full_and_runs_jobs_concurrently_up_to_
     peak = 0
     two_running = asyncio.Event()
 
-    async def handler(request, _rid):
+    async def handler(request):
         nonlocal peak
         running.add(request.context_id)
         peak = max(peak, len(running))
@@ -44,7 +44,7 @@ async def test_bounded_queue_refuses_when_full_and_runs_jobs_concurrently_up_to_
 async def test_a_crashing_job_never_stops_its_worker():
     seen = []
 
-    async def handler(request, _rid):
+    async def handler(request):
         seen.append(request.context_id)
         if request.context_id == 1:
             raise ValueError("bug")
@@ -62,7 +62,7 @@ async def test_stop_drops_queued_jobs_and_refuses_new_ones():
     started = asyncio.Event()
     seen = []
 
-    async def handler(request, _rid):
+    async def handler(request):
         seen.append(request.context_id)
         started.set()
         await asyncio.Event().wait()  # never finishes by itself

@@ -71,8 +71,8 @@ async def test_one_failing_call_does_not_stop_the_others(sync_conn, engine, make
     ids = [make_context(sync_conn, age_s=OLD) for _ in range(4)]
 
     class Flaky(RecordingClient):
-        async def send(self, request, *, request_id=None):
-            await super().send(request, request_id=request_id)
+        async def send(self, request):
+            await super().send(request)
             if request.context_id == ids[1]:
                 raise ConnectionError("down")
             return 202
