@@ -27,7 +27,6 @@ from rich.table import Table
 from pinlog.cli.app import (
     Needs,
     app,
-    command_log_context,
     config_or_exit,
     database_url_or_exit,
     err_console,
@@ -121,8 +120,7 @@ def serve(
 
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGINT, _exit)
-    with command_log_context():
-        asyncio.run(_serve(config, url, wanted))
+    asyncio.run(_serve(config, url, wanted))
 
 
 async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:

@@ -142,3 +142,27 @@ async def test_default_timeouts_are_connect_1s_read_3s(tmp_path):
     timeout = client._client.timeout
     assert (timeout.connect, timeout.read) == (1.0, 3.0)
     await client.aclose()
+
+
+async def test_a_request_is_sent_with_the_request_id_of_the_context_it_was_enqueued_in():
+    """pinlog.logs: the dispatcher's workers resume the enqueuer's logging context (a public
+    request's id), never the context they were started in; without one, each request gets its
+    own new id."""
+    seen: dict[int, object] = {}
+
+    class Recording:
+        async def send(self, request: ProcessRequest) -> int:
+            seen[request.context_id] = current_log_context().get("request_id")
+            return 202
+
+    dispatcher = Dispatcher(Recording(), queue_size=5, workers=2)
+    with log_context(request_id="rid-starter"):
+        dispatcher.start()
+    with log_context(request_id="rid-public"):
+        assert dispatcher.enqueue(req(1))
+    assert dispatcher.enqueue(req(2)) and dispatcher.enqueue(req(3))
+    await dispatcher.join()
+    await dispatcher.stop()
+    assert seen[1] == "rid-public"
+    assert len({seen[1], seen[2], seen[3], "rid-starter"}) == 4
+    assert all(isinstance(seen[c], str) and len(str(seen[c])) == 32 for c in (2, 3))
