@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 
@@ -30,13 +31,21 @@ def ids_by_context(lines: list[dict]) -> dict[int, set[tuple[object, object]]]:
     return out
 
 
-async def test_a_job_sent_over_the_http_route_logs_the_request_id_it_was_sent_with(
-        ai_settings, db_url, provider, judge, presets, sync_conn, caplog):
+@contextlib.asynccontextmanager
+async def two_pending_contexts(settings, db_url, provider, judge, sync_conn, caplog):
+    """An ai-only app with the state rows of contexts 1 and 2, the pipeline's INFO captured."""
     insert_state(sync_conn, 1)
     insert_state(sync_conn, 2)
     caplog.set_level(logging.INFO, logger="pinlog.ai.pipeline")
-    async with running_app(ai_settings, db_url, components=("ai",), provider=provider,
+    async with running_app(settings, db_url, components=("ai",), provider=provider,
                            judge=judge, base_url="http://ai") as running:
+        yield running
+
+
+async def test_a_job_sent_over_the_http_route_logs_the_request_id_it_was_sent_with(
+        ai_settings, db_url, provider, judge, presets, sync_conn, caplog):
+    async with two_pending_contexts(ai_settings, db_url, provider, judge, sync_conn,
+                                    caplog) as running:
         # core's HTTP client over the app's real route: the header comes from the context
         client = HttpProcessClient("http://ai", TEST_SECRET,
                                    transport=httpx.ASGITransport(app=running.app))
@@ -55,11 +64,8 @@ async def test_a_job_sent_over_the_http_route_logs_the_request_id_it_was_sent_wi
 
 async def test_a_job_submitted_in_process_logs_the_callers_request_id(
         ai_settings, db_url, provider, judge, presets, sync_conn, caplog):
-    insert_state(sync_conn, 1)
-    insert_state(sync_conn, 2)
-    caplog.set_level(logging.INFO, logger="pinlog.ai.pipeline")
-    async with running_app(ai_settings, db_url, components=("ai",), provider=provider,
-                           judge=judge, base_url="http://ai") as running:
+    async with two_pending_contexts(ai_settings, db_url, provider, judge, sync_conn,
+                                    caplog) as running:
         client = InProcessClient(running.ai.submit)
         with log_context(request_id="rid-in-1"):
             assert await client.send(request(1, QUIET_TEXT, record_id=71)) == 202
