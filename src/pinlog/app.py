@@ -46,6 +46,7 @@ from pinlog.db.engine import (
 )
 from pinlog.db.migrate import database_revision, head
 from pinlog.db.process_settings import ProcessRegistry
+from pinlog.logs import log_context
 from pinlog.settings import Settings, get_settings
 
 Component = Literal["core", "ai"]
@@ -93,29 +94,31 @@ class RequestGuard:
                 state["status"], state["started"] = message["status"], True
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_wrapper)
-        except Exception as exc:  # noqa: BLE001 - every escaped error gets an answer
-            extra = {"method": scope.get("method"), "path": scope.get("path"),
-                     "request_id": request_id, "error_class": type(exc).__name__}
-            if is_database_unavailable(exc):
-                status, body = 503, DB_UNAVAILABLE_BODY
-                log.warning("database unavailable: answered 503", extra=extra)
-            else:
-                status, body = 500, INTERNAL_BODY
-                log.error("unhandled error", exc_info=True, extra=extra)
-            if state["started"]:
-                raise
-            response = JSONResponse(body, status_code=status, headers={
-                REQUEST_ID_HEADER: request_id,
-                **({"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else {})})
-            await response(scope, receive, send_wrapper)
-        finally:
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
-            method = str(scope.get("method", ""))
-            m.HTTP_REQUESTS.labels(route=route, method=method, status=str(state["status"])).inc()
-            m.HTTP_LATENCY.labels(route=route, method=method).observe(
-                time.perf_counter() - started)
+        with log_context(request_id=request_id):  # the request's edge: all its lines carry it
+            try:
+                await self.app(scope, receive, send_wrapper)
+            except Exception as exc:  # noqa: BLE001 - every escaped error gets an answer
+                extra = {"method": scope.get("method"), "path": scope.get("path"),
+                         "error_class": type(exc).__name__}
+                if is_database_unavailable(exc):
+                    status, body = 503, DB_UNAVAILABLE_BODY
+                    log.warning("database unavailable: answered 503", extra=extra)
+                else:
+                    status, body = 500, INTERNAL_BODY
+                    log.error("unhandled error", exc_info=True, extra=extra)
+                if state["started"]:
+                    raise
+                response = JSONResponse(body, status_code=status, headers={
+                    REQUEST_ID_HEADER: request_id,
+                    **({"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else {})})
+                await response(scope, receive, send_wrapper)
+            finally:
+                route = getattr(scope.get("route"), "path", None) or "unmatched"
+                method = str(scope.get("method", ""))
+                m.HTTP_REQUESTS.labels(route=route, method=method,
+                                       status=str(state["status"])).inc()
+                m.HTTP_LATENCY.labels(route=route, method=method).observe(
+                    time.perf_counter() - started)
 
 
 def startup_fields(config: Config, components: tuple[str, ...], url: str) -> dict[str, str]:

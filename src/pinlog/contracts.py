@@ -191,7 +191,8 @@ class ProcessClient(Protocol):
 
     ``send`` returns the HTTP status the ai side answered (202 accepted, 401, 422, 503 …) and
     never raises for an ai-side failure: timeouts/connection errors are reported as status 0
-    with the outcome class logged and counted by the implementation.
+    with the outcome class logged and counted by the implementation. The ``X-Request-Id`` is
+    the ``request_id`` of the caller's logging context (:mod:`pinlog.logs`), or a new one.
     """
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int: ...
+    async def send(self, request: ProcessRequest) -> int: ...

@@ -73,6 +73,9 @@ APP = "src/pinlog/app.py"
 RESCAN_PY = "src/pinlog/core/rescan.py"
 PRESETS_PY = "src/pinlog/ai/presets.py"
 HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
+LOGS_PY = "src/pinlog/logs.py"
+WORKER_PY = "src/pinlog/ai/worker.py"
+DISPATCH_PY = "src/pinlog/core/dispatch.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -111,6 +114,13 @@ SPEED_T = "tests/integration/core/rescan/test_recovery_speed.py"
 MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
 PRESET_FILE_T = "tests/unit/ai/judges/test_preset_file.py"
 NO_DATABASE_T = "tests/unit/test_no_database.py"
+LOGS_T = "tests/unit/test_logs.py"
+WORKER_T = "tests/unit/ai/test_worker.py"
+DISPATCHER_T = "tests/unit/core/test_dispatcher.py"
+BATCHING_T = "tests/unit/ai/test_batching.py"
+LOG_CONTEXT_T = "tests/integration/ai/test_log_context.py"
+DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
+OPS_CLI_T = "tests/acceptance/rescan/test_ops_cli.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -945,8 +955,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "database_unavailable_answered_500",
         "SPEC §6: an unavailable database is a JSON 503 with Retry-After, never a 500",
         APP,
-        "            if is_database_unavailable(exc):\n                status, body = 503",
-        "            if False:\n                status, body = 503",
+        "                if is_database_unavailable(exc):\n                    status, body = 503",
+        "                if False:\n                    status, body = 503",
         (f"{UNAVAILABLE_T}::test_database_gone_under_a_running_app_is_json_503_and_metrics_say_so",),
     ),
     Mutation(
@@ -1082,6 +1092,114 @@ MUTATIONS: tuple[Mutation, ...] = (
         'revision = "0006_any_preset_category"',
         (f"{MIGRATION_FILES_T}::"
          "test_the_stored_revision_ids_are_still_the_chain_and_new_ones_are_the_file_stem",),
+    ),
+    # ---- the logging context (pinlog.logs, set once per edge; SPEC §12, §6) -------------------
+    Mutation(
+        "log_context_accepts_any_field",
+        "SPEC §12/§6: only ALLOWED_FIELDS enter the logging context (note text never can)",
+        LOGS_PY,
+        "    if unknown:\n        raise ValueError(",
+        "    if False:\n        raise ValueError(",
+        (f"{LOGS_T}::test_only_allowed_fields_can_enter_the_logging_context",),
+    ),
+    Mutation(
+        "log_line_emits_any_context_field",
+        "SPEC §12/§6: only ALLOWED_FIELDS reach a line from the logging context",
+        LOGS_PY,
+        "    fields: dict[str, object] = {}\n",
+        "    fields: dict[str, object] = dict(context)\n",
+        (f"{LOGS_T}::test_a_field_outside_the_allowed_list_never_reaches_a_line_from_the_context",),
+    ),
+    Mutation(
+        "log_context_ignored_by_records",
+        "SPEC §12: every record carries the logging context it was made in",
+        LOGS_PY,
+        "        elif key in context:\n",
+        "        elif False:\n",
+        (f"{LOGS_T}::test_records_carry_the_context_and_their_own_extra_wins",
+         f"{LOG_CONTEXT_T}::test_a_job_sent_over_the_http_route_logs_the_request_id_it_was_sent_with"),
+    ),
+    Mutation(
+        "http_request_sets_no_request_id",
+        "SPEC §12: a request's lines (and the jobs it submits) carry its X-Request-Id",
+        APP,
+        "        with log_context(request_id=request_id):",
+        "        with log_context():",
+        (f"{LOG_CONTEXT_T}::test_a_job_sent_over_the_http_route_logs_the_request_id_it_was_sent_with",
+         "tests/acceptance/test_db_outage.py::"
+         "test_an_unexpected_error_is_json_500_logged_with_traceback"),
+    ),
+    Mutation(
+        "job_runs_without_its_offer_context",
+        "SPEC §12: a job's lines carry the request id it was accepted with",
+        WORKER_PY,
+        "            self._queue.put_nowait(Job(request, current_log_context()))",
+        "            self._queue.put_nowait(Job(request, {}))",
+        (f"{WORKER_T}::test_concurrent_jobs_log_their_own_ids_never_another_jobs_nor_the_workers",
+         f"{LOG_CONTEXT_T}::test_a_job_submitted_in_process_logs_the_callers_request_id"),
+    ),
+    Mutation(
+        "job_inherits_the_worker_context",
+        "SPEC §12: a job's lines carry its own ids, never the worker task's context",
+        WORKER_PY,
+        "            with log_context(job.log_context, context_id=",
+        "            with log_context(None, **job.log_context, context_id=",
+        (f"{WORKER_T}::test_concurrent_jobs_log_their_own_ids_never_another_jobs_nor_the_workers",),
+    ),
+    Mutation(
+        "job_lines_without_context_id",
+        "SPEC §12: a job's lines carry its context id and record id",
+        WORKER_PY,
+        "            with log_context(job.log_context, context_id=job.request.context_id,\n"
+        "                             record_id=job.request.record_id):",
+        "            with log_context(job.log_context):",
+        (f"{WORKER_T}::test_concurrent_jobs_log_their_own_ids_never_another_jobs_nor_the_workers",
+         f"{LOG_CONTEXT_T}::test_a_job_submitted_in_process_logs_the_callers_request_id"),
+    ),
+    Mutation(
+        "dispatch_sent_in_the_worker_context",
+        "SPEC §4/§12: a dispatched request is sent with the request id it was enqueued with",
+        DISPATCH_PY,
+        "            with log_context(ids):\n",
+        "            with log_context():\n",
+        (f"{DISPATCHER_T}::"
+         "test_a_request_is_sent_with_the_request_id_of_the_context_it_was_enqueued_in",),
+    ),
+    Mutation(
+        "process_client_header_not_from_the_context",
+        "SPEC §4: the process client sends X-Request-Id, the logging context's request id",
+        DISPATCH_PY,
+        '            return await self._post(request, str(ids["request_id"]))',
+        '            return await self._post(request, "0" * 32)',
+        (f"{DISPATCH_HTTP_T}::test_accepted_is_counted",
+         f"{LOG_CONTEXT_T}::test_a_job_sent_over_the_http_route_logs_the_request_id_it_was_sent_with"),
+    ),
+    Mutation(
+        "batcher_runs_in_the_first_jobs_context",
+        "SPEC §12: a shared micro-batch never carries the ids of the job that started the batcher",
+        BATCHING,
+        "                                context=neutral_context()),",
+        "                                context=None),",
+        (f"{BATCHING_T}::"
+         "test_a_batch_never_runs_in_the_logging_context_of_the_job_that_started_the_batcher",),
+        occurrences=2,
+    ),
+    Mutation(
+        "rescan_round_without_round_id",
+        "SPEC §12: every line of a rescan round carries its round id",
+        RESCAN_PY,
+        "        with log_context(round_id=uuid.uuid4().hex[:16]):",
+        "        with log_context():",
+        (f"{ROUND}::test_every_line_of_a_rescan_round_carries_its_round_id",),
+    ),
+    Mutation(
+        "cli_command_not_in_the_logging_context",
+        "SPEC §12: a CLI command's lines carry the command",
+        CLI_APP_PY,
+        "    command_log_context(ctx)\n",
+        "",
+        (f"{OPS_CLI_T}::"
+         "test_a_commands_lines_carry_the_command_the_round_and_the_request_id_it_sent",),
     ),
     # ---- the suite itself (tests/conftest.py, docs/ARCHITECTURE.md §7) -----------------------
     Mutation(

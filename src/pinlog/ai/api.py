@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from pinlog import metrics
 from pinlog.ai.errors import ModelError
 from pinlog.ai.search import ProfileMismatch
-from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessRequest
+from pinlog.contracts import PROCESS_PATH, SECRET_HEADER, ProcessRequest
 
 log = logging.getLogger(__name__)
 
@@ -71,18 +71,17 @@ def secret_ok(presented: str | None, accepted: list[str]) -> bool:
 async def process_context(request: Request) -> Response:
     """Accept a context for background processing (SPEC §5.1): 202 (empty body), 401, 422, 503."""
     runtime = request.app.state.ai
-    request_id = request.headers.get(REQUEST_ID_HEADER)
     if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
         metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
         log.warning("process request with a missing or wrong secret",
-                    extra={"request_id": request_id, "http_status": 401})
+                    extra={"http_status": 401})
         return JSONResponse(_UNAUTHORIZED, status_code=401)
     try:
         body = ProcessRequest.model_validate_json(await request.body())
     except ValidationError:
         metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
         return JSONResponse(_INVALID, status_code=422)
-    status = await runtime.submit(body, request_id=request_id)
+    status = await runtime.submit(body)  # the request id rides in the logging context
     if status == 202:
         return Response(status_code=202)
     if status == 503:

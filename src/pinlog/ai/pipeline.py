@@ -183,11 +183,12 @@ class Pipeline:
         return self.config.retries.budget(self.config.llm_timeout)
 
     # --- the job -------------------------------------------------------------------------------
-    async def run(self, request: ProcessRequest, *, request_id: str | None = None) -> JobResult:
+    async def run(self, request: ProcessRequest) -> JobResult:
         """Process one request (SPEC §5.2). Never raises for a classified failure; the outcome of
-        each stage is returned, logged and counted."""
+        each stage is returned, logged and counted. Its lines carry the ids of the logging
+        context the job runs in (:class:`pinlog.ai.worker.WorkQueue` sets ``request_id``,
+        ``context_id``, ``record_id``: :mod:`pinlog.logs`)."""
         cid = request.context_id
-        ids = {"context_id": cid, "record_id": request.record_id, "request_id": request_id}
         sha = text_sha256(request.text)
         stage = Stage.EMBEDDING
         step = "pre-check"
@@ -195,7 +196,7 @@ class Pipeline:
             # Step 1 and the embedding stage's guarded start share one short checkout.
             async with self._connection(autocommit=True) as conn:
                 pre = await state.precheck(conn, cid)
-                stopped = self._stop_reason(pre, sha, ids)
+                stopped = self._stop_reason(pre, sha)
                 if stopped is not None:
                     return JobResult("skipped", "skipped", stopped=stopped)
                 assert pre is not None
@@ -204,28 +205,28 @@ class Pipeline:
                 previous = None
                 if not reuse:
                     step = "start"
-                    previous = await self._start(cid, stage, ids, conn)
+                    previous = await self._start(cid, stage, conn)
         except Exception as exc:  # noqa: BLE001 - classified, logged; the rescan recovers
             if step == "pre-check":
                 error_class, reason = classify(exc)
                 log.warning("pre-check failed; job stopped",
-                            extra={**ids, "error_class": error_class, "reason": reason})
+                            extra={"error_class": error_class, "reason": reason})
                 return JobResult("skipped", "skipped", stopped=error_class)
-            embedding_outcome = await self._stage_failed(cid, stage, exc, ids)
-            return JobResult(embedding_outcome, await self._keyword_stage(request, None, ids))
+            embedding_outcome = await self._stage_failed(cid, stage, exc)
+            return JobResult(embedding_outcome, await self._keyword_stage(request, None))
 
         if reuse:
             self._count(stage, "reused")
-            log.info("embedding reused", extra={**ids, "stage": stage.label, "outcome": "reused"})
+            log.info("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
             embedding_outcome, carried = "reused", None
         elif previous is None:
             embedding_outcome, carried = "skipped", None
         else:
-            embedding_outcome, carried = await self._embedding_stage(request, sha, ids)
-        keyword_outcome = await self._keyword_stage(request, carried, ids)
+            embedding_outcome, carried = await self._embedding_stage(request, sha)
+        keyword_outcome = await self._keyword_stage(request, carried)
         return JobResult(embedding_outcome, keyword_outcome)
 
-    def _stop_reason(self, pre: state.PreCheck | None, sha: bytes, ids: dict) -> str | None:
+    def _stop_reason(self, pre: state.PreCheck | None, sha: bytes) -> str | None:
         """Why the pre-check ends the job (``missing``, ``contract_violation``, ``finished``),
         or None to go on (SPEC §5.2 step 1, §5.6).
 
@@ -242,33 +243,33 @@ class Pipeline:
             # stages are finished. Ids only, never the text.
             metrics.CONTRACT_VIOLATIONS.inc()
             log.warning("contract violation: same contextId sent with a different text; "
-                        "nothing changed", extra={**ids, "reason": "text_sha256 differs"})
+                        "nothing changed", extra={"reason": "text_sha256 differs"})
             return "contract_violation"
         if pre is None or not pre.has_work:
             reason = "missing" if pre is None else "finished"
-            log.info("nothing to do", extra={**ids, "reason": reason})
+            log.info("nothing to do", extra={"reason": reason})
             for stage in Stage:
                 metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome="skipped").inc()
             return reason
         return None
 
     # --- stage 2: embedding (after a successful guarded start) ----------------------------------
-    async def _embedding_stage(self, request: ProcessRequest, sha: bytes,
-                               ids: dict) -> tuple[str, state.StoredEmbedding | None]:
+    async def _embedding_stage(self, request: ProcessRequest,
+                               sha: bytes) -> tuple[str, state.StoredEmbedding | None]:
         stage = Stage.EMBEDDING
         cid = request.context_id
         try:
             vector = await self._embed(request.text)
             saved = await self._save_embedding(request, vector, sha)
         except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-            return await self._stage_failed(cid, stage, exc, ids), None
+            return await self._stage_failed(cid, stage, exc), None
         if not saved:
             self._count(stage, "discarded")
             log.info("embedding result discarded: guard failed at save",
-                     extra={**ids, "stage": stage.label, "outcome": "discarded"})
+                     extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded", None
         self._count(stage, "completed")
-        log.info("embedding completed", extra={**ids, "stage": stage.label, "outcome": "completed"})
+        log.info("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
         return "completed", state.StoredEmbedding(vector, self.profile, sha)
 
     async def _embed(self, text: str) -> np.ndarray:
@@ -320,15 +321,15 @@ class Pipeline:
         return await self._save(body)
 
     # --- stage 3: keywords ----------------------------------------------------------------------
-    async def _keyword_stage(self, request: ProcessRequest, carried: state.StoredEmbedding | None,
-                             ids: dict) -> str:
+    async def _keyword_stage(self, request: ProcessRequest,
+                             carried: state.StoredEmbedding | None) -> str:
         stage = Stage.KEYWORD
         cid = request.context_id
         try:
             async with self._connection(autocommit=True) as conn:
                 previous, stored, fingerprint = await state.start_keyword_and_read(
                     conn, cid, self.expiry, self.profile)
-                self._note_start(stage, previous, ids)
+                self._note_start(stage, previous)
                 if previous is None:
                     return "skipped"
                 stored = carried or stored
@@ -352,14 +353,14 @@ class Pipeline:
                 picks = ()
             saved = await self._save_keywords(cid, snapshot, answer, picks)
         except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-            return await self._stage_failed(cid, stage, exc, ids)
+            return await self._stage_failed(cid, stage, exc)
         if not saved:
             self._count(stage, "discarded")
             log.info("keyword result discarded: guard failed at save",
-                     extra={**ids, "stage": stage.label, "outcome": "discarded"})
+                     extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded"
         self._count(stage, "completed")
-        log.info("keywords completed", extra={**ids, "stage": stage.label, "outcome": "completed",
+        log.info("keywords completed", extra={"stage": stage.label, "outcome": "completed",
                                               "count": len(picks)})
         return "completed"
 
@@ -402,7 +403,7 @@ class Pipeline:
         return await self._save(body)
 
     # --- shared steps --------------------------------------------------------------------------
-    async def _start(self, cid: int, stage: Stage, ids: dict,
+    async def _start(self, cid: int, stage: Stage,
                      conn: AsyncConnection | None = None) -> Status | None:
         """Guarded start, one autocommit statement (on ``conn`` when given); logs/counts a
         re-claim (SPEC §3)."""
@@ -411,20 +412,20 @@ class Pipeline:
                 previous = await state.start_stage(own, cid, stage, self.expiry)
         else:
             previous = await state.start_stage(conn, cid, stage, self.expiry)
-        self._note_start(stage, previous, ids)
+        self._note_start(stage, previous)
         return previous
 
-    def _note_start(self, stage: Stage, previous: Status | None, ids: dict) -> None:
+    def _note_start(self, stage: Stage, previous: Status | None) -> None:
         """Log/count the outcome of a guarded start: 0 rows (INFO), re-claim (WARNING)."""
         if previous is None:
             self._count(stage, "skipped")
-            log.info("stage not started (0 rows)", extra={**ids, "stage": stage.label,
+            log.info("stage not started (0 rows)", extra={"stage": stage.label,
                                                           "outcome": "skipped"})
         elif previous is Status.PROCESSING:
             self._count(stage, "reclaimed")
             log.warning("re-claimed a PROCESSING stage (processing expiry passed, or the row's "
                         "retry_count rose since it started: SPEC §7.3)",
-                        extra={**ids, "stage": stage.label, "outcome": "reclaimed",
+                        extra={"stage": stage.label, "outcome": "reclaimed",
                                "previous_status": previous.value})
 
     @asynccontextmanager
@@ -450,12 +451,12 @@ class Pipeline:
             await transaction.commit()
             return True
 
-    async def _stage_failed(self, cid: int, stage: Stage, exc: BaseException, ids: dict) -> str:
+    async def _stage_failed(self, cid: int, stage: Stage, exc: BaseException) -> str:
         """Record a classified failure (SPEC §5.5): transient/internal → ``last_error`` + event,
         stage stays PROCESSING; permanent → guarded FAILED + event."""
         error_class, reason = classify(exc)
         message = state.format_error(stage, error_class, redact(reason))
-        extra = {**ids, "stage": stage.label, "outcome": error_class, "error_class": error_class,
+        extra = {"stage": stage.label, "outcome": error_class, "error_class": error_class,
                  "reason": message}
         try:
             async with self._connection(autocommit=True) as conn:
@@ -466,7 +467,7 @@ class Pipeline:
         except Exception as write_exc:  # noqa: BLE001 - the DB may be what failed
             changed = False
             log.warning("could not record the stage error",
-                        extra={**ids, "stage": stage.label,
+                        extra={"stage": stage.label,
                                "error_class": classify(write_exc)[0]})
         self._count(stage, error_class)
         if error_class == "permanent":

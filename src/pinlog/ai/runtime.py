@@ -285,25 +285,26 @@ class AiRuntime:
         except Exception:  # noqa: BLE001 - not ready, whatever the reason
             return False
 
-    async def submit(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def submit(self, request: ProcessRequest) -> int:
         """The in-process adapter of ``POST /internal/v1/context/process`` (SPEC §5.1).
 
         Returns:
             202 accepted (queued), 422 text longer than ``PINLOG_MAX_TEXT_CHARS`` (or empty),
             503 the work queue is full or the runtime is not running (the row stays PENDING; the
-            rescan recovers it). Counted in ``pinlog_process_requests_total``.
+            rescan recovers it). Counted in ``pinlog_process_requests_total``. The job's log
+            lines carry the caller's logging context (its ``request_id``: :mod:`pinlog.logs`).
         """
         if not 1 <= len(request.text) <= self.config.max_text_chars:
             metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
             return 422
-        if self.queue is None or not self.queue.offer(request, request_id):
+        if self.queue is None or not self.queue.offer(request):
             metrics.PROCESS_REQUESTS.labels(outcome="busy").inc()
-            self._log_refusal(request, request_id)
+            self._log_refusal(request)
             return 503
         metrics.PROCESS_REQUESTS.labels(outcome="accepted").inc()
         return 202
 
-    def _log_refusal(self, request: ProcessRequest, request_id: str | None) -> None:
+    def _log_refusal(self, request: ProcessRequest) -> None:
         """One WARNING per :data:`REFUSAL_LOG_INTERVAL` seconds while the work queue refuses
         requests, with the number refused since the previous line (``count``); every refusal
         is counted in ``pinlog_process_requests_total{outcome="busy"}``. A backlog re-sent
@@ -315,13 +316,12 @@ class AiRuntime:
                 now - self._refused_logged_at < REFUSAL_LOG_INTERVAL:
             return
         log.warning("work queue full; requests refused with 503 (the rows stay PENDING)",
-                    extra={"context_id": request.context_id, "request_id": request_id,
-                           "count": self._refused})
+                    extra={"context_id": request.context_id, "count": self._refused})
         self._refused, self._refused_logged_at = 0, now
 
-    async def _run_job(self, request: ProcessRequest, request_id: str | None) -> JobResult:
+    async def _run_job(self, request: ProcessRequest) -> JobResult:
         assert self.pipeline is not None
-        return await self.pipeline.run(request, request_id=request_id)
+        return await self.pipeline.run(request)
 
     async def join(self) -> None:
         """Wait until the work queue is drained and every accepted job has finished (tests)."""

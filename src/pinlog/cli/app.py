@@ -11,7 +11,8 @@ builds the configuration once (exit 2 on a bad setting); :func:`run_command` run
 (``async with needs.running() as parts``: core, and the ai side in this process unless
 ``PINLOG_AI_BASE_URL``) — one-shot by default, i.e. without the rescan loop. Failures are
 reported with :func:`exit_with_error`. Command output goes to stdout; logs go to stderr as JSON
-lines.
+lines, each carrying the ``command`` that runs (:func:`command_log_context`, the root's and each
+group's callback).
 
 Errors (:class:`pinlog.errors.PinlogError` and the database errors operators cause) are turned
 into one line and an exit code in one place, :func:`describe_error`, called by :func:`main`;
@@ -22,10 +23,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -34,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog.composition import Components, Config, load_config, running_components
 from pinlog.db.embedded import EmbeddedDatabaseError
 from pinlog.db.engine import create_engine, resolve_database_url
-from pinlog.logs import configure_logging
+from pinlog.logs import configure_logging, log_context
 from pinlog.settings import Settings, SettingsError, unknown_variables_warning
 
 if TYPE_CHECKING:
@@ -57,12 +58,33 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _command_words(ctx: Any) -> list[str]:
+    """Names from the root's child down to ``ctx`` (a click context); the root's own name is
+    the program's (``pinlog``, ``python -m pinlog``) and is left out."""
+    return [] if ctx.parent is None else [*_command_words(ctx.parent), str(ctx.info_name)]
+
+
+def command_log_context(ctx: typer.Context) -> None:
+    """The CLI command's edge of the logging context (:mod:`pinlog.logs`): until the command
+    ends, every line logged carries ``command``, its path without the program name
+    (``rescan``, ``presets load``). Called by the root's callback and each group's
+    (``typer.Typer(callback=command_log_context)``); the command's context closes it."""
+    if ctx.invoked_subcommand is None:
+        return
+    scope = ExitStack()
+    scope.enter_context(log_context(command=" ".join([*_command_words(ctx),
+                                                     ctx.invoked_subcommand])))
+    ctx.call_on_close(scope.close)
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
     """PinLog AI: reliable embeddings and keywords for place notes."""
+    command_log_context(ctx)
 
 
 def exit_with_error(message: str, code: int = 1) -> NoReturn:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from pinlog.cli.app import app, config_or_exit, database_url_or_exit, exit_with_error
+from pinlog.cli.app import app, command_log_context, config_or_exit, database_url_or_exit, exit_with_error
 from pinlog.db.engine import embedded_for, redacted_url
 
-db_app = typer.Typer(help="The database in use (embedded server management).", no_args_is_help=True)
+db_app = typer.Typer(help="The database in use (embedded server management).", no_args_is_help=True,
+                     callback=command_log_context)
 app.add_typer(db_app, name="db")
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import typer
 
-from pinlog.cli.app import Needs, app, config_or_exit, run_command
+from pinlog.cli.app import Needs, app, command_log_context, config_or_exit, run_command
 
 members_app = typer.Typer(help="Members (the people whose records and contexts these are).",
-                          no_args_is_help=True)
+                          no_args_is_help=True,
+                          callback=command_log_context)
 app.add_typer(members_app, name="members")
 
 

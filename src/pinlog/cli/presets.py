@@ -19,10 +19,11 @@ from pinlog.ai.presets import (
     preset_overview,
     upsert_presets,
 )
-from pinlog.cli.app import Needs, app, config_or_exit, exit_with_error, run_command
+from pinlog.cli.app import Needs, app, command_log_context, config_or_exit, exit_with_error, run_command
 
 console = Console(soft_wrap=True, highlight=False)
-presets_app = typer.Typer(help="Keyword presets: load and list.", no_args_is_help=True)
+presets_app = typer.Typer(help="Keyword presets: load and list.", no_args_is_help=True,
+                          callback=command_log_context)
 app.add_typer(presets_app, name="presets")
 
 

@@ -12,7 +12,6 @@ that context (SPEC §8).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from pinlog.core.dispatch import DispatchConfig
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
+from pinlog.logs import request_id_or_new
 from pinlog.relevance import Decision
 from pinlog.settings import Settings
 
@@ -101,11 +101,12 @@ class HttpSearchClient:
             timeout=httpx.Timeout(config.timeout + 1.0, connect=dispatch.connect_timeout))
 
     async def __call__(self, request: SearchRequest) -> SearchResponse:
-        """Raises SearchRejected on 422, SearchUnavailable on anything else but 200."""
+        """Raises SearchRejected on 422, SearchUnavailable on anything else but 200. Sends the
+        logging context's request id (``X-Request-Id``: the public request's), or a new one."""
         try:
             response = await self._client.post(
                 SEARCH_PATH, json=request.model_dump(by_alias=True),
-                headers={SECRET_HEADER: self._secret, REQUEST_ID_HEADER: uuid.uuid4().hex})
+                headers={SECRET_HEADER: self._secret, REQUEST_ID_HEADER: request_id_or_new()})
         except httpx.HTTPError as exc:
             log.warning("search call failed", extra={"error_class": type(exc).__name__})
             raise SearchUnavailable("search unavailable") from None

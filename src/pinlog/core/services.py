@@ -289,7 +289,7 @@ class DispatchQueue(Protocol):
     :class:`pinlog.core.dispatch.Dispatcher`. ``enqueue`` never blocks; False = dropped (the
     row stays PENDING for the rescan)."""
 
-    def enqueue(self, request: ProcessRequest, *, request_id: str | None = None) -> bool: ...
+    def enqueue(self, request: ProcessRequest) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ class RecordingClient:
     sent: list[ProcessRequest] = field(default_factory=list)
     states: list[tuple[str, str] | None] = field(default_factory=list)
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def send(self, request: ProcessRequest) -> int:
         if self.db_url:
             with psycopg.connect(self.db_url, autocommit=True) as conn:
                 self.states.append(state_row(conn, request.context_id))

@@ -41,6 +41,7 @@ from pinlog import metrics
 from pinlog.ai.errors import PermanentModelError, TransientModelError
 from pinlog.ai.ports import EmbeddingProvider, EmbedKind, close_resource
 from pinlog.ai.vectors import check_embeddings
+from pinlog.logs import neutral_context
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -223,9 +224,13 @@ class MicroBatcher:
         self._wakeup = {"passage": asyncio.Event(), "query": asyncio.Event()}
         self._slots = {"passage": asyncio.Semaphore(self.max_concurrent),
                        "query": asyncio.Semaphore(1)}
+        # shared by every job: started without the logging context of the job that happened to
+        # start them, so a batch's lines never carry that job's ids
         self._loop_tasks = [
-            asyncio.create_task(self._loop("query"), name="embedding-query-lane"),
-            asyncio.create_task(self._loop("passage"), name="embedding-micro-batcher"),
+            asyncio.create_task(self._loop("query"), name="embedding-query-lane",
+                                context=neutral_context()),
+            asyncio.create_task(self._loop("passage"), name="embedding-micro-batcher",
+                                context=neutral_context()),
         ]
 
     async def _loop(self, kind: EmbedKind) -> None:
