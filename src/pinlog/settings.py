@@ -165,6 +165,24 @@ class Settings(BaseSettings):
     embedding_query_prefix: str = Field(
         "", description="sentence-transformers only: prepended to search queries ('query: ').")
 
+    # --- the next embedding profile (SPEC §9.1: profiles side by side) -------------------------
+    # A second provider, built through the same registry (pinlog.ai.providers.PROVIDERS): the
+    # profile `pinlog profiles build` backfills beside the active one. Every replica serves
+    # whichever of its two profiles the database says is active (ai.embedding_profile).
+    next_embedding_provider: str | None = Field(
+        None, description="A name of the provider registry for the next profile (unset: none).")
+    next_embedding_profile: str | None = Field(
+        None, description="The next profile's string; per provider when unset. Must differ from "
+        "PINLOG_EMBEDDING_PROFILE's.")
+    next_embedding_model: str | None = Field(None, description="Next profile: model or path.")
+    next_embedding_dimension: int | None = Field(None, ge=1, le=16_000)
+    next_embedding_base_url: str | None = None
+    next_embedding_api_key: SecretStr | None = None
+    next_embedding_passage_prefix: str = Field(
+        "", description="Next profile, sentence-transformers only: prefix of stored texts.")
+    next_embedding_query_prefix: str = Field(
+        "", description="Next profile, sentence-transformers only: prefix of search queries.")
+
     # --- judge (SPEC §8) ---------------------------------------------------------------------
     judge: str = Field("similarity", description="A name of the judge registry "
                        "(pinlog.ai.judges.JUDGES); an unknown name is refused at start-up.")
@@ -280,6 +298,24 @@ class Settings(BaseSettings):
                              "PINLOG_LLM_BASE_URL (an OpenAI-compatible endpoint, …/v1)")
         return LlmEndpoint(self.llm_base_url, self.llm_api_key)
 
+    def next_embedding(self) -> Settings | None:
+        """The next profile's provider settings as a view of these settings whose
+        ``embedding_*`` values are the ``next_embedding_*`` ones (so the provider registry
+        reads them like the first provider's; SPEC §9.1), or None when
+        ``PINLOG_NEXT_EMBEDDING_PROVIDER`` is unset. Timeouts and batching are shared."""
+        if self.next_embedding_provider is None:
+            return None
+        return self.model_copy(update={
+            "embedding_provider": self.next_embedding_provider,
+            "embedding_profile": self.next_embedding_profile,
+            "embedding_model": self.next_embedding_model,
+            "embedding_dimension": self.next_embedding_dimension,
+            "embedding_base_url": self.next_embedding_base_url,
+            "embedding_api_key": self.next_embedding_api_key,
+            "embedding_passage_prefix": self.next_embedding_passage_prefix,
+            "embedding_query_prefix": self.next_embedding_query_prefix,
+        })
+
     @property
     def retries(self) -> RetryPolicy:
         """``PINLOG_MODEL_ATTEMPTS`` and the backoff of one model call (SPEC §6)."""
@@ -393,7 +429,7 @@ def _register_secrets(settings: Settings) -> None:
     from pinlog.redaction import register_secret
 
     for value in (settings.jwt_secret, settings.embedding_api_key, settings.llm_api_key,
-                  *settings.internal_secrets):
+                  settings.next_embedding_api_key, *settings.internal_secrets):
         if value is not None:
             register_secret(value.get_secret_value())
     if settings.database_url is not None:

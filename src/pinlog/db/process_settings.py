@@ -98,6 +98,24 @@ class Difference:
                 f"{self.second_value} on {self.second.label}")
 
 
+def profile_drift(active: str | None, served: Iterable[str]) -> str | None:
+    """The drift between the database's active embedding profile (``ai.embedding_profile``,
+    SPEC §9.1) and the profiles a replica has providers for, as the ERROR line to log — or None
+    when the replica can serve it (or no active profile is recorded yet: then each replica's
+    first provider is active, as before the profile switch existed).
+
+    A replica that cannot serve the active profile refuses search and stage work (the ai side's
+    ``ProfileRouter``) instead of answering from the wrong vector space; activation is atomic
+    for every replica, so this is a configuration to fix, never a state to wait out."""
+    served = tuple(served)
+    if active is None or active in served:
+        return None
+    return (f"the database's active embedding profile is {active}, but this replica only has "
+            f"providers for {', '.join(served)}: it refuses search and stage work until "
+            f"PINLOG_EMBEDDING_* or PINLOG_NEXT_EMBEDDING_* configures {active} (or "
+            f"`pinlog profiles activate` switches back)")
+
+
 def differences(mine: Mapping[str, Any], me: ProcessInfo | None,
                 others: Iterable[ProcessInfo]) -> list[Difference]:
     """Settings present in both ``mine`` and another process whose values differ."""
