@@ -51,7 +51,7 @@ SELECT profile, role, dimension, build_after, activated_at
 -- Rule: SPEC §9.1 — the first use of the switch records the profile the replicas serve today
 -- (the caller's configured profile) as active; an existing active row is kept.
 INSERT INTO ai.embedding_profile (profile, role, dimension, activated_at)
-VALUES (:profile, 'active', :dimension, now())
+VALUES (CAST(:profile AS text), 'active', :dimension, now())
 ON CONFLICT DO NOTHING;
 
 -- name: begin_build
@@ -59,7 +59,7 @@ ON CONFLICT DO NOTHING;
 -- a kept profile becomes building again (its kept vectors count, the backfill fills the gaps);
 -- restarting the build of the building profile keeps its cursor (resumable).
 INSERT INTO ai.embedding_profile (profile, role, dimension, build_started_at, build_seen_at)
-VALUES (:profile, 'building', :dimension, now(), now())
+VALUES (CAST(:profile AS text), 'building', :dimension, now(), now())
 ON CONFLICT (profile) DO UPDATE
    SET role = 'building',
        dimension = EXCLUDED.dimension,
@@ -84,11 +84,11 @@ SELECT e.context_id, e.text_sha256
   FROM ai.context_embedding e
  WHERE e.context_id > :after
    AND NOT e.is_deleted
-   AND e.embedding_profile <> :profile
+   AND e.embedding_profile <> CAST(:profile AS text)
    AND (SELECT s.embedding_status FROM ai.context_ai_state s
          WHERE s.context_id = e.context_id) = 'COMPLETED'
    AND NOT EXISTS (SELECT 1 FROM ai.context_embedding_shadow sh
-                    WHERE sh.context_id = e.context_id AND sh.embedding_profile = :profile)
+                    WHERE sh.context_id = e.context_id AND sh.embedding_profile = CAST(:profile AS text))
    AND NOT (e.context_id = ANY(CAST(:skip AS bigint[])))
  ORDER BY e.context_id
  LIMIT :limit;
@@ -102,7 +102,7 @@ SELECT e.context_id, e.text_sha256
 -- this write skips the context. Only while :profile is still the building profile (activation
 -- or drop stops the backfill). Changes no status.
 WITH building AS (
-    SELECT 1 FROM ai.embedding_profile WHERE profile = :profile AND role = 'building'
+    SELECT 1 FROM ai.embedding_profile WHERE profile = CAST(:profile AS text) AND role = 'building'
 ), locked AS (
     SELECT s.context_id
       FROM ai.context_ai_state s
@@ -115,7 +115,7 @@ WITH building AS (
        FOR SHARE OF s
 )
 INSERT INTO ai.context_embedding_shadow (context_id, embedding_profile, embedding, text_sha256)
-SELECT v.context_id, :profile, CAST(v.embedding AS vector), v.text_sha256
+SELECT v.context_id, CAST(:profile AS text), CAST(v.embedding AS vector), v.text_sha256
   FROM unnest(CAST(:context_ids AS bigint[]), CAST(:embeddings AS text[]),
               CAST(:text_sha256s AS bytea[])) AS v(context_id, embedding, text_sha256)
   JOIN locked l ON l.context_id = v.context_id
@@ -133,14 +133,14 @@ UPDATE ai.embedding_profile
        build_rate = :rate,
        build_seen_at = now(),
        updated_at = now()
- WHERE profile = :profile
+ WHERE profile = CAST(:profile AS text)
    AND role = 'building'
 RETURNING profile;
 
 -- name: finish_build
 UPDATE ai.embedding_profile
    SET build_finished_at = now(), build_seen_at = now(), updated_at = now()
- WHERE profile = :profile
+ WHERE profile = CAST(:profile AS text)
    AND role = 'building';
 
 -- name: missing_vectors
@@ -151,15 +151,15 @@ SELECT count(*) AS missing
   JOIN ai.context_ai_state s ON s.context_id = e.context_id
  WHERE s.embedding_status = 'COMPLETED'
    AND NOT e.is_deleted
-   AND e.embedding_profile <> :profile
+   AND e.embedding_profile <> CAST(:profile AS text)
    AND NOT EXISTS (SELECT 1 FROM ai.context_embedding_shadow sh
-                    WHERE sh.context_id = e.context_id AND sh.embedding_profile = :profile);
+                    WHERE sh.context_id = e.context_id AND sh.embedding_profile = CAST(:profile AS text));
 
 -- name: shadow_dimensions
 -- Rule: SPEC §9 — a profile names one vector space: its stored vectors share one length.
 SELECT DISTINCT vector_dims(embedding) AS dims
   FROM ai.context_embedding_shadow
- WHERE embedding_profile = :profile;
+ WHERE embedding_profile = CAST(:profile AS text);
 
 -- name: keep_replaced_vectors
 -- Rule: SPEC §9.1 — activation keeps the vectors it replaces (activating their profile again is
@@ -169,11 +169,11 @@ INSERT INTO ai.context_embedding_shadow (context_id, embedding_profile, embeddin
 SELECT e.context_id, e.embedding_profile, e.embedding, e.text_sha256
   FROM ai.context_embedding e
   JOIN ai.context_embedding_shadow n
-    ON n.context_id = e.context_id AND n.embedding_profile = :profile
+    ON n.context_id = e.context_id AND n.embedding_profile = CAST(:profile AS text)
   JOIN ai.context_ai_state s ON s.context_id = e.context_id
  WHERE s.embedding_status = 'COMPLETED'
    AND NOT e.is_deleted
-   AND e.embedding_profile <> :profile
+   AND e.embedding_profile <> CAST(:profile AS text)
 ON CONFLICT (context_id, embedding_profile) DO UPDATE
    SET embedding = EXCLUDED.embedding,
        text_sha256 = EXCLUDED.text_sha256,
@@ -190,29 +190,29 @@ UPDATE ai.context_embedding e
        updated_at = now()
   FROM ai.context_embedding_shadow n, ai.context_ai_state s
  WHERE n.context_id = e.context_id
-   AND n.embedding_profile = :profile
+   AND n.embedding_profile = CAST(:profile AS text)
    AND s.context_id = e.context_id
    AND s.embedding_status = 'COMPLETED'
    AND NOT e.is_deleted
-   AND e.embedding_profile <> :profile;
+   AND e.embedding_profile <> CAST(:profile AS text);
 
 -- name: delete_profile_vectors
 -- The shadow vectors of :profile: after an activation they are in ai.context_embedding (the
 -- ones not copied belong to contexts no longer COMPLETED or deleted); after a drop, gone.
-DELETE FROM ai.context_embedding_shadow WHERE embedding_profile = :profile;
+DELETE FROM ai.context_embedding_shadow WHERE embedding_profile = CAST(:profile AS text);
 
 -- name: demote_active
 -- Rule: SPEC §9.1 — the profile that was active is kept (its vectors stay until dropped).
 UPDATE ai.embedding_profile
    SET role = 'kept', rejudge_after = NULL, updated_at = now()
  WHERE role = 'active'
-   AND profile <> :profile;
+   AND profile <> CAST(:profile AS text);
 
 -- name: promote
 -- Rule: SPEC §9.1 — :profile becomes the active profile; its keywords are re-judged in the
 -- background from context id 0 (rejudge_after), the old ones stay shown meanwhile.
 INSERT INTO ai.embedding_profile (profile, role, dimension, activated_at, rejudge_after)
-VALUES (:profile, 'active', :dimension, now(), 0)
+VALUES (CAST(:profile AS text), 'active', :dimension, now(), 0)
 ON CONFLICT (profile) DO UPDATE
    SET role = 'active',
        dimension = coalesce(EXCLUDED.dimension, ai.embedding_profile.dimension),
@@ -224,34 +224,43 @@ ON CONFLICT (profile) DO UPDATE
 -- Presets a keyword stage could use under :profile (active, not BLOCKED, with a vector).
 SELECT count(*) AS usable
   FROM ai.keyword_preset p
-  JOIN ai.keyword_preset_embedding e ON e.preset_id = p.id AND e.embedding_profile = :profile
+  JOIN ai.keyword_preset_embedding e ON e.preset_id = p.id AND e.embedding_profile = CAST(:profile AS text)
  WHERE p.is_active AND p.visibility <> 'BLOCKED';
 
 -- name: delete_profile_row
-DELETE FROM ai.embedding_profile WHERE profile = :profile AND role <> 'active';
+DELETE FROM ai.embedding_profile WHERE profile = CAST(:profile AS text) AND role <> 'active';
 
 -- name: delete_preset_vectors
 -- A dropped profile's preset vectors (`pinlog presets load` or a build embeds them again).
-DELETE FROM ai.keyword_preset_embedding WHERE embedding_profile = :profile;
+DELETE FROM ai.keyword_preset_embedding WHERE embedding_profile = CAST(:profile AS text);
 
--- name: rejudge_batch
+-- name: rejudge_pending
 -- Rule: SPEC §9.1 — keywords are re-judged after an activation without any status change, so
 -- the old keywords stay shown until each is replaced: COMPLETED keyword stages (embedding
 -- COMPLETED, vector of the active :profile, not deleted) whose keywords were judged with another
--- profile (or before profiles were recorded), after the cursor, in id order.
-SELECT e.context_id, e.embedding, e.text_sha256
+-- profile (or before profiles were recorded). A fragment (FROM … WHERE).
   FROM ai.context_embedding e
   JOIN ai.context_ai_state s ON s.context_id = e.context_id
   LEFT JOIN ai.context_keyword_analysis a ON a.context_id = e.context_id
- WHERE e.context_id > :after
-   AND s.keyword_status = 'COMPLETED'
+ WHERE s.keyword_status = 'COMPLETED'
    AND s.embedding_status = 'COMPLETED'
    AND NOT e.is_deleted
-   AND e.embedding_profile = :profile
-   AND a.embedding_profile IS DISTINCT FROM :profile
+   AND e.embedding_profile = CAST(:profile AS text)
+   AND a.embedding_profile IS DISTINCT FROM CAST(:profile AS text)
    AND NOT (e.context_id = ANY(CAST(:skip AS bigint[])))
+
+-- name: rejudge_batch
+-- The re-judge's fetch: pending contexts after the cursor, in id order.
+SELECT e.context_id, e.embedding, e.text_sha256
+{rejudge_pending}
+   AND e.context_id > :after
  ORDER BY e.context_id
  LIMIT :limit;
+
+-- name: rejudge_due
+-- How many re-judges are pending (progress).
+SELECT count(*)
+{rejudge_pending};
 
 -- name: lock_rejudged
 -- Rule: SPEC §9.1 re-judge write — lock the state row FOR UPDATE (a concurrent delete/edit
@@ -264,7 +273,7 @@ SELECT s.context_id
    AND s.keyword_status = 'COMPLETED'
    AND s.embedding_status = 'COMPLETED'
    AND NOT e.is_deleted
-   AND e.embedding_profile = :profile
+   AND e.embedding_profile = CAST(:profile AS text)
    FOR UPDATE OF s;
 
 -- name: rejudged_target
@@ -276,7 +285,7 @@ SELECT s.context_id
    AND s.keyword_status = 'COMPLETED'
    AND s.embedding_status = 'COMPLETED'
    AND NOT e.is_deleted
-   AND e.embedding_profile = :profile
+   AND e.embedding_profile = CAST(:profile AS text)
 
 -- name: delete_rejudged_keywords
 -- Rule: SPEC §9.1 — the re-judged context's old keyword rows, only under the guard.
@@ -298,7 +307,7 @@ INSERT INTO ai.context_keyword_analysis
        (context_id, preset_version, unmatched_concepts, model_profile, evidence,
         embedding_profile, updated_at)
 SELECT t.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model_profile,
-       CAST(:evidence AS jsonb), :profile, now()
+       CAST(:evidence AS jsonb), CAST(:profile AS text), now()
   FROM ({rejudged_target}) AS t
 ON CONFLICT (context_id) DO UPDATE
    SET preset_version = EXCLUDED.preset_version,
@@ -311,18 +320,18 @@ ON CONFLICT (context_id) DO UPDATE
 -- name: record_rejudge_progress
 UPDATE ai.embedding_profile
    SET rejudge_after = greatest(rejudge_after, :after), updated_at = now()
- WHERE profile = :profile
+ WHERE profile = CAST(:profile AS text)
    AND role = 'active'
    AND rejudge_after IS NOT NULL;
 
 -- name: finish_rejudge
 UPDATE ai.embedding_profile
    SET rejudge_after = NULL, updated_at = now()
- WHERE profile = :profile
+ WHERE profile = CAST(:profile AS text)
    AND role = 'active';
 
 -- name: rejudge_cursor
-SELECT rejudge_after FROM ai.embedding_profile WHERE profile = :profile AND role = 'active';
+SELECT rejudge_after FROM ai.embedding_profile WHERE profile = CAST(:profile AS text) AND role = 'active';
 
 -- name: profile_rows
 -- `pinlog profiles`: every recorded profile with its build progress.

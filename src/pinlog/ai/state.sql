@@ -125,12 +125,13 @@ SELECT pg_advisory_xact_lock_shared({profile_lock});
 -- caller's profile is the active one).
 INSERT INTO ai.context_embedding
        (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
-SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), :profile, :text_sha256, now()
+SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), CAST(:profile AS text),
+       :text_sha256, now()
   FROM ai.context_ai_state s
  WHERE s.context_id = :context_id
    AND s.embedding_status = 'PROCESSING'
    AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile p
-                    WHERE p.role = 'active' AND p.profile <> :profile)
+                    WHERE p.role = 'active' AND p.profile <> CAST(:profile AS text))
 ON CONFLICT (context_id) DO UPDATE
    SET user_id = EXCLUDED.user_id,
        record_id = EXCLUDED.record_id,
