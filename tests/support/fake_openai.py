@@ -10,7 +10,8 @@ production code. Used by the acceptance tests (fixture ``fake_openai`` in
 * Chat: a judge that picks the first candidate with confidence 0.9.
 * Holding: with ``hold_embeddings`` / ``hold_chat`` set, a call signals ``entered`` and blocks
   until ``release`` is set (the start-up dimension probe is never held), so a test can SIGKILL
-  or SIGTERM the server mid-stage.
+  or SIGTERM the server mid-stage; ``hold_when`` (texts → bool) holds only the embedding calls
+  it picks (e.g. a later batch of a backfill).
 * Counting: ``embedded_texts`` (every text, in order), ``embedded`` (Counter text → calls),
   ``chat_calls`` and ``judged`` (Counter note → calls). Texts live only in this process's
   memory (never printed: note text is personal data).
@@ -22,6 +23,7 @@ import hashlib
 import json
 import threading
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -51,6 +53,7 @@ class FakeOpenAI:
         self.vectors: dict[str, list[float]] = dict(vectors or {})
         self.hold_embeddings = threading.Event()
         self.hold_chat = threading.Event()
+        self.hold_when: Callable[[list[str]], bool] | None = None
         self.entered = threading.Event()
         self.release = threading.Event()
         self.embedded_texts: list[str] = []
@@ -96,6 +99,10 @@ class FakeOpenAI:
                         fake.embedded.update(texts)
                     if texts != [DIMENSION_PROBE_TEXT]:  # the start-up probe is never held
                         self._hold(fake.hold_embeddings)
+                        picked = fake.hold_when
+                        if picked is not None and picked(texts) and not fake.release.is_set():
+                            fake.entered.set()
+                            fake.release.wait(120)
                     self._reply({"object": "list", "model": body.get("model"), "data": [
                         {"object": "embedding", "index": i,
                          "embedding": fake.vectors.get(t) or vector(t, fake.dimension)}

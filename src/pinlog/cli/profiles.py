@@ -146,9 +146,11 @@ def build(
                                    help="Contexts per fetch-embed-write batch."),
     texts: Path | None = TEXTS_OPTION,
 ) -> None:
-    """Embed every note for profile NAME beside the active one; search keeps answering from
-    the active profile. Presets are embedded for NAME first. Resumable: run it again after a
-    crash or a stop and it goes on where it was."""
+    """Embed every note for profile NAME beside the active one.
+
+    Search keeps answering from the active profile. Presets are embedded for NAME first.
+    Resumable: run it again after a crash or a stop and it goes on where it was.
+    """
     from pinlog.ai.profiles import build_profile
 
     config = config_or_exit()
@@ -187,9 +189,11 @@ def activate(
                                  "`pinlog profiles activate NAME` again)."),
     texts: Path | None = TEXTS_OPTION,
 ) -> None:
-    """Switch every replica to profile NAME at once; refuses below full coverage unless
-    --force. Then re-judges the keywords with NAME's presets; until each is, its old keywords
-    stay shown. Run it again to resume the re-judge."""
+    """Switch every replica to profile NAME at once (refused below full coverage).
+
+    --force activates anyway. Then the keywords are re-judged with NAME's presets; until each
+    is, its old keywords stay shown. Run it again to resume the re-judge.
+    """
     from pinlog.ai.profiles import ProfileError, activate_profile, rejudge_keywords
 
     config = config_or_exit()
@@ -227,7 +231,10 @@ def activate(
 
 @profiles_app.command("drop")
 def drop(name: str = typer.Argument(..., help="An inactive profile.")) -> None:
-    """Delete an inactive profile's vectors (its notes' and presets'); a build of it stops."""
+    """Delete an inactive profile's vectors (its notes' and presets').
+
+    A build of it that is running stops.
+    """
     from pinlog.ai.profiles import drop_profile
 
     config = config_or_exit()
