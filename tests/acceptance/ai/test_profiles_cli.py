@@ -48,7 +48,8 @@ def test_build_crash_resume_activate_and_drop(tmp_path, db_url, sync_conn):
     a, b = FakeOpenAI(dimension=8).start(), FakeOpenAI(dimension=6).start()
     try:
         env = _env(tmp_path, db_url, a, b)
-        _ok(run_pinlog(["presets", "load"], env))
+        loaded = _ok(run_pinlog(["presets", "load"], env))  # for both configured profiles
+        assert f"profile {PROFILE_A}: inserted" in loaded and f"profile {PROFILE_B}: " in loaded
         lines = tmp_path / "notes.jsonl"
         lines.write_text("\n".join(json.dumps({
             "member": "alice", "place": {"name": f"place {i}", "external_place_id": f"p{i}",

@@ -519,3 +519,24 @@ async def test_overview_before_any_switch_shows_the_configured_profile(engine, w
     rows = await profiles.profile_overview(engine, current=PROFILE_A)
     assert [(r.profile, r.role, r.embedded, r.eligible) for r in rows] == \
         [(PROFILE_A, "active", N, N)]
+
+
+# --- the reset path stays (SPEC §7.5) --------------------------------------------------------------
+
+async def test_reprocess_profile_after_a_forced_activation_resets_only_the_notes_left_behind(
+        engine, world):
+    """``pinlog reprocess --profile`` regenerates against the database's active profile, not the
+    replica's first provider: after a forced activation only the notes without a vector of it
+    go back to PENDING."""
+    from pinlog.core.reprocess import ReprocessConfig, count_candidates, reprocess
+
+    texts = Texts(N)
+    texts.deleted.add(2)
+    await _build(engine, texts=texts)
+    await activate_profile(engine, PROFILE_B, current=ACTIVE_A, force=True)
+    config = ReprocessConfig(profile=PROFILE_A, concurrency=1)  # configured: A first
+    assert await count_candidates(engine, config, "profile") == 1
+    report = await reprocess(engine, config, "profile")
+    assert report.target == PROFILE_B and report.moved_ids == [2]
+    assert statuses(world, 2) == ("PENDING", "PENDING")
+    assert statuses(world, 3) == ("COMPLETED", "COMPLETED")
