@@ -99,18 +99,15 @@ SELECT e.context_id, e.text_sha256
 -- state row locked FOR SHARE (in id order) for the rest of the transaction: a concurrent
 -- delete/edit (core's cancel locks the row FOR UPDATE and removes the context's shadow vectors
 -- in the same transaction) either waits for this write and then removes it, or ran first and
--- this write skips the context. Only while :profile is still the building profile (activation
--- or drop stops the backfill). Changes no status.
-WITH building AS (
-    SELECT 1 FROM ai.embedding_profile WHERE profile = CAST(:profile AS text) AND role = 'building'
-), locked AS (
+-- this write skips the context. Changes no status. (Only while :profile is still the building
+-- profile: record_build_progress, in the same transaction, rolls it back otherwise.)
+WITH locked AS (
     SELECT s.context_id
       FROM ai.context_ai_state s
       JOIN ai.context_embedding e ON e.context_id = s.context_id
      WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
        AND s.embedding_status = 'COMPLETED'
        AND NOT e.is_deleted
-       AND EXISTS (SELECT 1 FROM building)
      ORDER BY s.context_id
        FOR SHARE OF s
 )
@@ -125,8 +122,10 @@ ON CONFLICT (context_id, embedding_profile) DO UPDATE
        updated_at = now();
 
 -- name: record_build_progress
--- The backfill's cursor and progress, in the same transaction as its batch write (a crash never
--- leaves the cursor past a batch that was not written). The cursor only moves forward.
+-- Rule: SPEC §9.1 — the backfill's cursor and progress, in the same transaction as its batch
+-- write (a crash never leaves the cursor past a batch that was not written; the cursor only
+-- moves forward), and only while :profile is the building profile: no row back (activated or
+-- dropped meanwhile) rolls the batch back and stops the backfill.
 UPDATE ai.embedding_profile
    SET build_after = greatest(build_after, :after),
        built = built + :written,

@@ -39,6 +39,7 @@ from tests.integration.ai.profile_support import (
     state_snapshot,
 )
 from tests.integration.ai.support import ai_settings_for, core_cancel, request, statuses
+from tests.support.locks import waiting_for_advisory_lock
 
 N = 12
 ACTIVE_A = (PROFILE_A, DIM_A)
@@ -357,6 +358,8 @@ async def test_edit_and_new_notes_during_the_build_get_a_vector_in_both_profiles
             assert await runtime.submit(request(cid, note(cid), user_id=USER,
                                                 record_id=cid)) == 202
         await runtime.join()
+        # the jobs embedded both profiles while the build is still on its first batch
+        assert {13, 14} <= set(shadow_rows(world, PROFILE_B))
         gate.open()
         await build
         assert main_profiles(world)[13] == PROFILE_A and main_profiles(world)[14] == PROFILE_A
@@ -408,16 +411,19 @@ async def test_keywords_are_rejudged_with_the_new_presets_and_the_old_ones_stay_
     def delete_while_judged(ids):
         if 9 in ids:  # the note is deleted while its batch is re-judged: it gets nothing
             core_cancel(world, 9)
+        if 10 in ids:  # its keyword stage runs again meanwhile (not COMPLETED): left to it
+            world.execute("UPDATE ai.context_ai_state SET keyword_status = 'PROCESSING' "
+                          "WHERE context_id = 10")
 
     texts.on_fetch = delete_while_judged
     report = await profiles.rejudge_keywords(engine, built, texts, top_k=10, batch_size=4)
-    assert report.rejudged == N - 1 and report.skipped == {"no longer COMPLETED": 1}
+    assert report.rejudged == N - 2 and report.skipped == {"no longer COMPLETED": 2}
     rows = world.execute("SELECT context_id, embedding_profile FROM "
                          "ai.context_keyword_analysis ORDER BY 1").fetchall()
-    assert [p for c, p in rows if c != 9] == [PROFILE_B] * (N - 1)
-    assert dict(rows)[9] is None  # the deleted one was not re-judged
+    assert [p for c, p in rows if c not in (9, 10)] == [PROFILE_B] * (N - 2)
+    assert dict(rows)[9] is None and dict(rows)[10] is None  # not re-judged
     changed = [r for r, b in zip(state_snapshot(world), before, strict=True) if r != b]
-    assert [r[0] for r in changed] == [9]  # only the cancel changed a state row; no event
+    assert [r[0] for r in changed] == [9, 10]  # only the test changed state rows; no event
     assert world.execute("SELECT rejudge_after FROM ai.embedding_profile WHERE profile = %s",
                          (PROFILE_B,)).fetchone()[0] is None  # finished
     again = await profiles.rejudge_keywords(engine, built, Texts(N), top_k=10)
@@ -540,3 +546,119 @@ async def test_reprocess_profile_after_a_forced_activation_resets_only_the_notes
     assert report.target == PROFILE_B and report.moved_ids == [2]
     assert statuses(world, 2) == ("PENDING", "PENDING")
     assert statuses(world, 3) == ("COMPLETED", "COMPLETED")
+
+
+async def test_the_build_writes_nothing_for_a_note_invalidated_between_fetch_and_write(
+        engine, world):
+    """The write re-checks under the FOR SHARE lock: a stage no longer COMPLETED (a re-run),
+    or a vector marked deleted (a backend that marks it before cancelling) → no vector."""
+    texts = Texts(N)
+
+    def meanwhile(ids):
+        if 3 in ids:
+            world.execute("UPDATE ai.context_ai_state SET embedding_status = 'PENDING' "
+                          "WHERE context_id = 3")
+            world.execute("UPDATE ai.context_embedding SET is_deleted = true "
+                          "WHERE context_id = 4")
+
+    texts.on_fetch = meanwhile
+    await _build(engine, texts=texts)
+    assert set(shadow_rows(world, PROFILE_B)) == set(range(1, N + 1)) - {3, 4}
+
+
+async def test_activation_copies_only_contexts_still_completed_and_not_deleted(engine, world):
+    await _build(engine)
+    world.execute("UPDATE ai.context_ai_state SET embedding_status = 'PENDING', "
+                  "keyword_status = 'PENDING' WHERE context_id = 5")  # a reset since the build
+    world.execute("UPDATE ai.context_embedding SET is_deleted = true WHERE context_id = 6")
+    report = await activate_profile(engine, PROFILE_B, current=ACTIVE_A)
+    assert (report.copied, report.kept) == (N - 2, N - 2)
+    profiles_now = main_profiles(world)
+    assert (profiles_now[5], profiles_now[6]) == (PROFILE_A, PROFILE_A)
+    assert {c for c, p in profiles_now.items() if p == PROFILE_B} == set(range(1, N + 1)) - {5, 6}
+    assert shadow_rows(world, PROFILE_B) == {}  # the two stale ones are gone, never searchable
+
+
+async def test_a_building_vector_is_written_only_while_its_profile_is_building(engine, world):
+    """The embedding save's shadow vector (a replica that still thinks B is building after a
+    drop) is not written."""
+    from pinlog.ai import state
+    from tests.fakes import fake_vector
+
+    add_note(world, 13, state=("PROCESSING", "PENDING"), embedded=False)
+    async with engine.connect() as conn:
+        async with conn.begin():
+            assert await state.save_embedding(
+                conn, context_id=13, user_id=USER, record_id=13, vector=fake_vector("x", DIM_A),
+                profile=PROFILE_A, text_sha256=b"h" * 32,
+                shadow={PROFILE_B: fake_vector("x", DIM_B)})
+    assert statuses(world, 13) == ("COMPLETED", "PENDING")
+    assert shadow_rows(world, PROFILE_B) == {}
+
+
+async def test_an_activation_waits_for_an_embedding_save_in_flight(engine, world):
+    """The save takes the profile lock shared; activation takes it exclusive: a save that read
+    the roles before the switch commits before the switch does."""
+    from pinlog.ai import state
+    from tests.fakes import fake_vector
+
+    await _build(engine)
+    add_note(world, 13, state=("PROCESSING", "PENDING"), embedded=False)
+    async with engine.connect() as conn:
+        transaction = await conn.begin()
+        assert await state.save_embedding(
+            conn, context_id=13, user_id=USER, record_id=13, vector=fake_vector("x", DIM_A),
+            profile=PROFILE_A, text_sha256=b"h" * 32,
+            shadow={PROFILE_B: fake_vector("x", DIM_B)})
+        activation = asyncio.create_task(activate_profile(engine, PROFILE_B, current=ACTIVE_A))
+        while not waiting_for_advisory_lock(world):
+            await asyncio.sleep(0.01)
+        assert not activation.done()
+        await transaction.commit()
+    report = await activation
+    assert report.missing == 0 and main_profiles(world)[13] == PROFILE_B
+
+
+async def test_a_keyword_stage_after_an_activation_re_reads_the_roles(
+        tmp_path, db_url, engine, world):
+    """A replica whose view is a heartbeat old meets a vector of the new active profile: it
+    re-reads the roles and judges with B instead of failing the stage (profile mismatch)."""
+    await _build(engine)
+    runtime = await _runtime(tmp_path, db_url, engine, provider_a(N), provider_b(N))
+    try:
+        await activate_profile(engine, PROFILE_B, current=ACTIVE_A)
+        world.execute("UPDATE ai.context_ai_state SET keyword_status = 'PENDING' "
+                      "WHERE context_id = 5")
+        assert runtime.profiles.active_profile == PROFILE_A  # not refreshed yet
+        assert await runtime.submit(request(5, note(5), user_id=USER, record_id=5)) == 202
+        await runtime.join()
+        assert statuses(world, 5) == ("COMPLETED", "COMPLETED")
+        assert world.execute("SELECT embedding_profile FROM ai.context_keyword_analysis "
+                             "WHERE context_id = 5").fetchone()[0] == PROFILE_B
+    finally:
+        await runtime.stop()
+
+
+async def test_a_search_reads_the_roles_and_the_vectors_in_one_snapshot(
+        tmp_path, db_url, engine, world, monkeypatch):
+    """An activation that commits right after the search read the roles: the vectors it reads
+    are still A's (its snapshot), never B's rows under A's name (which would answer nothing)."""
+    from pinlog.ai import search as search_module
+
+    await _build(engine)
+    runtime = await _runtime(tmp_path, db_url, engine, provider_a(N), provider_b(N))
+    real = search_module.read_roles
+
+    async def then_activate(conn):
+        roles_now = await real(conn)  # the search's snapshot starts here
+        if roles_now.active == PROFILE_A:
+            await activate_profile(engine, PROFILE_B, current=ACTIVE_A)  # ... and commits
+        return roles_now
+
+    monkeypatch.setattr(search_module, "read_roles", then_activate)
+    try:
+        answer = await runtime.search(search_request(1))
+        assert [h.record_id for h in answer.results] == expected(1, N, PROFILE_A)
+        assert roles(world)[PROFILE_B] == "active"
+    finally:
+        await runtime.stop()
