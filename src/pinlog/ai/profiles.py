@@ -347,13 +347,13 @@ async def _build_batch(engine: AsyncEngine, models: ProfileModels, texts: TextSo
         written = (await conn.execute(q("write_build_vectors"), {
             "profile": profile, "context_ids": ids, "embeddings": embeddings,
             "text_sha256s": shas})).rowcount if ids else 0
-        report.embedded += written
         still = (await conn.execute(q("record_build_progress"), {
             "profile": profile, "after": cursor, "written": written,
             "rate": rate if rate > 0 else None})).first()
-        if still is None:
+        if still is None:  # activated or dropped meanwhile: this batch is not written
             await conn.rollback()
             return None
+    report.embedded += written
     return written
 
 

@@ -150,3 +150,28 @@ def state_snapshot(conn: psycopg.Connection) -> list[tuple]:
                         "updated_at FROM ai.context_ai_state ORDER BY 1").fetchall()
     events = conn.execute("SELECT count(*) FROM ai.context_ai_event").fetchone()[0]
     return [*rows, ("events", events)]
+
+
+class NotesGate:
+    """Holds the first embedding call of ``provider`` that carries a note (not the presets'
+    call) until :meth:`open`: the build is then between its fetch and its write."""
+
+    def __init__(self, provider: FakeEmbeddingProvider) -> None:
+        import asyncio
+
+        self.entered, self._release = asyncio.Event(), asyncio.Event()
+        provider.on_call = self._call
+
+    async def _call(self, texts: Sequence[str], kind: str) -> None:
+        if kind == "passage" and any(t.startswith("note number") for t in texts) \
+                and not self._release.is_set():
+            self.entered.set()
+            await self._release.wait()
+
+    async def wait_entered(self) -> None:
+        import asyncio
+
+        await asyncio.wait_for(self.entered.wait(), 10)
+
+    def open(self) -> None:
+        self._release.set()

@@ -24,6 +24,7 @@ from tests.integration.ai.profile_support import (
     PROFILE_A,
     PROFILE_B,
     USER,
+    NotesGate,
     Texts,
     add_note,
     expected,
@@ -188,7 +189,7 @@ async def test_search_results_are_unchanged_during_a_build_and_it_uses_the_activ
         before = await _answers(runtime)
         assert before == {k: expected(k, N, PROFILE_A) for k in range(4)}
         builder = provider_b(N)
-        gate = builder.hold()
+        gate = NotesGate(builder)
         build = asyncio.create_task(_build(engine, builder))
         await gate.wait_entered()  # the build is embedding its first batch
         await runtime.refresh_profiles()  # the replica has seen B building
@@ -310,9 +311,9 @@ async def test_delete_during_the_build_removes_its_building_vector_and_it_never_
         tmp_path, db_url, engine, world, settings):
     service = CoreService(engine, None, ServiceConfig.from_settings(settings))
     provider = provider_b(N)
-    gate = provider.hold()
+    gate = NotesGate(provider)
     build = asyncio.create_task(_build(engine, provider))
-    await gate.wait_entered()  # note 1..8 are being embedded for B
+    await gate.wait_entered()  # notes 1..8 are being embedded for B
     await service.delete_record(USER, 2)  # our core: cancel + remove its vectors everywhere
     gate.open()
     await build
@@ -347,7 +348,7 @@ async def test_edit_and_new_notes_during_the_build_get_a_vector_in_both_profiles
     runtime = await _runtime(tmp_path, db_url, engine, a, b)
     try:
         builder = provider_b(N)
-        gate = builder.hold()
+        gate = NotesGate(builder)
         build = asyncio.create_task(_build(engine, builder))
         await gate.wait_entered()
         await runtime.refresh_profiles()  # within one heartbeat every replica knows
@@ -497,7 +498,7 @@ async def test_drop_deletes_an_inactive_profiles_vectors_and_refuses_the_active_
 
 async def test_dropping_the_building_profile_stops_its_build(engine, world):
     provider = provider_b(N)
-    gate = provider.hold()
+    gate = NotesGate(provider)
     build = asyncio.create_task(_build(engine, provider, batch_size=4))
     await gate.wait_entered()
     await drop_profile(engine, PROFILE_B)
@@ -513,11 +514,15 @@ async def test_overview_shows_coverage_of_each_profile(engine, world):
     texts = Texts(N)
     texts.deleted.update({1, 2, 3})
     await _build(engine, texts=texts)
+    # contexts that should not have a vector are not counted: re-run since, or deleted
+    world.execute("UPDATE ai.context_ai_state SET embedding_status = 'PENDING' "
+                  "WHERE context_id = 12")
+    world.execute("UPDATE ai.context_embedding SET is_deleted = true WHERE context_id = 11")
     rows = {r.profile: r for r in await profiles.profile_overview(engine, current=PROFILE_A)}
     assert (rows[PROFILE_A].role, rows[PROFILE_A].embedded, rows[PROFILE_A].eligible) == \
-        ("active", N, N)
+        ("active", N - 2, N - 2)
     assert (rows[PROFILE_B].role, rows[PROFILE_B].embedded, rows[PROFILE_B].coverage) == \
-        ("building", N - 3, (N - 3) / N)
+        ("building", N - 5, (N - 5) / (N - 2))
     assert rows[PROFILE_B].build_finished_at is not None
 
 
@@ -662,3 +667,53 @@ async def test_a_search_reads_the_roles_and_the_vectors_in_one_snapshot(
         assert roles(world)[PROFILE_B] == "active"
     finally:
         await runtime.stop()
+
+
+async def test_a_cancel_that_commits_during_the_builds_write_wins(engine, world, db_url):
+    """The write locks the state rows FOR SHARE: a cancel holding a row (core's cancel locks it
+    FOR UPDATE, then removes the context's other vectors) is waited for, and its context is then
+    skipped — the building vector is never left behind a committed delete."""
+    texts = Texts(N)
+    blocker = psycopg.connect(db_url)
+    started: list[asyncio.Task] = []
+
+    async def commit_when_the_write_waits(build: asyncio.Task) -> None:
+        while not _waiting_on_state_lock(world) and not build.done():
+            await asyncio.sleep(0.01)
+        blocker.commit()
+
+    def cancel_meanwhile(ids):
+        if 3 in ids and not started:  # a delete of note 3, not committed yet
+            blocker.execute("UPDATE ai.context_ai_state SET embedding_status = 'CANCELLED', "
+                            "keyword_status = 'CANCELLED' WHERE context_id = 3")
+            blocker.execute("DELETE FROM ai.context_embedding_shadow WHERE context_id = 3")
+            started.append(asyncio.get_running_loop().create_task(
+                commit_when_the_write_waits(build)))
+
+    texts.on_fetch = cancel_meanwhile
+    try:
+        build = asyncio.create_task(_build(engine, texts=texts))
+        await build
+        await started[0]
+    finally:
+        blocker.close()
+    assert 3 not in shadow_rows(world, PROFILE_B)
+    assert statuses(world, 3) == ("CANCELLED", "CANCELLED")
+
+
+def _waiting_on_state_lock(conn: psycopg.Connection) -> bool:
+    return bool(conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND query LIKE '%%FOR SHARE OF s%%'").fetchone()[0])
+
+
+async def test_activation_during_a_build_stops_it(engine, world):
+    provider = provider_b(N)
+    gate = NotesGate(provider)
+    build = asyncio.create_task(_build(engine, provider, batch_size=4))
+    await gate.wait_entered()
+    await activate_profile(engine, PROFILE_B, current=ACTIVE_A, force=True)
+    gate.open()
+    report = await build
+    assert report.stopped and "no longer the building profile" in report.stopped
+    assert report.embedded == 0 and shadow_rows(world, PROFILE_B) == {}
