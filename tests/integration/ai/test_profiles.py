@@ -591,6 +591,8 @@ async def test_a_building_vector_is_written_only_while_its_profile_is_building(e
     from tests.fakes import fake_vector
 
     add_note(world, 13, state=("PROCESSING", "PENDING"), embedded=False)
+    world.execute("INSERT INTO ai.embedding_profile (profile, role) VALUES (%s, 'active')",
+                  (PROFILE_A,))  # B was dropped: only A is recorded
     async with engine.connect() as conn:
         async with conn.begin():
             assert await state.save_embedding(
@@ -616,9 +618,9 @@ async def test_an_activation_waits_for_an_embedding_save_in_flight(engine, world
             profile=PROFILE_A, text_sha256=b"h" * 32,
             shadow={PROFILE_B: fake_vector("x", DIM_B)})
         activation = asyncio.create_task(activate_profile(engine, PROFILE_B, current=ACTIVE_A))
-        while not waiting_for_advisory_lock(world):
+        while not waiting_for_advisory_lock(world) and not activation.done():
             await asyncio.sleep(0.01)
-        assert not activation.done()
+        assert not activation.done()  # it waits for the save's transaction
         await transaction.commit()
     report = await activation
     assert report.missing == 0 and main_profiles(world)[13] == PROFILE_B
