@@ -14,7 +14,10 @@ within one run from paired rounds):
    create → both stages COMPLETED latency at a steady low rate vs one context's model time;
 5. ``rescan`` — round time with 100 stale rows among 10k vs 1M state rows (bench/bench_rescan.py);
 6. ``search`` — p50/p95 at 1k and 10k contexts per member among 1M rows, split into query
-   embedding / the rest (SQL, decision, re-verification) (bench/bench_search.py).
+   embedding / the rest (SQL, decision, re-verification) (bench/bench_search.py);
+7. ``profiles`` — switching embedding profiles under search load (SPEC §9.1): 10,000 notes,
+   ``pinlog profiles build`` SIGKILLed half-way and resumed while searches run (lost results,
+   p95 vs idle, duplicate model calls), then ``activate`` (bench/bench_profiles.py).
 
 ``--quick`` runs small sizes, 1-2 rounds, writes to a temporary file (or ``--out``) and checks no
 threshold: it only proves the benchmarks still run (CI). The raw figures go to a JSON file next
@@ -48,7 +51,7 @@ from common import cpu_model, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search")
+MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "profiles")
 
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
@@ -57,7 +60,8 @@ FULL: dict[str, Any] = {
     "serve_burst": 200, "serve_rounds": 3, "steady_rate": 2.0, "steady_seconds": 40,
     "rescan_sizes": [10_000, 1_000_000], "rescan_rounds": 7,
     "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
-    "search_passes": 3,
+    "search_passes": 3, "profiles_notes": 10_000, "profiles_searches": 200,
+    "profiles_batch": 256,
 }
 QUICK: dict[str, Any] = {
     "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
@@ -66,6 +70,7 @@ QUICK: dict[str, Any] = {
     "serve_burst": 20, "serve_rounds": 1, "steady_rate": 4.0, "steady_seconds": 2,
     "rescan_sizes": [1_000, 5_000], "rescan_rounds": 2,
     "search_sizes": [100, 500], "search_total": 3_000, "search_queries": 10, "search_passes": 1,
+    "profiles_notes": 500, "profiles_searches": 20, "profiles_batch": 64,
 }
 
 _T0 = time.monotonic()
@@ -368,10 +373,24 @@ def measure_search(cfg: dict[str, Any]) -> dict[str, Any]:
             "wait_ms": settings.embedding_batch_wait_ms, "sizes": sizes}
 
 
+# --- measure 7: profiles side by side ------------------------------------------------------------
+def measure_profiles(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_profiles
+    from scratch_db import scratch_database
+
+    args = argparse.Namespace(notes=cfg["profiles_notes"], searches=cfg["profiles_searches"],
+                              batch=cfg["profiles_batch"])
+    log(f"profiles: {args.notes:,} notes, build in batches of {args.batch}, "
+        f"{args.searches} searches per phase")
+    with scratch_database() as url:
+        result = asyncio.run(bench_profiles.run(url, args))
+    return {**result, "summary": bench_profiles.summary(result)}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pipeline": measure_pipeline, "orchestration": measure_orchestration,
     "import": measure_import, "serve": measure_serve, "rescan": measure_rescan,
-    "search": measure_search,
+    "search": measure_search, "profiles": measure_profiles,
 }
 
 

@@ -155,6 +155,7 @@ def build(
 
     config = config_or_exit()
     _embedding(config, name)
+    _background_priority()
     source = _file_texts(texts) if texts is not None else None
 
     async def work(needs: Needs) -> BuildReport:
@@ -240,6 +241,20 @@ def drop(name: str = typer.Argument(..., help="An inactive profile.")) -> None:
     config = config_or_exit()
     deleted = run_command(config, lambda needs: drop_profile(needs.engine, name))
     console.print(f"profile {name} dropped: {deleted} vectors deleted")
+
+
+def _background_priority() -> None:
+    """The backfill is background work: this process runs at a lower CPU priority (nice +5,
+    as the local model's background thread), so searches served on the same machine keep their
+    latency. Best effort (not on every platform)."""
+    import os
+
+    from pinlog.ai.providers.local_e5 import BACKGROUND_NICE
+
+    try:
+        os.nice(BACKGROUND_NICE)
+    except (AttributeError, OSError):
+        pass
 
 
 def _duration(seconds: float | None) -> str:
