@@ -61,7 +61,7 @@ FULL: dict[str, Any] = {
     "rescan_sizes": [10_000, 1_000_000], "rescan_rounds": 7,
     "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
     "search_passes": 3, "profiles_notes": 10_000, "profiles_searches": 200,
-    "profiles_batch": 256,
+    "profiles_batch": 256, "profiles_rounds": 3, "profiles_max_rate": 1000.0,
 }
 QUICK: dict[str, Any] = {
     "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
@@ -71,6 +71,7 @@ QUICK: dict[str, Any] = {
     "rescan_sizes": [1_000, 5_000], "rescan_rounds": 2,
     "search_sizes": [100, 500], "search_total": 3_000, "search_queries": 10, "search_passes": 1,
     "profiles_notes": 500, "profiles_searches": 20, "profiles_batch": 64,
+    "profiles_rounds": 1, "profiles_max_rate": 1000.0,
 }
 
 _T0 = time.monotonic()
@@ -379,7 +380,8 @@ def measure_profiles(cfg: dict[str, Any]) -> dict[str, Any]:
     from scratch_db import scratch_database
 
     args = argparse.Namespace(notes=cfg["profiles_notes"], searches=cfg["profiles_searches"],
-                              batch=cfg["profiles_batch"])
+                              batch=cfg["profiles_batch"], rounds=cfg["profiles_rounds"],
+                              max_rate=cfg["profiles_max_rate"])
     log(f"profiles: {args.notes:,} notes, build in batches of {args.batch}, "
         f"{args.searches} searches per phase")
     with scratch_database() as url:

@@ -190,6 +190,7 @@ class ProfileStatus:
 async def build_profile(engine: AsyncEngine, models: ProfileModels, texts: TextSource, *,
                         active: tuple[str, int], batch_size: int = BATCH_SIZE,
                         retries: RetryPolicy = DEFAULT_RETRIES, probe: bool = True,
+                        max_rate: float | None = None,
                         progress: Callable[[Progress], None] | None = None) -> BuildReport:
     """Backfill ``models.profile`` beside the active profile (``pinlog profiles build``).
 
@@ -201,6 +202,8 @@ async def build_profile(engine: AsyncEngine, models: ProfileModels, texts: TextS
         batch_size: contexts per fetch–embed–write batch.
         retries: attempts and backoff of each model call (SPEC §6).
         probe: embed the dimension probe first (SPEC §9; False when the caller did).
+        max_rate: most vectors per second on average (None: as fast as the model and the
+            database allow) — a build on a host that also serves searches leaves them CPU.
         progress: called after every batch.
 
     Returns:
@@ -231,7 +234,8 @@ async def build_profile(engine: AsyncEngine, models: ProfileModels, texts: TextS
             after = await _begin_build(engine, profile, models.dimension, active)
             presets = await embed_stored_presets(engine, models.provider)
             report.presets_embedded = len(presets.embedded)
-            await _backfill(engine, models, texts, after, batch_size, retries, progress, report)
+            await _backfill(engine, models, texts, after, batch_size, retries, progress, report,
+                            max_rate)
         finally:
             await lock_conn.execute(q("release_build_lock"))
             await lock_conn.commit()
@@ -265,9 +269,10 @@ async def _begin_build(engine: AsyncEngine, profile: str, dimension: int,
 
 async def _backfill(engine: AsyncEngine, models: ProfileModels, texts: TextSource, after: int,
                     batch_size: int, retries: RetryPolicy,
-                    progress: Callable[[Progress], None] | None, report: BuildReport) -> None:
+                    progress: Callable[[Progress], None] | None, report: BuildReport,
+                    max_rate: float | None = None) -> None:
     """The fetch–embed–write loop: the pass after ``after``, then up to :data:`SWEEPS` sweeps
-    from the start while the previous one wrote something."""
+    from the start while the previous one wrote something; paced to ``max_rate`` vectors/s."""
     profile = models.profile
     async with engine.connect() as conn:
         total = int((await conn.execute(q("missing_vectors"), {"profile": profile})).scalar_one())
@@ -296,6 +301,10 @@ async def _backfill(engine: AsyncEngine, models: ProfileModels, texts: TextSourc
             return
         wrote_in_sweep += written
         after = ids[-1]
+        if max_rate:  # pace: on average at most max_rate vectors per second
+            ahead = report.embedded / max_rate - (time.monotonic() - loop_started)
+            if ahead > 0:
+                await asyncio.sleep(ahead)
         if progress is not None:
             elapsed = max(time.monotonic() - loop_started, 1e-9)
             progress(Progress(profile, report.embedded, total, report.embedded / elapsed))

@@ -144,6 +144,9 @@ def build(
                                          "configured: PINLOG_NEXT_EMBEDDING_*)."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, max=10_000,
                                    help="Contexts per fetch-embed-write batch."),
+    max_rate: float = typer.Option(0.0, "--max-rate", min=0.0,
+                                   help="Most vectors per second on average (0: unlimited); "
+                                        "pace a build on a host that also serves searches."),
     texts: Path | None = TEXTS_OPTION,
 ) -> None:
     """Embed every note for profile NAME beside the active one.
@@ -164,7 +167,8 @@ def build(
             return await build_profile(
                 needs.engine, models, source or needs.service.context_texts,
                 active=(config.profile, config.ai.embedding.dimension), batch_size=batch_size,
-                retries=config.ai.pipeline.retries, progress=_printer("built"))
+                retries=config.ai.pipeline.retries, max_rate=max_rate or None,
+                progress=_printer("built"))
         finally:
             await _close(models)
 
