@@ -1339,6 +1339,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{PROFILES_T}::test_activation_during_a_build_stops_it",),
     ),
     Mutation(
+        "build_ignores_its_max_rate",
+        "SPEC §9.1 (issue 24 bench): a paced build (--max-rate) waits between batches",
+        PROFILES_PY,
+        "            if ahead > 0:\n                await sleep(ahead)",
+        "            if False:\n                await sleep(ahead)",
+        (f"{PROFILES_T}::test_a_paced_build_waits_between_batches_for_its_rate",),
+    ),
+    Mutation(
         "build_ignores_a_changed_text",
         "SPEC §5.6/§9.1: a context id always means the same text (a changed one is skipped)",
         PROFILES_PY,

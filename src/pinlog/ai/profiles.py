@@ -44,7 +44,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -191,7 +191,8 @@ async def build_profile(engine: AsyncEngine, models: ProfileModels, texts: TextS
                         active: tuple[str, int], batch_size: int = BATCH_SIZE,
                         retries: RetryPolicy = DEFAULT_RETRIES, probe: bool = True,
                         max_rate: float | None = None,
-                        progress: Callable[[Progress], None] | None = None) -> BuildReport:
+                        progress: Callable[[Progress], None] | None = None,
+                        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> BuildReport:
     """Backfill ``models.profile`` beside the active profile (``pinlog profiles build``).
 
     Args:
@@ -205,6 +206,7 @@ async def build_profile(engine: AsyncEngine, models: ProfileModels, texts: TextS
         max_rate: most vectors per second on average (None: as fast as the model and the
             database allow) — a build on a host that also serves searches leaves them CPU.
         progress: called after every batch.
+        sleep: the pacing sleep (tests may record it).
 
     Returns:
         :class:`BuildReport`.
@@ -235,7 +237,7 @@ async def build_profile(engine: AsyncEngine, models: ProfileModels, texts: TextS
             presets = await embed_stored_presets(engine, models.provider)
             report.presets_embedded = len(presets.embedded)
             await _backfill(engine, models, texts, after, batch_size, retries, progress, report,
-                            max_rate)
+                            max_rate, sleep)
         finally:
             await lock_conn.execute(q("release_build_lock"))
             await lock_conn.commit()
@@ -270,7 +272,8 @@ async def _begin_build(engine: AsyncEngine, profile: str, dimension: int,
 async def _backfill(engine: AsyncEngine, models: ProfileModels, texts: TextSource, after: int,
                     batch_size: int, retries: RetryPolicy,
                     progress: Callable[[Progress], None] | None, report: BuildReport,
-                    max_rate: float | None = None) -> None:
+                    max_rate: float | None = None,
+                    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
     """The fetch–embed–write loop: the pass after ``after``, then up to :data:`SWEEPS` sweeps
     from the start while the previous one wrote something; paced to ``max_rate`` vectors/s."""
     profile = models.profile
@@ -304,7 +307,7 @@ async def _backfill(engine: AsyncEngine, models: ProfileModels, texts: TextSourc
         if max_rate:  # pace: on average at most max_rate vectors per second
             ahead = report.embedded / max_rate - (time.monotonic() - loop_started)
             if ahead > 0:
-                await asyncio.sleep(ahead)
+                await sleep(ahead)
         if progress is not None:
             elapsed = max(time.monotonic() - loop_started, 1e-9)
             progress(Progress(profile, report.embedded, total, report.embedded / elapsed))

@@ -719,3 +719,20 @@ async def test_activation_during_a_build_stops_it(engine, world):
     report = await build
     assert report.stopped and "no longer the building profile" in report.stopped
     assert report.embedded == 0 and shadow_rows(world, PROFILE_B) == {}
+
+
+async def test_a_paced_build_waits_between_batches_for_its_rate(engine, world):
+    """``--max-rate``: after each batch the build sleeps until its average rate is at most the
+    cap (here 1 vector/s: after the batch of 4 it owes ~4 s, after 8 ~8 s, …); unpaced, never."""
+    slept: list[float] = []
+
+    async def record(seconds: float) -> None:
+        slept.append(seconds)
+
+    await _build(engine, batch_size=4, max_rate=1.0, sleep=record)
+    assert len(slept) == N // 4 and all(0 < s <= 4 * (i + 1) for i, s in enumerate(slept))
+    assert slept[-1] > N - 4 - 1  # the sleeps were never taken: it owes the whole build
+    await drop_profile(engine, PROFILE_B)
+    slept.clear()
+    await _build(engine, batch_size=4, sleep=record)
+    assert slept == []
