@@ -202,6 +202,33 @@ class Searches:
         while not done.is_set():
             await self.one()
 
+    async def during(self, work: Any) -> Any:
+        """Run searches back to back while ``work`` (an awaitable) runs; its result."""
+        done = asyncio.Event()
+        load = asyncio.create_task(self.until(done))
+        try:
+            return await work
+        finally:
+            done.set()
+            await load
+
+
+def _run_build(command: list[str], env: dict[str, str]) -> Any:
+    """One ``pinlog profiles build`` run, in a thread (the caller's loop keeps searching).
+
+    Raises:
+        RuntimeError: the build failed (its last lines).
+    """
+    async def run() -> float:
+        t0 = time.monotonic()
+        done = await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True,
+                                       text=True, timeout=3600)
+        if done.returncode != 0:
+            raise RuntimeError(f"build failed: {done.stderr[-2000:]}")
+        return time.monotonic() - t0
+
+    return run()
+
 
 def _build_command(url: str, data_dir: Path, model: ModelProcess, batch: int,
                    max_rate: float) -> tuple[list[str], dict[str, str]]:
@@ -255,16 +282,7 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
             for _ in range(args.searches):
                 await idle.one()
             during = Searches(runtime, baseline)
-            done = asyncio.Event()
-            load = asyncio.create_task(during.until(done))
-            t0 = time.monotonic()
-            plain = await asyncio.to_thread(subprocess.run, cmd, env=env, capture_output=True,
-                                            text=True, timeout=3600)
-            seconds = time.monotonic() - t0
-            done.set()
-            await load
-            if plain.returncode != 0:
-                raise RuntimeError(f"build failed: {plain.stderr[-2000:]}")
+            seconds = await during.during(_run_build(cmd, env))
             await drop_profile(engine, PROFILE_B)
             model.texts()
             return {"idle": idle.latencies, "build": during.latencies, "seconds": seconds,
@@ -282,28 +300,25 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
         # 3. the build, killed half-way, then resumed, while searches run
         during = Searches(runtime, baseline)
-        done = asyncio.Event()
-        load = asyncio.create_task(during.until(done))
-        model.hold_on.set()
-        t0 = time.monotonic()
-        first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-        await asyncio.to_thread(model.entered.wait, 600)
-        first.send_signal(signal.SIGKILL)
-        await asyncio.to_thread(first.wait, 60)
-        killed_at = time.monotonic() - t0
-        with psycopg.connect(url) as conn:
-            written_before = conn.execute("SELECT count(*) FROM ai.context_embedding_shadow "
-                                          "WHERE embedding_profile = %s", (PROFILE_B,)).fetchone()[0]
-        model.hold_on.clear()
-        model.release.set()
-        second = await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True,
-                                         text=True, timeout=3600)
-        build_seconds = time.monotonic() - t0
-        done.set()
-        await load
-        if second.returncode != 0:
-            raise RuntimeError(f"resumed build failed: {second.stderr[-2000:]}")
+
+        async def killed_and_resumed() -> tuple[float, float, int]:
+            model.hold_on.set()
+            t0 = time.monotonic()
+            first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+            await asyncio.to_thread(model.entered.wait, 600)
+            first.send_signal(signal.SIGKILL)
+            await asyncio.to_thread(first.wait, 60)
+            killed_at = time.monotonic() - t0
+            with psycopg.connect(url) as conn:
+                written = conn.execute("SELECT count(*) FROM ai.context_embedding_shadow WHERE "
+                                       "embedding_profile = %s", (PROFILE_B,)).fetchone()[0]
+            model.hold_on.clear()
+            model.release.set()
+            await _run_build(command, env)
+            return time.monotonic() - t0, killed_at, written
+
+        build_seconds, killed_at, written_before = await during.during(killed_and_resumed())
         calls = [t for t in model.texts() if t.startswith("bench note")]
         duplicates = len(calls) - len(set(calls))
         with psycopg.connect(url) as conn:
@@ -318,15 +333,16 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
         # 4. activation under load, then every search from B
         switching = Searches(runtime, {})
-        done = asyncio.Event()
-        load = asyncio.create_task(switching.until(done))
-        t0 = time.monotonic()
-        report = await activate_profile(engine, PROFILE_B, current=(PROFILE_A, DIM_A))
-        activation = time.monotonic() - t0
-        for _ in range(3):  # a few searches after the commit, then stop the load
-            await switching.one()
-        done.set()
-        await load
+
+        async def activate() -> tuple[Any, float]:
+            t0 = time.monotonic()
+            report = await activate_profile(engine, PROFILE_B, current=(PROFILE_A, DIM_A))
+            seconds = time.monotonic() - t0
+            for _ in range(3):  # a few searches after the commit, then stop the load
+                await switching.one()
+            return report, seconds
+
+        report, activation = await switching.during(activate())
         a_before, b_before = a.kinds.count("query"), b.kinds.count("query")
         after = Searches(runtime, {})
         for _ in range(args.searches):

@@ -1473,7 +1473,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         " WHERE s.context_id = :context_id\n",
         (f"{PROFILES_T}::test_keywords_are_rejudged_with_the_new_presets_and_the_old_ones_stay_"
          "until_then",),
-        occurrences=2,
     ),
     Mutation(
         "rejudge_again_what_was_rejudged",

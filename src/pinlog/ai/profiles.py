@@ -66,7 +66,7 @@ from pinlog.errors import PinlogError
 from pinlog.settings import RetryPolicy
 
 log = logging.getLogger(__name__)
-q = Queries("pinlog.ai", "profiles.sql")
+q = Queries("pinlog.ai", "profiles.sql", fragments_from=("state.sql",))
 
 #: Contexts per fetch–embed–write batch of the backfill and the re-judge (the micro-batcher
 #: splits a batch into model calls of ``PINLOG_EMBEDDING_BATCH_SIZE``).

@@ -261,22 +261,9 @@ SELECT e.context_id, e.embedding, e.text_sha256
 SELECT count(*)
 {rejudge_pending};
 
--- name: lock_rejudged
--- Rule: SPEC §9.1 re-judge write — lock the state row FOR UPDATE (a concurrent delete/edit
--- waits, or ran first and the guards below match nothing) and check the keyword stage is still
--- COMPLETED on the active profile's vector. Every statement after it repeats that guard.
-SELECT s.context_id
-  FROM ai.context_ai_state s
-  JOIN ai.context_embedding e ON e.context_id = s.context_id
- WHERE s.context_id = :context_id
-   AND s.keyword_status = 'COMPLETED'
-   AND s.embedding_status = 'COMPLETED'
-   AND NOT e.is_deleted
-   AND e.embedding_profile = CAST(:profile AS text)
-   FOR UPDATE OF s;
-
 -- name: rejudged_target
--- The guard every re-judge statement repeats (a fragment).
+-- Rule: SPEC §9.1 re-judge write — the guard every re-judge statement repeats (a fragment): the
+-- keyword stage is still COMPLETED on the active profile's vector, not deleted.
 SELECT s.context_id
   FROM ai.context_ai_state s
   JOIN ai.context_embedding e ON e.context_id = s.context_id
@@ -285,6 +272,13 @@ SELECT s.context_id
    AND s.embedding_status = 'COMPLETED'
    AND NOT e.is_deleted
    AND e.embedding_profile = CAST(:profile AS text)
+
+-- name: lock_rejudged
+-- Rule: SPEC §9.1 re-judge write — lock the state row FOR UPDATE under the guard (a concurrent
+-- delete/edit waits, or ran first and the guard matches nothing); every statement after it
+-- repeats the guard.
+{rejudged_target}
+   FOR UPDATE OF s;
 
 -- name: delete_rejudged_keywords
 -- Rule: SPEC §9.1 — the re-judged context's old keyword rows, only under the guard.
@@ -308,13 +302,7 @@ INSERT INTO ai.context_keyword_analysis
 SELECT t.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model_profile,
        CAST(:evidence AS jsonb), CAST(:profile AS text), now()
   FROM ({rejudged_target}) AS t
-ON CONFLICT (context_id) DO UPDATE
-   SET preset_version = EXCLUDED.preset_version,
-       unmatched_concepts = EXCLUDED.unmatched_concepts,
-       model_profile = EXCLUDED.model_profile,
-       evidence = EXCLUDED.evidence,
-       embedding_profile = EXCLUDED.embedding_profile,
-       updated_at = now();
+{analysis_replaced};
 
 -- name: record_rejudge_progress
 UPDATE ai.embedding_profile

@@ -42,7 +42,7 @@ from pinlog.db.sql import Queries
 from pinlog.errors import StartupError
 
 log = logging.getLogger(__name__)
-q = Queries("pinlog.ai", "profiles.sql")
+q = Queries("pinlog.ai", "profiles.sql", fragments_from=("state.sql",))
 
 #: The roles of ``ai.embedding_profile`` (SPEC §9.1).
 ACTIVE, BUILDING, KEPT = "active", "building", "kept"

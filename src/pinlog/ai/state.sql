@@ -222,13 +222,19 @@ SELECT s.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model
  WHERE s.context_id = :context_id
    AND s.keyword_status = 'PROCESSING'
    AND s.embedding_status = 'COMPLETED'
+{analysis_replaced};
+
+
+-- name: analysis_replaced
+-- Rule: SPEC §2.2 — one analysis row per context: a new judgement replaces every field of the
+-- old one (a fragment, also used by the re-judge of ai/profiles.sql).
 ON CONFLICT (context_id) DO UPDATE
    SET preset_version = EXCLUDED.preset_version,
        unmatched_concepts = EXCLUDED.unmatched_concepts,
        model_profile = EXCLUDED.model_profile,
        evidence = EXCLUDED.evidence,
        embedding_profile = EXCLUDED.embedding_profile,
-       updated_at = now();
+       updated_at = now()
 
 
 -- name: complete_keyword
