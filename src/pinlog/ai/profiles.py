@@ -47,7 +47,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -84,12 +84,10 @@ class ProfileError(PinlogError):
     and what to do."""
 
 
-class TextSource(Protocol):
-    """The texts of contexts, by id (core owns them; SPEC §1): the active ones only — an id
-    that is deleted or unknown is left out of the answer. ``CoreService.context_texts`` in our
-    deployment; a file the backend exported on an adopted one."""
-
-    async def __call__(self, context_ids: Sequence[int]) -> Mapping[int, str]: ...
+#: The texts of contexts, by id (core owns them; SPEC §1): the active ones only — an id that is
+#: deleted or unknown is left out of the answer. ``CoreService.context_texts`` in our
+#: deployment (``pinlog.composition.core_texts``); a file the backend exported on an adopted one.
+TextSource = Callable[[Sequence[int]], Awaitable[Mapping[int, str]]]
 
 
 @dataclass

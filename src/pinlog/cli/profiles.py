@@ -21,11 +21,10 @@ from rich.console import Console
 from rich.table import Table
 
 from pinlog.cli.app import Needs, app, command_log_context, config_or_exit, exit_with_error, run_command
+from pinlog.composition import close_profile_models, core_texts
 
 if TYPE_CHECKING:
-    from pinlog.ai.calibration import Calibration
     from pinlog.ai.profiles import BuildReport, Progress, TextSource
-    from pinlog.ai.providers import EmbeddingProviderConfig
     from pinlog.ai.routing import ProfileModels
     from pinlog.composition import Config
 
@@ -51,19 +50,14 @@ TEXTS_OPTION = typer.Option(
          "database whose core is the backend's (adopted). Default: the texts of this core.")
 
 
-def _embedding(config: Config, name: str) -> EmbeddingProviderConfig:
-    """The provider model configured here for profile ``name`` (exit 2 when none)."""
-    for embedding in (config.ai.embedding, config.ai.next_embedding):
-        if embedding is not None and embedding.profile == name:
-            return embedding
-    exit_with_error(f"no embedding provider is configured for profile {name}: set "
-                    "PINLOG_NEXT_EMBEDDING_PROVIDER (and its PINLOG_NEXT_EMBEDDING_* settings) "
-                    "for it", 2)
+def _configured(config: Config, name: str) -> None:
+    """Exit 2 unless a provider is configured here for profile ``name``."""
+    from pinlog.composition import configured_profiles
 
-
-def _calibration(config: Config, name: str) -> Calibration | None:
-    return (config.ai.calibration if name == config.ai.embedding.profile
-            else config.ai.next_calibration)
+    if name not in configured_profiles(config):
+        exit_with_error(f"no embedding provider is configured for profile {name}: set "
+                        "PINLOG_NEXT_EMBEDDING_PROVIDER (and its PINLOG_NEXT_EMBEDDING_* "
+                        "settings) for it", 2)
 
 
 def _file_texts(path: Path) -> TextSource:
@@ -110,32 +104,15 @@ def _printer(label: str) -> Callable[[Progress], None]:
     return report
 
 
-async def _models(config: Config, name: str, *, judge: bool) -> ProfileModels:
-    """The profile's models built here: its micro-batched provider (and its judge)."""
-    from pinlog.ai.providers import build_batched_provider
-    from pinlog.ai.routing import ProfileModels
+def _models(config: Config, name: str, *, judge: bool) -> ProfileModels:
+    """The profile's models built here (exit 2 when its provider refuses its settings)."""
+    from pinlog.composition import profile_models
 
-    embedding = _embedding(config, name)
-    calibration = _calibration(config, name)
-    assert calibration is not None
+    _configured(config, name)
     try:
-        batched = build_batched_provider(embedding, config.ai.batching)
+        return profile_models(config, name, judge=judge)
     except ValueError as exc:
         exit_with_error(f"embedding provider refused the settings: {exc}", 2)
-    built = None
-    if judge:
-        from pinlog.ai.judges import build_judge
-
-        built = build_judge(config.ai.judge, batched, calibration)
-    return ProfileModels(name, batched, calibration, built)
-
-
-async def _close(models: ProfileModels) -> None:
-    from pinlog.ai.ports import close_resource
-
-    await close_resource(models.provider)
-    if models.judge is not None:
-        await close_resource(models.judge)
 
 
 @profiles_app.command("build")
@@ -157,20 +134,20 @@ def build(
     from pinlog.ai.profiles import build_profile
 
     config = config_or_exit()
-    _embedding(config, name)
+    _configured(config, name)
     _background_priority()
     source = _file_texts(texts) if texts is not None else None
 
     async def work(needs: Needs) -> BuildReport:
-        models = await _models(config, name, judge=False)
+        models = _models(config, name, judge=False)
         try:
             return await build_profile(
-                needs.engine, models, source or needs.service.context_texts,
+                needs.engine, models, source or core_texts(needs.engine, config),
                 active=(config.profile, config.ai.embedding.dimension), batch_size=batch_size,
                 retries=config.ai.pipeline.retries, max_rate=max_rate or None,
                 progress=_printer("built"))
         finally:
-            await _close(models)
+            await close_profile_models(models)
 
     report = run_command(config, work)
     skipped = ", ".join(f"{reason} {n}" for reason, n in sorted(report.skipped.items()))
@@ -219,14 +196,14 @@ def activate(
             console.print(f"profile {name} is already active")
         if not rejudge:
             return
-        models = await _models(config, name, judge=True)
+        models = _models(config, name, judge=True)
         try:
             done = await rejudge_keywords(
-                needs.engine, models, source or needs.service.context_texts,
+                needs.engine, models, source or core_texts(needs.engine, config),
                 top_k=config.ai.pipeline.candidate_top_k,
                 progress=_printer("keywords re-judged"))
         finally:
-            await _close(models)
+            await close_profile_models(models)
         skipped = ", ".join(f"{reason} {n}" for reason, n in sorted(done.skipped.items()))
         console.print(f"keywords re-judged with {name}'s presets: {done.rejudged}"
                       + (f" (skipped: {skipped})" if skipped else ""))

@@ -67,3 +67,25 @@ def test_the_next_profile_has_its_own_profiles_thresholds_not_the_overrides():
     other = build_config(Settings(next_embedding_provider="openai",
                                   next_embedding_profile="unknown-v1")).ai
     assert other.next_calibration == GENERIC
+
+
+async def test_profile_models_are_built_for_a_configured_profile_only():
+    """What the profile switch's operations (CLI, console) build: a configured profile's
+    micro-batched provider, calibration and (on request) judge; another profile is refused."""
+    from pinlog.ai.providers import MicroBatcher
+    from pinlog.composition import close_profile_models, configured_profiles, profile_models
+
+    config = build_config(Settings(embedding_provider="openai", embedding_base_url="http://x/v1",
+                                   next_embedding_provider="openai",
+                                   next_embedding_profile="next-v1",
+                                   next_embedding_base_url="http://y/v1"))
+    assert configured_profiles(config) == (OPENAI_PROFILE, "next-v1")
+    models = profile_models(config, "next-v1", judge=True)
+    try:
+        assert isinstance(models.provider, MicroBatcher) and models.profile == "next-v1"
+        assert models.provider.profile == "next-v1" and models.judge is not None
+        assert models.calibration == config.ai.next_calibration
+    finally:
+        await close_profile_models(models)
+    with pytest.raises(SettingsError, match="no embedding provider is configured for profile x"):
+        profile_models(config, "x")
