@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
-
 from pinlog.ai.retention import AiPurge
 from pinlog.composition import erase_member, retention_parts
 from pinlog.contracts import ProcessRequest
@@ -152,12 +150,11 @@ async def test_a_late_result_after_an_erasure_meets_the_cancelled_row_and_is_ref
                for t in ("core.context", *AI_DATA))
 
 
-@pytest.mark.parametrize("age_days", [31])
 async def test_a_request_for_a_purged_context_stops_without_a_model_call(
-        engine, config, core, pipeline, provider, judge, sync_conn, age_days):
+        engine, config, core, pipeline, provider, judge, sync_conn):
     member, note = await _note(core)
     await core.delete_context(member, note.context_id)
-    set_back(sync_conn, age_days * DAY, context_ids=[note.context_id])
+    set_back(sync_conn, 31 * DAY, context_ids=[note.context_id])
     await purge_all(retention_parts(config, engine))
     calls = provider.calls
 
