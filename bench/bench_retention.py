@@ -1,9 +1,8 @@
 """Benchmark: the retention job costs O(what is due), not O(the tables) (issue 31).
 
-N live notes (member, record, note, COMPLETED state row, an 8-float vector, a keyword row, an
-analysis row, 3 events each — all older than both retentions, so only the live/dead status
-decides) plus, each round, D dead notes (deleted, cancelled 31 days ago, with the same rows and
-3 events 91 days old). Per round: a **due** purge (both parts, batches of 500) removes the D
+N live notes (member, record, note, a COMPLETED state row as old as the dead ones', an 8-float
+vector, a keyword row, an analysis row, 3 events 30 days old each) plus, each round, D dead
+notes (deleted, cancelled 31 days ago, with the same rows and 3 events 91 days old). Per round: a **due** purge (both parts, batches of 500) removes the D
 notes and every old event row of the round — timed, rows per second — then an **idle** purge
 with nothing due (the steady state between deletions) — timed. Also ``EXPLAIN (ANALYZE,
 BUFFERS)`` of the picks (rolled back), which must use the retention indexes.
@@ -42,22 +41,25 @@ PRESET = 301
 
 
 def _notes(conn: psycopg.Connection, n: int, *, dead: bool) -> None:
-    """``n`` notes with every row a processed note has; dead ones deleted and cancelled 31 days
-    ago, with events 91 days old; live ones 400 days old with events 100 days old (both past the
-    event retention only for the dead: live history is made young enough to stay)."""
-    start = conn.execute("SELECT coalesce(max(id), 0) FROM core.context").fetchone()[0]
+    """``n`` notes with every row a processed note has, their state rows changed 31 days ago:
+    dead ones deleted and cancelled then, with 3 events 91 days old (past both retentions);
+    live ones COMPLETED, with 3 events 30 days old (kept)."""
+    def top(table: str) -> int:  # new identity values come after every id there is
+        return conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
+
     deleted = "now() - interval '31 days'" if dead else "NULL"
     status = "'CANCELLED'" if dead else "'COMPLETED'"
     event_age = "interval '91 days'" if dead else "interval '30 days'"
+    place, record, start = top("core.place"), top("core.record"), top("core.context")
     conn.execute("INSERT INTO core.place (external_place_id, name, lat, lng) "
                  "SELECT 'b-' || (%(s)s + g), 'place', 37.5, 127.0 "
-                 "FROM generate_series(1, %(n)s) g", {"s": start, "n": n})
+                 "FROM generate_series(1, %(n)s) g", {"s": place, "n": n})
     conn.execute(f"INSERT INTO core.record (member_id, place_id, deleted_at) "
                  f"SELECT 1, p.id, {deleted} FROM core.place p WHERE p.id > %(s)s",
-                 {"s": start})
+                 {"s": place})
     conn.execute(f"INSERT INTO core.context (record_id, member_id, body, deleted_at) "
                  f"SELECT r.id, 1, '조용한 카페 ' || r.id, {deleted} FROM core.record r "
-                 f"WHERE r.id > %(s)s", {"s": start})
+                 f"WHERE r.id > %(s)s", {"s": record})
     conn.execute(f"INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, "
                  f"updated_at) SELECT id, {status}, {status}, now() - interval '31 days' "
                  f"FROM core.context WHERE id > %(s)s", {"s": start})

@@ -25,7 +25,7 @@ delete repeats its guard; a save in flight holds the state row's lock, so its co
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pinlog.db.retention import PurgeReport
+from pinlog.db.retention import BatchHook, PurgeReport, keyset_batches
 from pinlog.db.sql import Queries
 from pinlog.settings import Settings
 
@@ -44,9 +44,6 @@ CONTEXT_ROWS_PREFIX = "context_rows_"
 STATE_TABLE = "ai.context_ai_state"
 EVENT_TABLE = "ai.context_ai_event"
 
-#: ``on_batch(step, ids)``: awaited after each batch is picked, before it commits (tests order
-#: concurrent purgers with it). ``step`` is ``contexts``, ``events`` or ``erase``.
-BatchHook = Callable[[str, Sequence[int]], Awaitable[None]]
 
 
 @cache
@@ -97,7 +94,8 @@ class AiPurge:
     Args:
         engine: async engine on the shared database.
         config: retention settings.
-        on_batch: optional :data:`BatchHook` (tests).
+        on_batch: optional :data:`~pinlog.db.retention.BatchHook` (tests), called with the step
+            ``contexts``, ``events`` or ``erase``.
     """
 
     name = "ai"
@@ -148,22 +146,10 @@ class AiPurge:
 
     async def _purge_events(self, report: PurgeReport, dry_run: bool,
                             stop: asyncio.Event | None) -> None:
-        config = self.config
-        after: tuple[datetime | None, int] = (None, 0)
-        report.add(EVENT_TABLE, 0)
-        while stop is None or not stop.is_set():
-            async with self.engine.connect() as conn:
-                transaction = await conn.begin()
-                row = (await conn.execute(Q("purge_old_events"), {
-                    "retention": config.events, "after_at": after[0], "after_id": after[1],
-                    "batch_size": config.batch_size, "apply": not dry_run})).one()
-                if row.n:
-                    await self._hook("events", [int(row.last_id)])
-                report.add(EVENT_TABLE, int(row.n))
-                await (transaction.rollback() if dry_run else transaction.commit())
-            if row.n < config.batch_size:
-                return
-            after = (row.last_at, int(row.last_id))
+        report.add(EVENT_TABLE, await keyset_batches(
+            self.engine, Q("purge_old_events"), {"retention": self.config.events},
+            batch_size=self.config.batch_size, dry_run=dry_run, stop=stop, step="events",
+            on_batch=self.on_batch))
 
     async def erase_contexts(self, context_ids: Sequence[int], *,
                              dry_run: bool = False) -> PurgeReport:

@@ -22,14 +22,14 @@ notes' AI data (:meth:`pinlog.ai.retention.AiPurge.erase_contexts`), then
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog.core.services import MAX_ID, CoreError, InvalidInput, NotFound
-from pinlog.db.retention import PurgeReport
+from pinlog.db.retention import BatchHook, PurgeReport, keyset_batches
 from pinlog.db.sql import Queries
 from pinlog.settings import Settings
 
@@ -40,9 +40,6 @@ PURGE_STEPS = (("purge_contexts", "core.context"), ("purge_records", "core.recor
                ("purge_members", "core.member"))
 #: What :meth:`CorePurge.purge` reports when core is not ours.
 OFF_ADOPTED = "core: off (an adopted database: core.* is the backend's)"
-
-#: ``on_batch(step, ids)``: awaited after each batch is picked, before it commits (tests).
-BatchHook = Callable[[str, Sequence[int]], Awaitable[None]]
 
 
 class MemberActive(CoreError):
@@ -98,7 +95,8 @@ class CorePurge:
     Args:
         engine: async engine on the shared database.
         config: retention settings.
-        on_batch: optional :data:`BatchHook` (tests).
+        on_batch: optional :data:`~pinlog.db.retention.BatchHook` (tests), called with the
+            table (``core.context``, ``core.record``, ``core.member``) or ``erase``.
     """
 
     name = "core"
@@ -124,21 +122,10 @@ class CorePurge:
             return report
         retention = self.config.deleted
         for statement, table in PURGE_STEPS:
-            report.add(table, 0)
-            after: tuple[datetime | None, int] = (None, 0)
-            while stop is None or not stop.is_set():
-                async with self.engine.connect() as conn:
-                    transaction = await conn.begin()
-                    row = (await conn.execute(Q(statement), {
-                        "retention": retention, "after_at": after[0], "after_id": after[1],
-                        "batch_size": self.config.batch_size, "apply": not dry_run})).one()
-                    if row.n and self.on_batch is not None:
-                        await self.on_batch(table, [int(row.last_id)])
-                    report.add(table, int(row.n))
-                    await (transaction.rollback() if dry_run else transaction.commit())
-                if row.n < self.config.batch_size:
-                    break
-                after = (row.last_at, int(row.last_id))
+            report.add(table, await keyset_batches(
+                self.engine, Q(statement), {"retention": retention},
+                batch_size=self.config.batch_size, dry_run=dry_run, stop=stop, step=table,
+                on_batch=self.on_batch))
         async with self.engine.connect() as conn:
             kept = (await conn.execute(Q("kept_not_invalidated"),
                                        {"retention": retention})).scalar_one()

@@ -40,6 +40,19 @@ NOT EXISTS (SELECT 1 FROM ai.context_ai_state AS s
  AND NOT EXISTS (SELECT 1 FROM core.context AS c
                   WHERE c.member_id = m.id AND (CAST(:apply AS boolean) OR NOT {context_due})))
 
+-- name: after_key
+-- Fragment: the picked row's (deleted_at, id) comes after the key the previous batch ended at
+-- (:after_at NULL = from the start): each purge pages in key order, the order of its
+-- (deleted_at, id) partial index.
+(deleted_at, id) > (coalesce(CAST(:after_at AS timestamptz), '-infinity'), CAST(:after_id AS bigint))
+
+-- name: batch_taken
+-- Fragment: what a purge batch returns — how many rows it picked and the last key.
+SELECT count(*) AS n,
+       (array_agg(deleted_at ORDER BY deleted_at DESC, id DESC))[1] AS last_at,
+       (array_agg(id ORDER BY deleted_at DESC, id DESC))[1] AS last_id
+  FROM picked
+
 -- name: purge_contexts
 -- Rule: issue 31 — the next batch of due notes, oldest deletion first, in key order after
 -- (:after_at, :after_id) (NULL = from the start), FOR UPDATE SKIP LOCKED (replicas take disjoint
@@ -48,18 +61,14 @@ WITH picked AS (
     SELECT c.id, c.deleted_at
       FROM core.context AS c
      WHERE c.deleted_at IS NOT NULL AND {context_due}
-       AND (c.deleted_at, c.id) > (coalesce(CAST(:after_at AS timestamptz), '-infinity'),
-                                   CAST(:after_id AS bigint))
+       AND {after_key}
      ORDER BY c.deleted_at, c.id
      LIMIT :batch_size
        FOR UPDATE OF c SKIP LOCKED
 ), purged AS (
     DELETE FROM core.context AS c USING picked AS p WHERE c.id = p.id AND CAST(:apply AS boolean)
 )
-SELECT count(*) AS n,
-       (array_agg(deleted_at ORDER BY deleted_at DESC, id DESC))[1] AS last_at,
-       (array_agg(id ORDER BY deleted_at DESC, id DESC))[1] AS last_id
-  FROM picked
+{batch_taken}
 
 -- name: purge_records
 -- Rule: issue 31 — as purge_contexts, for due records (after their notes went).
@@ -67,18 +76,14 @@ WITH picked AS (
     SELECT r.id, r.deleted_at
       FROM core.record AS r
      WHERE r.deleted_at IS NOT NULL AND {record_due}
-       AND (r.deleted_at, r.id) > (coalesce(CAST(:after_at AS timestamptz), '-infinity'),
-                                   CAST(:after_id AS bigint))
+       AND {after_key}
      ORDER BY r.deleted_at, r.id
      LIMIT :batch_size
        FOR UPDATE OF r SKIP LOCKED
 ), purged AS (
     DELETE FROM core.record AS r USING picked AS p WHERE r.id = p.id AND CAST(:apply AS boolean)
 )
-SELECT count(*) AS n,
-       (array_agg(deleted_at ORDER BY deleted_at DESC, id DESC))[1] AS last_at,
-       (array_agg(id ORDER BY deleted_at DESC, id DESC))[1] AS last_id
-  FROM picked
+{batch_taken}
 
 -- name: purge_members
 -- Rule: issue 31 — as purge_contexts, for due withdrawn members (after their records and notes).
@@ -86,18 +91,14 @@ WITH picked AS (
     SELECT m.id, m.deleted_at
       FROM core.member AS m
      WHERE m.deleted_at IS NOT NULL AND {member_due}
-       AND (m.deleted_at, m.id) > (coalesce(CAST(:after_at AS timestamptz), '-infinity'),
-                                   CAST(:after_id AS bigint))
+       AND {after_key}
      ORDER BY m.deleted_at, m.id
      LIMIT :batch_size
        FOR UPDATE OF m SKIP LOCKED
 ), purged AS (
     DELETE FROM core.member AS m USING picked AS p WHERE m.id = p.id AND CAST(:apply AS boolean)
 )
-SELECT count(*) AS n,
-       (array_agg(deleted_at ORDER BY deleted_at DESC, id DESC))[1] AS last_at,
-       (array_agg(id ORDER BY deleted_at DESC, id DESC))[1] AS last_id
-  FROM picked
+{batch_taken}
 
 -- name: kept_not_invalidated
 -- Deleted notes past the retention that stay because their state is not CANCELLED (reported).

@@ -21,12 +21,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Protocol
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import TextClause
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
+from pinlog.db.background import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +91,37 @@ class PurgePart(Protocol):
         """``"schema.table"`` → age in seconds of its oldest deleted row still kept (None:
         none)."""
         ...
+
+
+#: ``on_batch(step, ids)``: awaited after each batch is picked, before it commits (tests order
+#: concurrent purgers with it).
+BatchHook = Callable[[str, Sequence[int]], Awaitable[None]]
+
+
+async def keyset_batches(engine: AsyncEngine, statement: TextClause, params: Mapping[str, Any],
+                         *, batch_size: int, dry_run: bool, stop: asyncio.Event | None = None,
+                         step: str = "", on_batch: BatchHook | None = None) -> int:
+    """Run a purge statement batch after batch, one transaction each (rolled back when
+    ``dry_run``), until a batch comes back short or ``stop`` is set. The statement takes
+    ``params`` plus ``:after_at``/``:after_id`` (the key to continue after; NULL/0 at first),
+    ``:batch_size`` and ``:apply`` (False when ``dry_run``: count only), and returns one row
+    ``(n, last_at, last_id)``: the rows it took and the last key. Returns the sum of ``n``."""
+    total = 0
+    after: tuple[datetime | None, int] = (None, 0)
+    while stop is None or not stop.is_set():
+        async with engine.connect() as conn:
+            transaction = await conn.begin()
+            row = (await conn.execute(statement, {
+                **params, "after_at": after[0], "after_id": after[1],
+                "batch_size": batch_size, "apply": not dry_run})).one()
+            if row.n and on_batch is not None:
+                await on_batch(step, [int(row.last_id)])
+            total += int(row.n)
+            await (transaction.rollback() if dry_run else transaction.commit())
+        if row.n < batch_size:
+            break
+        after = (row.last_at, int(row.last_id))
+    return total
 
 
 def count_purged(report: PurgeReport) -> None:
@@ -158,17 +193,7 @@ class RetentionLoop:
         """Stop the loop: a running round ends after its current batch (``grace`` seconds at
         most, then it is cancelled and its transaction rolls back)."""
         task, self._task = self._task, None
-        if task is None:
-            return
-        self._stopping.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=grace)
-        except (TimeoutError, asyncio.TimeoutError):
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await stop_task(task, self._stopping, grace)
 
     async def _wait(self, seconds: float) -> None:
         try:
