@@ -350,7 +350,7 @@ re-send through a no-op client), the 100 rows made stale again between rounds.""
 
 
 def _retention(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
-    """## 7. Retention job
+    """## 8. Retention job
 
 Command: `bench/bench_retention.py` logic (`populate`, `measure`): N live notes (every row a
 processed note has, 3 events each) and, per round, D due notes (deleted and cancelled 31 days
