@@ -171,7 +171,7 @@ def render(data: dict[str, Any]) -> str:
     if data.get("notes"):
         w(data["notes"].rstrip() + "\n")
     sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
-                "serve": _serve, "rescan": _rescan, "search": _search}
+                "serve": _serve, "rescan": _rescan, "search": _search, "retention": _retention}
     for name, measure in data["measures"].items():
         w(sections[name].__doc__ or name)
         if measure.get("command"):
@@ -346,6 +346,28 @@ re-send through a no-op client), the 100 rows made stale again between rounds.""
                      "(target ≤ 1.5).")
         lines += ["", f"<details><summary>EXPLAIN (ANALYZE, BUFFERS) of the claim at {b:,} "
                   "rows</summary>\n", "```", r["sizes"][str(b)]["plan"], "```", "</details>"]
+    return lines
+
+
+def _retention(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 8. Retention job
+
+Command: `bench/bench_retention.py` logic (`populate`, `measure`): N live notes (every row a
+processed note has, 3 events each) and, per round, D due notes (deleted and cancelled 31 days
+ago, 3 events 91 days old); a purge of both parts (batches of 500) removes them, then a purge
+with nothing due runs."""
+    rate = [n / t for n, t in zip(r["rows"], r["due_s"], strict=True)]
+    lines = [f"{r['live']:,} live notes, {r['dead']:,} due per round ({r['rows'][0]:,} rows), "
+             f"{len(r['due_s'])} rounds.\n",
+             "| round | min / median / max | rows/s (median) |", "|---|---|---|",
+             f"| due | {_mm(r['due_s'], '{:.2f}')} s | {_med(rate):,.0f} |",
+             f"| nothing due | {_mm([t * MS for t in r['idle_s']], '{:.1f}')} ms | – |", ""]
+    for label, uses in r["uses_indexes"].items():
+        lines.append(f"- `{label}` uses its index: {'yes' if uses else '**no**'}")
+    lines += ["", "<details><summary>EXPLAIN (ANALYZE, BUFFERS) of the picks</summary>\n"]
+    for label, plan in r["plans"].items():
+        lines += [f"`{label}`:", "```", plan, "```"]
+    lines.append("</details>")
     return lines
 
 

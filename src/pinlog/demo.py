@@ -112,7 +112,8 @@ async def run_demo(config: Config, url: str, inputs: DemoInputs, *, timeout: flo
     try:
         await _load_presets(engine, config, inputs.presets, console)
         parsed = parse_import_file(inputs.notes, max_text_chars=config.core.service.max_text_chars)
-        async with running_components(config, engine, rescan=False) as parts:  # one-shot
+        async with running_components(config, engine, rescan=False,
+                                      retention=False) as parts:  # one-shot
             assert parts.core is not None
             outcome = await import_with(parts.core, engine, parsed, wait=True,
                                         timeout=timeout, console=console, include_existing=True)

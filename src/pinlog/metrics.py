@@ -48,6 +48,21 @@ RESCAN_FINALIZED = Gauge("pinlog_rescan_finalized_last_round", "Rows finalized F
 RESCAN_ROUNDS = Counter("pinlog_rescan_rounds_total", "Rescan rounds by outcome", ["outcome"])
 RESCAN_DISPATCHED = Counter("pinlog_rescan_dispatched_total", "Re-sends by outcome", ["outcome"])
 
+# --- retention (issue 31: pinlog.db.retention) -------------------------------------------------
+PURGED_ROWS = Counter(
+    "pinlog_purged_rows_total",
+    "Rows hard-deleted by the retention job and `pinlog purge`, by table (schema.table)",
+    ["table"],
+)
+RETENTION_OLDEST_DELETED = Gauge(
+    "pinlog_retention_oldest_deleted_seconds",
+    "Age of the oldest deleted row still retained, by table (0 when none; stays below the "
+    "retention plus one interval while the job runs — alert above it)",
+    ["table"],
+)
+RETENTION_ROUNDS = Counter("pinlog_retention_rounds_total", "Retention rounds by outcome",
+                           ["outcome"])  # ok | failed
+
 # --- database picture (refreshed on scrape) ----------------------------------------------------
 STATE_ROWS = Gauge("pinlog_state_rows", "State rows per stage and status", ["stage", "status"])
 RETRY_COUNT_ROWS = Gauge("pinlog_retry_count_rows", "Unfinished state rows per retry_count", ["retry_count"])

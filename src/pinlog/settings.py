@@ -128,6 +128,22 @@ class Settings(BaseSettings):
         60.0, ge=0, le=3600, description="Seconds one re-send keeps retrying (capped backoff) "
         "while the ai side answers 503 (queue full), so back-to-back rounds never flood it.")
 
+    # --- retention (issue 31) ---------------------------------------------------------------
+    retention_enabled: bool = Field(
+        True, description="Run the purge job in `pinlog serve` (every process; SKIP LOCKED "
+        "shares the work between replicas).")
+    retention_deleted: timedelta = Field(
+        timedelta(days=30), description="How long deleted and superseded notes, withdrawn "
+        "members and their AI data are kept before they are hard-deleted; a CANCELLED state row "
+        "stays at least the late-result window (Settings.late_result_window).")
+    retention_events: timedelta = Field(
+        timedelta(days=90), description="How long ai.context_ai_event history rows are kept.")
+    retention_interval: timedelta = Field(
+        timedelta(hours=1), description="Delay between two purge rounds (the first runs soon "
+        "after start-up).")
+    retention_batch_size: int = Field(500, ge=1, le=10_000, description="Rows per purge "
+                                      "transaction.")
+
     # --- dispatch (SPEC §4) ---------------------------------------------------------------
     dispatch_queue_size: int = Field(100, ge=1)
     dispatch_workers: int = Field(4, ge=1, le=64)
@@ -243,7 +259,7 @@ class Settings(BaseSettings):
         return _split_csv(value)
 
     @field_validator("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl",
-                     mode="before")
+                     "retention_deleted", "retention_events", "retention_interval", mode="before")
     @classmethod
     def _seconds_or_iso(cls, value: object) -> object:
         """Durations: an integer/decimal number of seconds, or ISO-8601 (``PT5M``)."""
@@ -307,12 +323,28 @@ class Settings(BaseSettings):
                 f"PINLOG_EMBEDDING_BATCH_MAX_CHARS ({self.embedding_batch_max_chars}) must be at "
                 f"least PINLOG_MAX_TEXT_CHARS ({self.max_text_chars}): every note must fit in "
                 "one call whose timeout is PINLOG_EMBEDDING_TIMEOUT")
-        for name in ("rescan_interval", "pending_expiry", "processing_expiry"):
+        for name in ("rescan_interval", "pending_expiry", "processing_expiry",
+                     "retention_deleted", "retention_events", "retention_interval"):
             if getattr(self, name).total_seconds() <= 0:
                 raise ValueError(f"PINLOG_{name.upper()} must be positive")
         return self
 
     # --- derived values -------------------------------------------------------------------
+    def late_result_window(self) -> timedelta:
+        """How long after a stage's last start its result may still reach a save (SPEC §4/§5:
+        the CANCELLED state row is what refuses such a late result, so it is kept at least this
+        long after the cancellation, which comes after the last start — issue 31).
+
+        ``PINLOG_PROCESSING_EXPIRY`` (the time by which a live worker counts as finished) + the
+        longest stage budget of the job (``RetryPolicy.budget`` of ``PINLOG_EMBEDDING_TIMEOUT``
+        and of ``PINLOG_LLM_TIMEOUT``: the pipeline bounds the keyword stage by the latter
+        whatever the judge). Defaults: 600 + 90 × 3 + 1.5 = 871.5 s.
+        """
+        budgets = (self.retries.budget(self.embedding_timeout),
+                   self.retries.budget(self.llm_timeout))
+        return self.processing_expiry + timedelta(seconds=max(budgets))
+
+
     @property
     def embedded(self) -> bool:
         """True when no external database is configured (SPEC §13)."""

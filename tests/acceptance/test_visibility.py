@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 
 COMMANDS = [[], ["serve"], ["rescan"], ["reprocess"], ["status"], ["import"], ["search"],
             ["demo"], ["migrate"], ["db"], ["db", "url"], ["presets"], ["presets", "load"],
-            ["presets", "list"], ["members"], ["members", "create"], ["token"], ["records"]]
+            ["presets", "list"], ["members"], ["members", "create"], ["token"], ["records"],
+            ["purge"]]
 
 
 def test_version_and_help_texts(tmp_path):

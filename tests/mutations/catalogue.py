@@ -76,6 +76,12 @@ HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 LOGS_PY = "src/pinlog/logs.py"
 WORKER_PY = "src/pinlog/ai/worker.py"
 DISPATCH_PY = "src/pinlog/core/dispatch.py"
+AI_RETENTION_SQL = "src/pinlog/ai/retention.sql"
+AI_RETENTION_PY = "src/pinlog/ai/retention.py"
+CORE_RETENTION_SQL = "src/pinlog/core/retention.sql"
+CORE_RETENTION_PY = "src/pinlog/core/retention.py"
+DB_RETENTION_PY = "src/pinlog/db/retention.py"
+STATUS_SQL = "src/pinlog/core/status.sql"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -121,6 +127,12 @@ BATCHING_T = "tests/unit/ai/test_batching.py"
 LOG_CONTEXT_T = "tests/integration/ai/test_log_context.py"
 DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
 OPS_CLI_T = "tests/acceptance/rescan/test_ops_cli.py"
+PURGE_T = "tests/integration/retention/test_purge.py"
+LATE_T = "tests/integration/retention/test_late_results.py"
+PURGE_REPLICAS_T = "tests/integration/retention/test_replicas.py"
+ERASURE_T = "tests/integration/retention/test_erasure.py"
+ADOPTED_PURGE_T = "tests/integration/adoption/test_adopted_retention.py"
+RETENTION_UNIT_T = "tests/unit/test_retention.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -1200,6 +1212,184 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         (f"{OPS_CLI_T}::"
          "test_a_commands_lines_carry_the_command_the_round_and_the_request_id_it_sent",),
+    ),
+    # ---- retention (issue 31: pinlog.ai/core/db.retention, docs/ARCHITECTURE.md §3) ---------
+    Mutation(
+        "retention_cancelled_row_ignores_the_late_result_window",
+        "issue 31 + SPEC §4/§5: a CANCELLED state row stays at least the late-result window "
+        "after its cancellation, whatever PINLOG_RETENTION_DELETED says",
+        AI_RETENTION_SQL,
+        "greatest(CAST(:retention AS interval),",
+        "least(CAST(:retention AS interval),",
+        (f"{LATE_T}::test_a_cancelled_row_stays_for_the_late_result_window_whatever_the_retention",),
+    ),
+    Mutation(
+        "retention_window_without_the_processing_expiry",
+        "issue 31: late-result window = processing expiry + the longest stage budget",
+        SETTINGS_PY,
+        "return self.processing_expiry + timedelta(seconds=max(budgets))",
+        "return timedelta(seconds=max(budgets))",
+        (f"{RETENTION_UNIT_T}::"
+         "test_the_late_result_window_is_the_processing_expiry_plus_the_longest_stage_budget",
+         f"{LATE_T}::test_the_window_is_the_processing_expiry_plus_the_longest_stage_budget"),
+    ),
+    Mutation(
+        "retention_purges_a_half_cancelled_row",
+        "issue 31: only a row whose two stages are CANCELLED is dead (the finalizer still needs "
+        "a half-cancelled one)",
+        AI_RETENTION_SQL,
+        "(embedding_status = 'CANCELLED' AND keyword_status = 'CANCELLED'\n AND updated_at",
+        "((embedding_status = 'CANCELLED' OR keyword_status = 'CANCELLED')\n AND updated_at",
+        (f"{PURGE_T}::test_live_notes_recent_deletions_and_unfinished_rows_are_untouched",),
+    ),
+    Mutation(
+        "retention_ai_pick_waits_for_locked_rows",
+        "issue 31: replicas purge at once (FOR UPDATE SKIP LOCKED), a held batch is skipped",
+        AI_RETENTION_SQL,
+        " LIMIT :batch_size\n   FOR UPDATE SKIP LOCKED\n\n\n-- name: context_rows_",
+        " LIMIT :batch_size\n   FOR UPDATE\n\n\n-- name: context_rows_",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[contexts]",),
+    ),
+    Mutation(
+        "retention_event_pick_waits_for_locked_rows",
+        "issue 31: replicas purge history at once (FOR UPDATE SKIP LOCKED)",
+        AI_RETENTION_SQL,
+        "       FOR UPDATE SKIP LOCKED\n), purged AS (\n    DELETE FROM ai.context_ai_event",
+        "       FOR UPDATE\n), purged AS (\n    DELETE FROM ai.context_ai_event",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[events]",),
+    ),
+    Mutation(
+        "retention_core_note_pick_waits_for_locked_rows",
+        "issue 31: replicas purge notes at once (FOR UPDATE SKIP LOCKED)",
+        CORE_RETENTION_SQL,
+        "FOR UPDATE OF c SKIP LOCKED",
+        "FOR UPDATE OF c",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.context]",),
+    ),
+    Mutation(
+        "retention_core_record_pick_waits_for_locked_rows",
+        "issue 31: replicas purge records at once (FOR UPDATE SKIP LOCKED)",
+        CORE_RETENTION_SQL,
+        "FOR UPDATE OF r SKIP LOCKED",
+        "FOR UPDATE OF r",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.record]",),
+    ),
+    Mutation(
+        "retention_core_member_pick_waits_for_locked_rows",
+        "issue 31: replicas purge withdrawn members at once (FOR UPDATE SKIP LOCKED)",
+        CORE_RETENTION_SQL,
+        "FOR UPDATE OF m SKIP LOCKED",
+        "FOR UPDATE OF m",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.member]",),
+    ),
+    Mutation(
+        "retention_events_without_their_retention",
+        "issue 31: history rows go past PINLOG_RETENTION_EVENTS, not before",
+        AI_RETENTION_SQL,
+        "     WHERE at < now() - CAST(:retention AS interval)",
+        "     WHERE at < now()",
+        (f"{PURGE_T}::test_history_rows_go_by_their_own_retention",
+         f"{PURGE_T}::test_live_notes_recent_deletions_and_unfinished_rows_are_untouched"),
+    ),
+    Mutation(
+        "retention_notes_without_their_retention",
+        "issue 31: a deleted note goes past PINLOG_RETENTION_DELETED, not before",
+        CORE_RETENTION_SQL,
+        "(c.deleted_at < now() - CAST(:retention AS interval) AND {state_invalidated})",
+        "(c.deleted_at IS NOT NULL AND {state_invalidated})",
+        (f"{PURGE_T}::test_live_notes_recent_deletions_and_unfinished_rows_are_untouched",
+         f"{PURGE_T}::test_rows_purged_and_the_oldest_deleted_row_kept_are_measured"),
+    ),
+    Mutation(
+        "retention_core_purges_what_it_has_not_invalidated",
+        "issue 31: core purges a deleted note only when its AI state is CANCELLED (or absent)",
+        CORE_RETENTION_SQL,
+        "             WHERE s.context_id = c.id\n               AND (s.embedding_status <> "
+        "'CANCELLED'",
+        "             WHERE false AND s.context_id = c.id\n               AND "
+        "(s.embedding_status <> 'CANCELLED'",
+        (f"{PURGE_T}::test_a_deleted_note_whose_invalidation_was_missed_is_kept_and_reported",
+         f"{ERASURE_T}::"
+         "test_a_note_whose_invalidation_was_missed_is_kept_with_its_record_and_member"),
+    ),
+    Mutation(
+        "retention_record_purged_while_notes_refer_to_it",
+        "issue 31: a record goes only once no note row refers to it",
+        CORE_RETENTION_SQL,
+        "WHERE c.record_id = r.id AND (CAST(:apply AS boolean) OR NOT {context_due})))",
+        "WHERE c.record_id = r.id AND (NOT CAST(:apply AS boolean) AND NOT {context_due})))",
+        (f"{PURGE_T}::test_a_deleted_note_whose_invalidation_was_missed_is_kept_and_reported",),
+    ),
+    Mutation(
+        # two guards (the statements' :apply and the rolled-back transaction): both are broken
+        "retention_dry_run_deletes",
+        "issue 31: pinlog purge --dry-run counts and changes nothing",
+        AI_RETENTION_PY,
+        '                    params = {"context_ids": ids, "apply": not dry_run}\n'
+        "                    for name, table in context_tables():\n"
+        "                        report.add(table, await _count(conn, name, params))\n"
+        '                    report.add(STATE_TABLE, await _count(conn, "delete_cancelled_states",\n'
+        "                                                         {**params, **window}))\n"
+        "                await (transaction.rollback() if dry_run else transaction.commit())",
+        '                    params = {"context_ids": ids, "apply": True}\n'
+        "                    for name, table in context_tables():\n"
+        "                        report.add(table, await _count(conn, name, params))\n"
+        '                    report.add(STATE_TABLE, await _count(conn, "delete_cancelled_states",\n'
+        "                                                         {**params, **window}))\n"
+        "                await transaction.commit()",
+        (f"{PURGE_T}::test_the_dry_run_counts_exactly_what_the_purge_removes",),
+    ),
+    Mutation(
+        "retention_core_part_runs_on_an_adopted_database",
+        "issue 31: on an adopted database only ai.* is touched; core's part is off",
+        CORE_RETENTION_PY,
+        "        if not await self.ours():\n            report.off.append(OFF_ADOPTED)",
+        "        if False:\n            report.off.append(OFF_ADOPTED)",
+        (f"{ADOPTED_PURGE_T}::test_on_an_adopted_database_only_our_ai_rows_are_purged",),
+    ),
+    Mutation(
+        "retention_erases_an_active_member",
+        "issue 31: pinlog purge --member refuses an active member (nothing changes)",
+        CORE_RETENTION_PY,
+        "        if active:\n            raise MemberActive(active)",
+        "        if False:\n            raise MemberActive(active)",
+        (f"{ERASURE_T}::test_an_active_member_is_refused_and_nothing_changes",),
+    ),
+    Mutation(
+        "retention_erasure_ignores_the_state",
+        "issue 31: an erasure erases the AI data of CANCELLED contexts only",
+        AI_RETENTION_SQL,
+        "   AND embedding_status = 'CANCELLED' AND keyword_status = 'CANCELLED'\n"
+        " ORDER BY context_id\n   FOR UPDATE",
+        "   AND true\n ORDER BY context_id\n   FOR UPDATE",
+        (f"{ERASURE_T}::"
+         "test_a_note_whose_invalidation_was_missed_is_kept_with_its_record_and_member",),
+    ),
+    Mutation(
+        "retention_rows_purged_not_counted",
+        "issue 31: pinlog_purged_rows_total counts every real purge by table",
+        DB_RETENTION_PY,
+        "        report.merge(await part.purge(dry_run=dry_run, stop=stop))\n    count_purged(report)",
+        "        report.merge(await part.purge(dry_run=dry_run, stop=stop))",
+        (f"{PURGE_T}::test_rows_purged_and_the_oldest_deleted_row_kept_are_measured",
+         f"{RETENTION_UNIT_T}::test_only_a_real_purge_counts_rows"),
+    ),
+    Mutation(
+        "retention_tombstone_counted_as_an_anomaly",
+        "issue 31: a CANCELLED state row whose note was purged is a tombstone, not an anomaly",
+        STATUS_SQL,
+        "count(*) FILTER (WHERE c.id IS NULL\n                            AND NOT "
+        "(s.embedding_status = 'CANCELLED' AND s.keyword_status = 'CANCELLED'))",
+        "count(*) FILTER (WHERE c.id IS NULL)",
+        (f"{ERASURE_T}::test_a_purged_notes_tombstone_is_no_anomaly",),
+    ),
+    Mutation(
+        "retention_loop_in_one_shot_commands",
+        "issue 31: the retention loop runs in serving processes, not in one-shot commands",
+        COMPOSITION_PY,
+        "if (config.ai.retention.enabled if retention is None else retention) and (ai or core):",
+        "if ai or core:",
+        (f"{PURGE_T}::test_a_running_process_purges_in_the_background_unless_one_shot",),
     ),
     # ---- the suite itself (tests/conftest.py, docs/ARCHITECTURE.md §7) -----------------------
     Mutation(

@@ -9,6 +9,7 @@ call services.
 - :mod:`pinlog.cli.search` — ``search``
 - :mod:`pinlog.cli.importing` — ``import`` (and the import job ``pinlog demo`` reuses)
 - :mod:`pinlog.cli.presets` — ``presets load|list``
+- :mod:`pinlog.cli.purge` — ``purge`` (the retention job once, or an erasure)
 
 Every module registers its commands on :data:`pinlog.cli.app.app` when imported (one style:
 ``@app.command()``, or ``app.add_typer`` for a group).
@@ -16,7 +17,8 @@ Every module registers its commands on :data:`pinlog.cli.app.app` when imported 
 
 from __future__ import annotations
 
-from pinlog.cli import db, demo, importing, members, ops, presets, search  # noqa: F401 - registers
+from pinlog.cli import (  # noqa: F401 - registers
+    db, demo, importing, members, ops, presets, purge, search)
 from pinlog.cli.app import app, friendly_error, main
 
 __all__ = ["app", "friendly_error", "main"]

@@ -151,15 +151,17 @@ class Needs:
     async def running(self, *, one_shot: bool = True) -> AsyncIterator[Components]:
         """core running (``parts.core``: dispatcher, process client, search client) and the ai
         side in this process unless ``PINLOG_AI_BASE_URL`` points at one (``parts.ai``, else
-        None); stopped on exit. ``one_shot`` (the default): no rescan loop, so a command runs
-        only its own rounds (SPEC §7); False: as ``PINLOG_RESCAN_ENABLED`` says.
+        None); stopped on exit. ``one_shot`` (the default): no rescan loop and no retention
+        loop, so a command runs only its own rounds (SPEC §7); False: as
+        ``PINLOG_RESCAN_ENABLED`` and ``PINLOG_RETENTION_ENABLED`` say.
 
         Raises:
             StartupError: the in-process ai side refused to start (tables missing, no presets).
         """
         in_process = self.config.core.dispatch.ai_base_url is None
         async with running_components(self.config, self.engine, ai=in_process,
-                                      rescan=False if one_shot else None) as parts:
+                                      rescan=False if one_shot else None,
+                                      retention=False if one_shot else None) as parts:
             yield parts
 
 

@@ -20,6 +20,7 @@ from pinlog.core.dispatch import (DispatchConfig, Dispatcher, HttpProcessClient,
                                   UnconfiguredClient)
 from pinlog.core.reprocess import ReprocessConfig
 from pinlog.core.rescan import RescanConfig
+from pinlog.core.retention import CoreRetentionConfig
 from pinlog.core.search import SearchConfig
 from pinlog.core.services import CoreService, ServiceConfig
 from pinlog.core.status import StatusConfig
@@ -38,7 +39,8 @@ class CoreConfig:
     (:func:`pinlog.composition.build_config`); each part goes to the one component that uses it.
 
     Attributes:
-        service, dispatch, rescan, search, status, reprocess, auth: the components' configs.
+        service, dispatch, rescan, search, status, reprocess, auth, retention: the
+            components' configs.
         shutdown_grace: ``PINLOG_SHUTDOWN_GRACE``, seconds a running round and the dispatch
             queue get on stop.
     """
@@ -51,6 +53,7 @@ class CoreConfig:
     reprocess: ReprocessConfig
     auth: AuthConfig
     shutdown_grace: float
+    retention: CoreRetentionConfig
 
     @classmethod
     def from_settings(cls, settings: Settings, *, profile: str) -> CoreConfig:
@@ -63,7 +66,8 @@ class CoreConfig:
                    status=StatusConfig.from_settings(settings),
                    reprocess=ReprocessConfig.from_settings(settings, profile=profile),
                    auth=AuthConfig.from_settings(settings),
-                   shutdown_grace=settings.shutdown_grace)
+                   shutdown_grace=settings.shutdown_grace,
+                   retention=CoreRetentionConfig.from_settings(settings))
 
 
 def build_client(config: DispatchConfig,

@@ -44,7 +44,8 @@ ANOMALY_MEANING: dict[str, str] = {
                                   "(manual change?)",
     "deleted_not_cancelled": "context/record/member deleted but a stage not CANCELLED "
                              "(missed invalidation)",
-    "state_without_context": "state row without its core.context row",
+    "state_without_context": "state row (not CANCELLED) without its core.context row (a "
+                             "CANCELLED one is a purged note's tombstone)",
 }
 
 

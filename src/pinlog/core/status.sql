@@ -48,7 +48,9 @@ LIMIT :limit
 -- COMPLETED nor CANCELLED (the keyword start requires a COMPLETED embedding);
 -- deleted_not_cancelled: the context, its record or member is deleted but a stage is not
 -- CANCELLED (an invalidation was missed; the rescan skips it and logs a WARN);
--- state_without_context: a state row whose core.context row does not exist.
+-- state_without_context: a state row whose core.context row does not exist — unless both its
+-- stages are CANCELLED: that is a purged note's tombstone, kept (at least the late-result
+-- window) after the retention job or an erasure removed the note (issue 31).
 -- One pass over the state table joined to core (O(table), like rows_per_stage_status).
 SELECT kind, n FROM (
     SELECT 1 AS ord, 'half_cancelled' AS kind,
@@ -75,7 +77,9 @@ SELECT kind, n FROM (
     LEFT JOIN core.record AS r ON r.id = c.record_id
     LEFT JOIN core.member AS m ON m.id = c.member_id
     UNION ALL
-    SELECT 5, 'state_without_context', count(*) FILTER (WHERE c.id IS NULL)
+    SELECT 5, 'state_without_context',
+           count(*) FILTER (WHERE c.id IS NULL
+                            AND NOT (s.embedding_status = 'CANCELLED' AND s.keyword_status = 'CANCELLED'))
     FROM ai.context_ai_state AS s
     LEFT JOIN core.context AS c ON c.id = s.context_id
 ) AS t
