@@ -73,6 +73,7 @@ APP = "src/pinlog/app.py"
 RESCAN_PY = "src/pinlog/core/rescan.py"
 PRESETS_PY = "src/pinlog/ai/presets.py"
 HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
+HTTP_PY = "src/pinlog/http.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -111,6 +112,8 @@ SPEED_T = "tests/integration/core/rescan/test_recovery_speed.py"
 MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
 PRESET_FILE_T = "tests/unit/ai/judges/test_preset_file.py"
 NO_DATABASE_T = "tests/unit/test_no_database.py"
+HTTP_EDGE_T = "tests/acceptance/adversarial/test_http_edge.py"
+MIGRATE_LOCK_T = "tests/integration/test_migrate_lock_timeout.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -887,8 +890,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "it has the migration lock (also on a database with the legacy version table)",
         MIGRATE,
         "        with engine.begin() as conn:\n            _lock(conn)\n"
+        "            _set_lock_timeout(conn, config)\n"
         "            if inspect_database(conn) == \"foreign\":",
-        "        with engine.begin() as conn:\n"
+        "        with engine.begin() as conn:\n            _set_lock_timeout(conn, config)\n"
         "            if inspect_database(conn) == \"foreign\":",
         (f"{CONCURRENT_MIGRATE_T}::"
          "test_a_waiting_migrate_holds_no_lock_and_changes_nothing_until_it_has_the_migration_lock",),
@@ -897,8 +901,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "adopt_alters_before_the_migration_lock",
         "SPEC §2.2 adoption: a waiting `migrate --adopt` holds no lock on the backend's ai tables",
         MIGRATE,
-        "            _lock(conn)\n            conn.execute(text(f\"SET LOCAL lock_timeout",
-        "            conn.execute(text(f\"SET LOCAL lock_timeout",
+        "        _lock(conn)\n        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
+        "        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
         (f"{ADOPT_T}::test_concurrent_adoptions_wait_for_each_other_and_both_succeed",),
     ),
     Mutation(
@@ -906,8 +910,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §2.2 adoption: a busy backend table aborts the adoption (lock_timeout), it never "
         "queues the backend's traffic behind it",
         MIGRATE,
-        "            conn.execute(text(f\"SET LOCAL lock_timeout = '{ADOPT_LOCK_TIMEOUT}'\"))\n",
-        "",
+        "        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
+        "        plan = plan_adoption(",
         (f"{ADOPT_T}::test_a_busy_table_is_reported_as_busy_not_as_a_connection_problem",),
     ),
     # -- the search deadline and the query lane (ai/runtime.py, ai/providers/batching.py)
@@ -1091,5 +1095,75 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return path.is_relative_to(UNIT_TESTS) and DATABASE_FIXTURE in fixturenames",
         "    return False",
         (f"{NO_DATABASE_T}::test_a_unit_test_that_requests_the_database_is_caught",),
+    ),
+    # ---- issue 27: the HTTP edge (pinlog/http.py, app.py) ----------------------------------
+    Mutation(
+        "body_limit_reads_a_declared_oversized_body",
+        "issue 27 #1: a Content-Length over the route's limit is 413 before any byte is read",
+        HTTP_PY,
+        "            if int(declared) > limit:",
+        "            if False:",
+        (f"{HTTP_EDGE_T}::test_a_declared_length_over_the_limit_is_413_before_any_byte_is_read"
+         "[POST-/v1/search-16384]",),
+    ),
+    Mutation(
+        "body_limit_not_counted_while_streaming",
+        "issue 27 #1: a chunked body is cut as soon as its bytes pass the route's limit",
+        HTTP_PY,
+        "                if received > limit:",
+        "                if False:",
+        (f"{HTTP_EDGE_T}::test_a_chunked_body_is_cut_at_the_limit[/v1/search-16384]",),
+    ),
+    Mutation(
+        "search_body_limit_is_the_default",
+        "issue 27 #1: limits per route (POST /v1/search: a query needs 16 KiB at most)",
+        APP,
+        "                      routes={(\"POST\", \"/v1/search\"): SEARCH_BODY_BYTES})",
+        "                      routes={})",
+        (f"{HTTP_EDGE_T}::test_a_chunked_body_is_cut_at_the_limit[/v1/search-16384]",),
+    ),
+    Mutation(
+        "metric_method_label_unbounded",
+        "issue 27 #2: metric labels from closed sets (made-up methods add no series)",
+        APP,
+        "            method = method_label(scope.get(\"method\"))",
+        "            method = str(scope.get(\"method\", \"\"))",
+        (f"{HTTP_EDGE_T}::test_a_thousand_requests_with_random_methods_and_paths_add_no_series",),
+    ),
+    Mutation(
+        "framework_errors_not_in_the_envelope",
+        "issue 27 #4: the framework's own errors (404, 405, 400) answer in the one envelope",
+        APP,
+        "    install_error_handlers(app)\n",
+        "",
+        (f"{HTTP_EDGE_T}::test_every_error_answer_is_the_one_envelope",),
+    ),
+    Mutation(
+        "internal_401_without_a_message",
+        "issue 27 #4: the internal routes answer in the one envelope too",
+        AI_API,
+        "UNAUTHORIZED = error_body(\"UNAUTHORIZED\", \"missing or wrong X-Internal-Secret\")",
+        "UNAUTHORIZED = {\"error\": \"unauthorized\"}",
+        (f"{HTTP_EDGE_T}::test_every_error_answer_is_the_one_envelope",),
+    ),
+    # ---- issue 27: migrations under a lock timeout (db/migrate.py) --------------------------
+    Mutation(
+        "migrate_waits_without_lock_timeout",
+        "issue 27 #3: a migration waits for a table lock at most PINLOG_MIGRATE_LOCK_TIMEOUT, so "
+        "live traffic never queues behind it for longer",
+        MIGRATE,
+        "    conn.execute(text(f\"SET LOCAL lock_timeout = '{max(1, round(config.lock_timeout * 1000))}ms'\"))",
+        "    pass",
+        (f"{MIGRATE_LOCK_T}::"
+         "test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migration_retries",),
+    ),
+    Mutation(
+        "migrate_not_retried",
+        "issue 27 #3: a migration that met a busy table is tried again (PINLOG_MIGRATE_ATTEMPTS)",
+        MIGRATE,
+        "    for attempt in range(1, config.attempts + 1):",
+        "    for attempt in range(1, 2):",
+        (f"{MIGRATE_LOCK_T}::"
+         "test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migration_retries",),
     ),
 )

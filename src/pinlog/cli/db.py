@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pinlog.cli.app import app, config_or_exit, database_url_or_exit, exit_with_error
+from pinlog.cli.app import app, config_or_exit, database_url_or_exit, err_console, exit_with_error
 from pinlog.db.engine import embedded_for, redacted_url
 
 db_app = typer.Typer(help="The database in use (embedded server management).", no_args_is_help=True)
@@ -19,7 +19,11 @@ def migrate(
     dry_run: bool = typer.Option(False, "--dry-run", help="With --adopt: print the plan only."),
 ) -> None:
     """Apply the database migrations (both schemas; idempotent). Our history lives in
-    ai.alembic_version. With --adopt: take over an existing deployment's ai side in place."""
+    ai.alembic_version. With --adopt: take over an existing deployment's ai side in place.
+
+    A table lock that is not free within PINLOG_MIGRATE_LOCK_TIMEOUT seconds (a long
+    transaction holds it) rolls the attempt back, so live traffic never queues behind the
+    migration for longer; it is tried again, PINLOG_MIGRATE_ATTEMPTS times in all."""
     from pinlog.db import migrate as migrations
 
     if dry_run and not adopt:
@@ -27,14 +31,23 @@ def migrate(
     config = config_or_exit()
     url = database_url_or_exit(config.settings)
     before = migrations.current_revision(url)
+    limits = migrations.MigrationConfig.from_settings(config.settings)
+
+    def on_retry(attempt: int, attempts: int, wait: float) -> None:
+        err_console.print(f"a table is busy (its lock was not free within "
+                          f"{limits.lock_timeout:g} s; nothing changed): attempt {attempt + 1} "
+                          f"of {attempts} in {wait:g} s", style="yellow", markup=False,
+                          highlight=False, soft_wrap=True)
+
     if adopt:
-        plan = migrations.adopt(url, config.ai.embedding.dimension, dry_run=dry_run)
+        plan = migrations.adopt(url, config.ai.embedding.dimension, dry_run=dry_run,
+                                config=limits, on_retry=on_retry)
         typer.echo(plan.render())
         if dry_run:
             typer.echo("dry run: nothing changed")
             return
     else:
-        migrations.upgrade(url)
+        migrations.upgrade(url, config=limits, on_retry=on_retry)
     after = migrations.current_revision(url)
     typer.echo(f"schema at revision {after}" + (" (no change)" if before == after else f" (was {before or 'empty'})"))
 
