@@ -60,7 +60,7 @@ def test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migrat
             for _ in range(50):  # until one live query was seen queued behind the migration
                 done: list[object] = []
 
-                def live() -> None:
+                def live(done: list[object] = done) -> None:
                     with psycopg.connect(url, autocommit=True) as conn:
                         conn.execute("SET statement_timeout = '20s'")
                         try:

@@ -74,6 +74,8 @@ RESCAN_PY = "src/pinlog/core/rescan.py"
 PRESETS_PY = "src/pinlog/ai/presets.py"
 HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 HTTP_PY = "src/pinlog/http.py"
+PUBLIC_IDS = "src/pinlog/core/public_ids.py"
+IMPORTER_PY = "src/pinlog/core/importer.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -114,6 +116,8 @@ PRESET_FILE_T = "tests/unit/ai/judges/test_preset_file.py"
 NO_DATABASE_T = "tests/unit/test_no_database.py"
 HTTP_EDGE_T = "tests/acceptance/adversarial/test_http_edge.py"
 MIGRATE_LOCK_T = "tests/integration/test_migrate_lock_timeout.py"
+PUBLIC_PAGING_T = "tests/acceptance/core/test_public_view_paging_edit.py"
+IMPORT_T = "tests/integration/core/importer/test_import.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -879,7 +883,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "place_fields_not_normalised",
         "SPEC §13: place names and addresses are stored in the one normalised form",
         SERVICES,
-        "    if normal:\n        value = normalize(value)\n",
+        "    if normal:\n        value = normalize_line(value)\n",
         "",
         (f"{UNICODE_T}::test_nfd_note_and_place_are_stored_normalised_and_hashed_normalised",),
     ),
@@ -1165,5 +1169,81 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    for attempt in range(1, 2):",
         (f"{MIGRATE_LOCK_T}::"
          "test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migration_retries",),
+    ),
+    # ---- issue 27: what displays wrong, public ids, paging, import, edits ---------------------
+    Mutation(
+        "bidi_controls_kept",
+        "issue 27 #6: bidi controls are removed from every displayed field (one normalisation)",
+        TEXT,
+        "                             + BIDI_CONTROLS + CONTROL_CHARACTERS))",
+        "                             + CONTROL_CHARACTERS))",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "place_fields_keep_line_breaks",
+        "issue 27 #6: a one-line field (place name, address) shows on one line",
+        SERVICES,
+        "        value = normalize_line(value)",
+        "        value = normalize(value)",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "identifier_with_controls_accepted",
+        "issue 27 #6: identifiers shown back (external place id, external ref) are refused with "
+        "control/bidi characters or edge whitespace",
+        SERVICES,
+        "    if not normal and (problem := identifier_problem(value)) is not None:",
+        "    if False and (problem := identifier_problem(value)) is not None:",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "external_ref_may_name_a_member_kind",
+        "issue 27 #6: an external ref starting with id:/ref: is refused (reachable only as ref:…)",
+        SERVICES,
+        "    if checked.casefold().startswith(MEMBER_NAME_PREFIXES):",
+        "    if False:",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "public_id_tag_not_checked",
+        "issue 27 #7: a public id whose id part was altered names no record (the tag is checked)",
+        PUBLIC_IDS,
+        "        if not hmac.compare_digest(tag, self._prf(b\"tag\", raw)[:_TAG_BYTES]):\n"
+        "            return None\n",
+        "",
+        (f"{PUBLIC_PAGING_T}::"
+         "test_the_public_view_is_by_public_id_and_cannot_be_walked_by_counting",),
+    ),
+    Mutation(
+        "record_cursor_ignored",
+        "issue 27 #8: a cursor page starts below the previous page's last record",
+        CORE_SQL,
+        "  AND (CAST(:before AS bigint) IS NULL OR r.id < CAST(:before AS bigint))\n",
+        "",
+        (f"{PUBLIC_PAGING_T}::test_the_record_list_pages_by_cursor_with_a_total",),
+    ),
+    Mutation(
+        "import_place_not_strict",
+        "issue 27 #10: an import line is validated like the API's body (strict types)",
+        IMPORTER_PY,
+        "    model_config = ConfigDict(alias_generator=to_camel, extra=\"ignore\", strict=True,",
+        "    model_config = ConfigDict(alias_generator=to_camel, extra=\"ignore\", strict=False,",
+        (f"{IMPORT_T}::test_import_and_the_api_refuse_the_same_lines_and_json_counts_them",),
+    ),
+    Mutation(
+        "import_skipped_lines_not_counted",
+        "issue 27 #10: import --json counts the lines skipped as already present",
+        IMPORTER_PY,
+        "                    record_id = existing\n                    report.lines_skipped += 1\n",
+        "                    record_id = existing\n",
+        (f"{IMPORT_T}::test_import_and_the_api_refuse_the_same_lines_and_json_counts_them",),
+    ),
+    Mutation(
+        "same_text_edit_makes_a_new_context",
+        "issue 27 #11: an edit with the context's own text is no edit (nothing written)",
+        SERVICES,
+        "            if body == text:",
+        "            if False:",
+        (f"{PUBLIC_PAGING_T}::test_an_edit_with_the_contexts_own_text_makes_no_new_context",),
     ),
 )
