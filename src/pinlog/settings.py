@@ -420,6 +420,17 @@ def _load_generated_secrets(data_dir: Path) -> dict[str, str]:
     return values
 
 
+def load_database_settings(**overrides: object) -> Settings:
+    """:func:`load_settings` for commands that only look at the database (``pinlog db
+    url|status|stop``): no secret is generated or required, the data dir is not created, and
+    the secrets may stay unset.
+
+    Raises:
+        SettingsError: as :func:`load_settings`.
+    """
+    return _load(overrides, generate_secrets=False)
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build and validate :class:`Settings`.
 
@@ -430,6 +441,10 @@ def load_settings(**overrides: object) -> Settings:
         SettingsError: a readable message naming the invalid settings (values of secrets
             are never included).
     """
+    return _load(overrides, generate_secrets=True)
+
+
+def _load(overrides: dict[str, object], *, generate_secrets: bool) -> Settings:
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -443,7 +458,7 @@ def load_settings(**overrides: object) -> Settings:
             f"invalid setting {line}" if line.startswith("PINLOG_") else f"invalid settings: {line}"
             for line in lines)) from None
     missing = []
-    if not settings.internal_secrets or not settings.jwt_secret:
+    if generate_secrets and (not settings.internal_secrets or not settings.jwt_secret):
         if settings.embedded:
             try:
                 generated = _load_generated_secrets(settings.data_dir)

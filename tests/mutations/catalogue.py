@@ -76,6 +76,7 @@ HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 HTTP_PY = "src/pinlog/http.py"
 PUBLIC_IDS = "src/pinlog/core/public_ids.py"
 IMPORTER_PY = "src/pinlog/core/importer.py"
+CLI_DB_PY = "src/pinlog/cli/db.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -118,6 +119,8 @@ HTTP_EDGE_T = "tests/acceptance/adversarial/test_http_edge.py"
 MIGRATE_LOCK_T = "tests/integration/test_migrate_lock_timeout.py"
 PUBLIC_PAGING_T = "tests/acceptance/core/test_public_view_paging_edit.py"
 IMPORT_T = "tests/integration/core/importer/test_import.py"
+SERVE_EMBEDDED_T = "tests/acceptance/test_serve_embedded.py"
+SETTINGS_LINE_T = "tests/unit/test_settings.py::test_a_setting_that_cannot_work_is_one_clear_line"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -1245,5 +1248,83 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if body == text:",
         "            if False:",
         (f"{PUBLIC_PAGING_T}::test_an_edit_with_the_contexts_own_text_makes_no_new_context",),
+    ),
+    # ---- issue 27: settings that cannot work, and what an operator notices ------------------
+    Mutation(
+        "jwt_ttl_zero_accepted",
+        "issue 27 #9: PINLOG_JWT_TTL must be positive (tokens would be born expired)",
+        SETTINGS_PY,
+        '        for name in ("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl"):',
+        '        for name in ("rescan_interval", "pending_expiry", "processing_expiry"):',
+        (f"{SETTINGS_LINE_T}[jwt-ttl-0]",),
+    ),
+    Mutation(
+        "search_floor_unbounded",
+        "issue 27 #9: a cosine floor is -1..1 (2 would switch the vector channel off silently)",
+        SETTINGS_PY,
+        "    search_floor: float | None = Field(\n        None, ge=-1, le=1,",
+        "    search_floor: float | None = Field(\n        None,",
+        (f"{SETTINGS_LINE_T}[search-floor-2]",),
+    ),
+    Mutation(
+        "blank_profile_accepted",
+        "issue 27 #9: a blank embedding profile names no vector space",
+        SETTINGS_PY,
+        "        if value is not None and (not value.strip() or value != value.strip()):",
+        "        if False:",
+        (f"{SETTINGS_LINE_T}[profile-blank]",),
+    ),
+    Mutation(
+        "empty_data_dir_is_the_cwd",
+        "issue 27 #9: an empty PINLOG_DATA_DIR is refused (it would mean the current directory)",
+        SETTINGS_PY,
+        "        if isinstance(value, str) and not value.strip():\n"
+        "            raise ValueError(\"must not be empty (unset it to use ./.pinlog)\")",
+        "        if False:\n"
+        "            raise ValueError(\"must not be empty (unset it to use ./.pinlog)\")",
+        (f"{SETTINGS_LINE_T}[data-dir-empty]",),
+    ),
+    Mutation(
+        "body_limit_below_a_note_accepted",
+        "issue 27 #1: PINLOG_MAX_BODY_BYTES must fit the longest note, JSON-escaped",
+        SETTINGS_PY,
+        "        if self.max_body_bytes is not None and self.max_body_bytes < needed:",
+        "        if False:",
+        (f"{SETTINGS_LINE_T}[body-bytes-too-small]",),
+    ),
+    Mutation(
+        "db_stop_under_a_running_serve",
+        "issue 27 #11: pinlog db stop refuses while pinlog processes use the embedded database",
+        CLI_DB_PY,
+        "    users = server.users() if server.is_running() else []",
+        "    users = []",
+        (f"{SERVE_EMBEDDED_T}::test_db_url_only_looks_and_db_stop_refuses_under_a_running_serve",),
+    ),
+    Mutation(
+        "db_url_starts_the_server",
+        "issue 27 #9: pinlog db url only looks (never starts or creates a cluster)",
+        CLI_DB_PY,
+        "    server = embedded_for(settings)\n    if not server.is_running():\n"
+        "        exit_with_error(f\"the embedded database of PINLOG_DATA_DIR",
+        "    server = embedded_for(settings)\n    server.start()\n    if not server.is_running():\n"
+        "        exit_with_error(f\"the embedded database of PINLOG_DATA_DIR",
+        (f"{SERVE_EMBEDDED_T}::test_db_url_only_looks_and_db_stop_refuses_under_a_running_serve",),
+    ),
+    Mutation(
+        "port_in_use_is_a_traceback",
+        "issue 27 #11: a port in use is one line (exit 3) before anything starts",
+        CLI_OPS_PY,
+        "    except OSError as exc:\n        sock.close()\n",
+        "    except ZeroDivisionError as exc:\n        sock.close()\n",
+        (f"{SERVE_EMBEDDED_T}::test_a_port_in_use_is_one_line_before_anything_starts",),
+    ),
+    Mutation(
+        "pending_stage_said_to_be_processing",
+        "issue 27 #11: a stage whose failure was not recorded (not PROCESSING) is not said to be "
+        "left PROCESSING",
+        PIPELINE_PY,
+        '        left = ("left PROCESSING for the rescan" if changed else',
+        '        left = ("left PROCESSING for the rescan" if True else',
+        (f"{PIPELINE}::test_a_keyword_stage_that_failed_before_it_started_is_not_said_to_be_processing",),
     ),
 )

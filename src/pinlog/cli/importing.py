@@ -186,7 +186,7 @@ def print_import_outcome(console: Console, outcome: ImportOutcome) -> None:
 
 @app.command("import")
 def import_file(
-    file: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, metavar="FILE",
                                 help="JSONL place notes: one object a line with member, record, place "
                                 "{name, external_place_id, lat, lng, address?} and context (the note)."),
     wait: bool = typer.Option(False, "--wait", help="Wait until the AI stages finish."),
