@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 
@@ -56,19 +57,26 @@ def test_commands_join_a_running_server_and_leave_it_running(tmp_path):
     assert run_pinlog(["db", "status"], env).returncode == 1
 
 
-def test_ready_is_503_before_migrations(tmp_path):
-    data = tmp_path / "data"
+@contextlib.contextmanager
+def core_only_serve(data):  # noqa: ANN001, ANN201 - a test helper
+    """A core-only `pinlog serve` on the embedded database of ``data``, answering /health:
+    yields ``(proc, port, env)``; SIGTERM on exit. (A core-only server needs an ai side to
+    dispatch to, issue 13; nothing listens there.)"""
     port = free_port()
-    # a core-only server needs an ai side to dispatch to (issue 13); nothing listens there
     env = pinlog_env(data, PINLOG_PORT=str(port), PINLOG_AI_BASE_URL="http://127.0.0.1:9")
     proc = subprocess.Popen(PINLOG + ["serve", "--components", "core"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_http(f"http://127.0.0.1:{port}/health", proc)
-        assert httpx.get(f"http://127.0.0.1:{port}/ready", timeout=10).status_code == 503
+        yield proc, port, env
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
+
+
+def test_ready_is_503_before_migrations(tmp_path):
+    with core_only_serve(tmp_path / "data") as (_, port, _):
+        assert httpx.get(f"http://127.0.0.1:{port}/ready", timeout=10).status_code == 503
 
 
 def test_db_start_while_serve_runs_keeps_the_server_after_serve_stops(tmp_path):
@@ -101,12 +109,7 @@ def test_db_url_only_looks_and_db_stop_refuses_under_a_running_serve(tmp_path):
     assert looked.returncode == 1 and "not running" in looked.stderr
     assert not data.exists()  # no cluster, no data dir, no generated secrets
 
-    port = free_port()
-    env = pinlog_env(data, PINLOG_PORT=str(port), PINLOG_AI_BASE_URL="http://127.0.0.1:9")
-    proc = subprocess.Popen(PINLOG + ["serve", "--components", "core"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/health", proc)
+    with core_only_serve(data) as (proc, port, env):
         url = run_pinlog(["db", "url"], env)
         assert url.returncode == 0 and url.stdout.startswith("postgresql://postgres@/pinlog?host=")
         refused = run_pinlog(["db", "stop"], env)
@@ -119,9 +122,6 @@ def test_db_url_only_looks_and_db_stop_refuses_under_a_running_serve(tmp_path):
         forced = run_pinlog(["db", "stop", "--force"], env)
         assert forced.returncode == 0 and "warning: stopping the embedded database" in forced.stderr
         assert not EmbeddedDatabase(data).is_running()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
 
 
 def test_a_port_in_use_is_one_line_before_anything_starts(tmp_path):
