@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -34,6 +35,27 @@ from pinlog.errors import PinlogError
 
 #: Attempts a model call gets inside one job (SPEC §6).
 MODEL_ATTEMPTS_DEFAULT = 3
+
+#: Request bodies (issue 27 #1): smallest configurable limit, bytes one character may take in a
+#: JSON body (a non-BMP character as two ``\\uXXXX`` escapes), room for a note request's other
+#: fields (place strings, ids, keys), and the default limit.
+MIN_BODY_BYTES = 1024
+JSON_BYTES_PER_CHAR = 12
+NOTE_REQUEST_OVERHEAD = 24 * 1024
+DEFAULT_BODY_BYTES = 64 * 1024
+
+#: A duration given as text: a number of seconds (``300``, ``-5``, ``0.5``), ISO-8601 (``PT5M``,
+#: ``P1DT2H``, ``-PT1M``) or ``[D,]HH:MM:SS``.
+_DURATION = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)"
+                       r"|-?P(?=\d|T\d)(\d+(\.\d+)?[YMWD])*(T(?=\d)(\d+(\.\d+)?[HMS])+)?"
+                       r"|-?(\d+ ?d(ays?)?,? ?)?\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?", re.IGNORECASE)
+
+
+def note_body_bytes(max_text_chars: int) -> int:
+    """Smallest request-body limit (bytes) that fits a note of ``max_text_chars`` characters,
+    each JSON-escaped to :data:`JSON_BYTES_PER_CHAR` bytes, plus
+    :data:`NOTE_REQUEST_OVERHEAD`."""
+    return JSON_BYTES_PER_CHAR * max_text_chars + NOTE_REQUEST_OVERHEAD
 
 
 
@@ -96,7 +118,8 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = Field(
         None, description="External PostgreSQL with pgvector. Unset → embedded server."
     )
-    data_dir: Path = Field(Path("./.pinlog"), description="Embedded server's data directory.")
+    data_dir: Path = Field(Path("./.pinlog"), description="Embedded server's data directory "
+                           "(not empty: unset it for ./.pinlog).")
     db_pool_size: int = Field(10, ge=2, le=200, description="Connections per process pool.")
 
     # --- HTTP -----------------------------------------------------------------------------
@@ -114,7 +137,23 @@ class Settings(BaseSettings):
         None, description="HS256 key for member tokens. Generated per data dir when embedded."
     )
     jwt_algorithm: Literal["HS256", "HS384", "HS512"] = "HS256"
-    jwt_ttl: timedelta = Field(timedelta(hours=12), description="Lifetime of member tokens.")
+    jwt_ttl: timedelta = Field(timedelta(hours=12), description="Lifetime of member tokens "
+                               "(positive).")
+    max_body_bytes: int | None = Field(
+        None, ge=MIN_BODY_BYTES, le=64 * 1024 * 1024, description="Largest request body "
+        "accepted (bytes; 413 before it is read), on every route but POST /v1/search (16 KiB). "
+        "Unset → 64 KiB, or what a note of PINLOG_MAX_TEXT_CHARS needs when that is more "
+        "(note_body_bytes); a set value must be at least that.")
+
+    # --- migrations (issue 27 #3) -----------------------------------------------------------
+    migrate_lock_timeout: float = Field(
+        3.0, gt=0, le=600, description="Seconds `pinlog migrate [--adopt]` waits for a table "
+        "lock before it gives the attempt up (live traffic queues behind a waiting migration "
+        "at most this long).")
+    migrate_attempts: int = Field(
+        5, ge=1, le=100, description="Attempts of `pinlog migrate [--adopt]` when a table is "
+        "busy (each one transaction, nothing kept from a failed one); waits 1, 2, 4 … s (at "
+        "most 10) in between.")
 
     # --- rescan / finalizer (SPEC §7.1) --------------------------------------------------
     rescan_enabled: bool = True
@@ -190,7 +229,8 @@ class Settings(BaseSettings):
     llm_votes: int = Field(1, ge=1, le=9)
     llm_timeout: float = Field(90.0, gt=0, description="Seconds per judge call.")
     candidate_top_k: int = Field(10, ge=1, le=100)
-    candidate_floor: float | None = Field(None, description="Per profile when unset.")
+    candidate_floor: float | None = Field(None, ge=-1, le=1,
+                                          description="Cosine, -1..1. Per profile when unset.")
     judge_floor: float | None = Field(None, description="similarity judge: absolute floor.")
     judge_margin: float | None = Field(None, description="similarity judge: margin to best.")
     judge_cue_floor: float | None = Field(
@@ -204,9 +244,13 @@ class Settings(BaseSettings):
     backoff_cap: float = Field(4.0, ge=0, description="Seconds, longest single backoff.")
 
     # --- search (SPEC §10) ---------------------------------------------------------------------
-    search_floor: float | None = Field(None, description="Per profile when unset.")
-    search_short_query_floor: float | None = Field(None, description="Per profile when unset.")
-    search_ratio: float | None = Field(None, description="Per profile when unset.")
+    search_floor: float | None = Field(
+        None, ge=-1, le=1, description="Cosine, -1..1 (above 1 no record could pass: the vector "
+        "channel would be off). Per profile when unset.")
+    search_short_query_floor: float | None = Field(
+        None, ge=-1, le=1, description="Cosine, -1..1. Per profile when unset.")
+    search_ratio: float | None = Field(None, ge=-1, le=1,
+                                       description="At most 1 (0 = off). Per profile when unset.")
     search_text_min_coverage: float = Field(
         0.35, gt=0, le=1, description="Lexical evidence: share of the query's terms a record's "
         "notes and place must contain.")
@@ -262,9 +306,33 @@ class Settings(BaseSettings):
                      "retention_deleted", "retention_events", "retention_interval", mode="before")
     @classmethod
     def _seconds_or_iso(cls, value: object) -> object:
-        """Durations: an integer/decimal number of seconds, or ISO-8601 (``PT5M``)."""
-        if isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
-            return float(value)
+        """Durations: a number of seconds (``300``, ``-5`` is read, then refused as not
+        positive), ISO-8601 (``PT5M``) or ``HH:MM:SS``; anything else is one clear line."""
+        if isinstance(value, str):
+            text = value.strip()
+            if not _DURATION.fullmatch(text):
+                raise ValueError("must be a number of seconds or an ISO-8601 duration (PT5M)")
+            try:
+                return float(text)
+            except ValueError:
+                return text
+        return value
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir_not_empty(cls, value: object) -> object:
+        """An empty ``PINLOG_DATA_DIR`` would silently mean the current directory."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty (unset it to use ./.pinlog)")
+        return value
+
+    @field_validator("embedding_profile")
+    @classmethod
+    def _profile_not_blank(cls, value: str | None) -> str | None:
+        """A profile string names a vector space (SPEC §9): blank names none."""
+        if value is not None and (not value.strip() or value != value.strip()):
+            raise ValueError("must not be blank or start/end with spaces (unset it to use the "
+                             "provider's profile)")
         return value
 
     @field_validator("llm_chain", mode="before")
@@ -306,6 +374,10 @@ class Settings(BaseSettings):
         """SPEC §6 budget rule: a job's retries must end before the PROCESSING expiry —
         counting only the models that are called (the LLM timeout only with an LLM judge or
         rewrite, SPEC §13). Also: an LLM judge or rewrite needs its endpoint."""
+        for name in ("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl",
+                     "retention_deleted", "retention_events", "retention_interval"):
+            if getattr(self, name).total_seconds() <= 0:
+                raise ValueError(f"PINLOG_{name.upper()} must be positive")
         expiry = self.processing_expiry.total_seconds()
         timeouts = [("PINLOG_EMBEDDING_TIMEOUT", self.embedding_timeout)]
         if self.uses_llm():
@@ -323,11 +395,21 @@ class Settings(BaseSettings):
                 f"PINLOG_EMBEDDING_BATCH_MAX_CHARS ({self.embedding_batch_max_chars}) must be at "
                 f"least PINLOG_MAX_TEXT_CHARS ({self.max_text_chars}): every note must fit in "
                 "one call whose timeout is PINLOG_EMBEDDING_TIMEOUT")
-        for name in ("rescan_interval", "pending_expiry", "processing_expiry",
-                     "retention_deleted", "retention_events", "retention_interval"):
-            if getattr(self, name).total_seconds() <= 0:
-                raise ValueError(f"PINLOG_{name.upper()} must be positive")
+        needed = note_body_bytes(self.max_text_chars)
+        if self.max_body_bytes is not None and self.max_body_bytes < needed:
+            raise ValueError(
+                f"PINLOG_MAX_BODY_BYTES ({self.max_body_bytes}) must be at least {needed} "
+                f"(a note of PINLOG_MAX_TEXT_CHARS = {self.max_text_chars} characters, "
+                f"JSON-escaped, must fit in a request)")
         return self
+
+    def body_limit(self) -> int:
+        """The request-body limit of every route but search, bytes: ``PINLOG_MAX_BODY_BYTES``,
+        else :data:`DEFAULT_BODY_BYTES` or what a note of ``PINLOG_MAX_TEXT_CHARS`` needs
+        (:func:`note_body_bytes`), whichever is more."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return max(DEFAULT_BODY_BYTES, note_body_bytes(self.max_text_chars))
 
     # --- derived values -------------------------------------------------------------------
     def late_result_window(self) -> timedelta:
@@ -370,6 +452,17 @@ def _load_generated_secrets(data_dir: Path) -> dict[str, str]:
     return values
 
 
+def load_database_settings(**overrides: object) -> Settings:
+    """:func:`load_settings` for commands that only look at the database (``pinlog db
+    url|status|stop``): no secret is generated or required, the data dir is not created, and
+    the secrets may stay unset.
+
+    Raises:
+        SettingsError: as :func:`load_settings`.
+    """
+    return _load(overrides, generate_secrets=False)
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build and validate :class:`Settings`.
 
@@ -380,6 +473,10 @@ def load_settings(**overrides: object) -> Settings:
         SettingsError: a readable message naming the invalid settings (values of secrets
             are never included).
     """
+    return _load(overrides, generate_secrets=True)
+
+
+def _load(overrides: dict[str, object], *, generate_secrets: bool) -> Settings:
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -393,7 +490,7 @@ def load_settings(**overrides: object) -> Settings:
             f"invalid setting {line}" if line.startswith("PINLOG_") else f"invalid settings: {line}"
             for line in lines)) from None
     missing = []
-    if not settings.internal_secrets or not settings.jwt_secret:
+    if generate_secrets and (not settings.internal_secrets or not settings.jwt_secret):
         if settings.embedded:
             try:
                 generated = _load_generated_secrets(settings.data_dir)

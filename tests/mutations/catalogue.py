@@ -82,6 +82,10 @@ CORE_RETENTION_SQL = "src/pinlog/core/retention.sql"
 CORE_RETENTION_PY = "src/pinlog/core/retention.py"
 DB_RETENTION_PY = "src/pinlog/db/retention.py"
 STATUS_SQL = "src/pinlog/core/status.sql"
+HTTP_PY = "src/pinlog/http.py"
+PUBLIC_IDS = "src/pinlog/core/public_ids.py"
+IMPORTER_PY = "src/pinlog/core/importer.py"
+CLI_DB_PY = "src/pinlog/cli/db.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -133,6 +137,12 @@ PURGE_REPLICAS_T = "tests/integration/retention/test_replicas.py"
 ERASURE_T = "tests/integration/retention/test_erasure.py"
 ADOPTED_PURGE_T = "tests/integration/adoption/test_adopted_retention.py"
 RETENTION_UNIT_T = "tests/unit/test_retention.py"
+HTTP_EDGE_T = "tests/acceptance/adversarial/test_http_edge.py"
+MIGRATE_LOCK_T = "tests/integration/test_migrate_lock_timeout.py"
+PUBLIC_PAGING_T = "tests/acceptance/core/test_public_view_paging_edit.py"
+IMPORT_T = "tests/integration/core/importer/test_import.py"
+SERVE_EMBEDDED_T = "tests/acceptance/test_serve_embedded.py"
+SETTINGS_LINE_T = "tests/unit/test_settings.py::test_a_setting_that_cannot_work_is_one_clear_line"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -898,7 +908,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "place_fields_not_normalised",
         "SPEC §13: place names and addresses are stored in the one normalised form",
         SERVICES,
-        "    if normal:\n        value = normalize(value)\n",
+        "    if normal:\n        value = normalize_line(value)\n",
         "",
         (f"{UNICODE_T}::test_nfd_note_and_place_are_stored_normalised_and_hashed_normalised",),
     ),
@@ -909,8 +919,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "it has the migration lock (also on a database with the legacy version table)",
         MIGRATE,
         "        with engine.begin() as conn:\n            _lock(conn)\n"
+        "            _set_lock_timeout(conn, config)\n"
         "            if inspect_database(conn) == \"foreign\":",
-        "        with engine.begin() as conn:\n"
+        "        with engine.begin() as conn:\n            _set_lock_timeout(conn, config)\n"
         "            if inspect_database(conn) == \"foreign\":",
         (f"{CONCURRENT_MIGRATE_T}::"
          "test_a_waiting_migrate_holds_no_lock_and_changes_nothing_until_it_has_the_migration_lock",),
@@ -919,8 +930,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "adopt_alters_before_the_migration_lock",
         "SPEC §2.2 adoption: a waiting `migrate --adopt` holds no lock on the backend's ai tables",
         MIGRATE,
-        "            _lock(conn)\n            conn.execute(text(f\"SET LOCAL lock_timeout",
-        "            conn.execute(text(f\"SET LOCAL lock_timeout",
+        "        _lock(conn)\n        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
+        "        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
         (f"{ADOPT_T}::test_concurrent_adoptions_wait_for_each_other_and_both_succeed",),
     ),
     Mutation(
@@ -928,8 +939,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §2.2 adoption: a busy backend table aborts the adoption (lock_timeout), it never "
         "queues the backend's traffic behind it",
         MIGRATE,
-        "            conn.execute(text(f\"SET LOCAL lock_timeout = '{ADOPT_LOCK_TIMEOUT}'\"))\n",
-        "",
+        "        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
+        "        plan = plan_adoption(",
         (f"{ADOPT_T}::test_a_busy_table_is_reported_as_busy_not_as_a_connection_problem",),
     ),
     # -- the search deadline and the query lane (ai/runtime.py, ai/providers/batching.py)
@@ -1399,5 +1410,229 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return path.is_relative_to(UNIT_TESTS) and DATABASE_FIXTURE in fixturenames",
         "    return False",
         (f"{NO_DATABASE_T}::test_a_unit_test_that_requests_the_database_is_caught",),
+    ),
+    # ---- issue 27: the HTTP edge (pinlog/http.py, app.py) ----------------------------------
+    Mutation(
+        "body_limit_reads_a_declared_oversized_body",
+        "issue 27 #1: a Content-Length over the route's limit is 413 before any byte is read",
+        HTTP_PY,
+        "            if int(declared) > limit:",
+        "            if False:",
+        (f"{HTTP_EDGE_T}::test_a_declared_length_over_the_limit_is_413_before_any_byte_is_read"
+         "[POST-/v1/search-16384]",),
+    ),
+    Mutation(
+        "body_limit_not_counted_while_streaming",
+        "issue 27 #1: a chunked body is cut as soon as its bytes pass the route's limit",
+        HTTP_PY,
+        "                if received > limit:",
+        "                if False:",
+        (f"{HTTP_EDGE_T}::test_a_chunked_body_is_cut_at_the_limit[/v1/search-16384]",),
+    ),
+    Mutation(
+        "search_body_limit_is_the_default",
+        "issue 27 #1: limits per route (POST /v1/search: a query needs 16 KiB at most)",
+        APP,
+        "                      routes={(\"POST\", \"/v1/search\"): SEARCH_BODY_BYTES})",
+        "                      routes={})",
+        (f"{HTTP_EDGE_T}::test_a_chunked_body_is_cut_at_the_limit[/v1/search-16384]",),
+    ),
+    Mutation(
+        "metric_method_label_unbounded",
+        "issue 27 #2: metric labels from closed sets (made-up methods add no series)",
+        APP,
+        "            method = method_label(scope.get(\"method\"))",
+        "            method = str(scope.get(\"method\", \"\"))",
+        (f"{HTTP_EDGE_T}::test_a_thousand_requests_with_random_methods_and_paths_add_no_series",),
+    ),
+    Mutation(
+        "framework_errors_not_in_the_envelope",
+        "issue 27 #4: the framework's own errors (404, 405, 400) answer in the one envelope",
+        APP,
+        "    install_error_handlers(app)\n",
+        "",
+        (f"{HTTP_EDGE_T}::test_every_error_answer_is_the_one_envelope",),
+    ),
+    Mutation(
+        "internal_401_without_a_message",
+        "issue 27 #4: the internal routes answer in the one envelope too",
+        AI_API,
+        "UNAUTHORIZED = error_body(\"UNAUTHORIZED\", \"missing or wrong X-Internal-Secret\")",
+        "UNAUTHORIZED = {\"error\": \"unauthorized\"}",
+        (f"{HTTP_EDGE_T}::test_every_error_answer_is_the_one_envelope",),
+    ),
+    # ---- issue 27: migrations under a lock timeout (db/migrate.py) --------------------------
+    Mutation(
+        "migrate_waits_without_lock_timeout",
+        "issue 27 #3: a migration waits for a table lock at most PINLOG_MIGRATE_LOCK_TIMEOUT, so "
+        "live traffic never queues behind it for longer",
+        MIGRATE,
+        "    conn.execute(text(f\"SET LOCAL lock_timeout = '{max(1, round(config.lock_timeout * 1000))}ms'\"))",
+        "    pass",
+        (f"{MIGRATE_LOCK_T}::"
+         "test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migration_retries",),
+    ),
+    Mutation(
+        "migrate_not_retried",
+        "issue 27 #3: a migration that met a busy table is tried again (PINLOG_MIGRATE_ATTEMPTS)",
+        MIGRATE,
+        "    for attempt in range(1, config.attempts + 1):",
+        "    for attempt in range(1, 2):",
+        (f"{MIGRATE_LOCK_T}::"
+         "test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migration_retries",),
+    ),
+    # ---- issue 27: what displays wrong, public ids, paging, import, edits ---------------------
+    Mutation(
+        "bidi_controls_kept",
+        "issue 27 #6: bidi controls are removed from every displayed field (one normalisation)",
+        TEXT,
+        "                             + BIDI_CONTROLS + CONTROL_CHARACTERS))",
+        "                             + CONTROL_CHARACTERS))",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "place_fields_keep_line_breaks",
+        "issue 27 #6: a one-line field (place name, address) shows on one line",
+        SERVICES,
+        "        value = normalize_line(value)",
+        "        value = normalize(value)",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "identifier_with_controls_accepted",
+        "issue 27 #6: identifiers shown back (external place id, external ref) are refused with "
+        "control/bidi characters or edge whitespace",
+        SERVICES,
+        "    if not normal and (problem := identifier_problem(value)) is not None:",
+        "    if False and (problem := identifier_problem(value)) is not None:",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "external_ref_may_name_a_member_kind",
+        "issue 27 #6: an external ref starting with id:/ref: is refused (reachable only as ref:…)",
+        SERVICES,
+        "    if checked.casefold().startswith(MEMBER_NAME_PREFIXES):",
+        "    if False:",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "public_id_tag_not_checked",
+        "issue 27 #7: a public id whose id part was altered names no record (the tag is checked)",
+        PUBLIC_IDS,
+        "        if not hmac.compare_digest(tag, self._prf(b\"tag\", raw)[:_TAG_BYTES]):\n"
+        "            return None\n",
+        "",
+        (f"{PUBLIC_PAGING_T}::"
+         "test_the_public_view_is_by_public_id_and_cannot_be_walked_by_counting",),
+    ),
+    Mutation(
+        "record_cursor_ignored",
+        "issue 27 #8: a cursor page starts below the previous page's last record",
+        CORE_SQL,
+        "  AND (CAST(:before AS bigint) IS NULL OR r.id < CAST(:before AS bigint))\n",
+        "",
+        (f"{PUBLIC_PAGING_T}::test_the_record_list_pages_by_cursor_with_a_total",),
+    ),
+    Mutation(
+        "import_place_not_strict",
+        "issue 27 #10: an import line is validated like the API's body (strict types)",
+        IMPORTER_PY,
+        "    model_config = ConfigDict(alias_generator=to_camel, extra=\"ignore\", strict=True,",
+        "    model_config = ConfigDict(alias_generator=to_camel, extra=\"ignore\", strict=False,",
+        (f"{IMPORT_T}::test_import_and_the_api_refuse_the_same_lines_and_json_counts_them",),
+    ),
+    Mutation(
+        "import_skipped_lines_not_counted",
+        "issue 27 #10: import --json counts the lines skipped as already present",
+        IMPORTER_PY,
+        "                    record_id = existing\n                    report.lines_skipped += 1\n",
+        "                    record_id = existing\n",
+        (f"{IMPORT_T}::test_import_and_the_api_refuse_the_same_lines_and_json_counts_them",),
+    ),
+    Mutation(
+        "same_text_edit_makes_a_new_context",
+        "issue 27 #11: an edit with the context's own text is no edit (nothing written)",
+        SERVICES,
+        "            if body == text:",
+        "            if False:",
+        (f"{PUBLIC_PAGING_T}::test_an_edit_with_the_contexts_own_text_makes_no_new_context",),
+    ),
+    # ---- issue 27: settings that cannot work, and what an operator notices ------------------
+    Mutation(
+        "jwt_ttl_zero_accepted",
+        "issue 27 #9: PINLOG_JWT_TTL must be positive (tokens would be born expired)",
+        SETTINGS_PY,
+        '        for name in ("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl",\n',
+        '        for name in ("rescan_interval", "pending_expiry", "processing_expiry",\n',
+        (f"{SETTINGS_LINE_T}[jwt-ttl-0]",),
+    ),
+    Mutation(
+        "search_floor_unbounded",
+        "issue 27 #9: a cosine floor is -1..1 (2 would switch the vector channel off silently)",
+        SETTINGS_PY,
+        "    search_floor: float | None = Field(\n        None, ge=-1, le=1,",
+        "    search_floor: float | None = Field(\n        None,",
+        (f"{SETTINGS_LINE_T}[search-floor-2]",),
+    ),
+    Mutation(
+        "blank_profile_accepted",
+        "issue 27 #9: a blank embedding profile names no vector space",
+        SETTINGS_PY,
+        "        if value is not None and (not value.strip() or value != value.strip()):",
+        "        if False:",
+        (f"{SETTINGS_LINE_T}[profile-blank]",),
+    ),
+    Mutation(
+        "empty_data_dir_is_the_cwd",
+        "issue 27 #9: an empty PINLOG_DATA_DIR is refused (it would mean the current directory)",
+        SETTINGS_PY,
+        "        if isinstance(value, str) and not value.strip():\n"
+        "            raise ValueError(\"must not be empty (unset it to use ./.pinlog)\")",
+        "        if False:\n"
+        "            raise ValueError(\"must not be empty (unset it to use ./.pinlog)\")",
+        (f"{SETTINGS_LINE_T}[data-dir-empty]",),
+    ),
+    Mutation(
+        "body_limit_below_a_note_accepted",
+        "issue 27 #1: PINLOG_MAX_BODY_BYTES must fit the longest note, JSON-escaped",
+        SETTINGS_PY,
+        "        if self.max_body_bytes is not None and self.max_body_bytes < needed:",
+        "        if False:",
+        (f"{SETTINGS_LINE_T}[body-bytes-too-small]",),
+    ),
+    Mutation(
+        "db_stop_under_a_running_serve",
+        "issue 27 #11: pinlog db stop refuses while pinlog processes use the embedded database",
+        CLI_DB_PY,
+        "    users = server.users() if server.is_running() else []",
+        "    users = []",
+        (f"{SERVE_EMBEDDED_T}::test_db_url_only_looks_and_db_stop_refuses_under_a_running_serve",),
+    ),
+    Mutation(
+        "db_url_starts_the_server",
+        "issue 27 #9: pinlog db url only looks (never starts or creates a cluster)",
+        CLI_DB_PY,
+        "    server = embedded_for(settings)\n    if not server.is_running():\n"
+        "        exit_with_error(f\"the embedded database of PINLOG_DATA_DIR",
+        "    server = embedded_for(settings)\n    server.start()\n    if not server.is_running():\n"
+        "        exit_with_error(f\"the embedded database of PINLOG_DATA_DIR",
+        (f"{SERVE_EMBEDDED_T}::test_db_url_only_looks_and_db_stop_refuses_under_a_running_serve",),
+    ),
+    Mutation(
+        "port_in_use_is_a_traceback",
+        "issue 27 #11: a port in use is one line (exit 3) before anything starts",
+        CLI_OPS_PY,
+        "    except OSError as exc:\n        sock.close()\n",
+        "    except ZeroDivisionError as exc:\n        sock.close()\n",
+        (f"{SERVE_EMBEDDED_T}::test_a_port_in_use_is_one_line_before_anything_starts",),
+    ),
+    Mutation(
+        "pending_stage_said_to_be_processing",
+        "issue 27 #11: a stage whose failure was not recorded (not PROCESSING) is not said to be "
+        "left PROCESSING",
+        PIPELINE_PY,
+        '        left = ("left PROCESSING for the rescan" if changed else',
+        '        left = ("left PROCESSING for the rescan" if True else',
+        (f"{PIPELINE}::test_a_keyword_stage_that_failed_before_it_started_is_not_said_to_be_processing",),
     ),
 )

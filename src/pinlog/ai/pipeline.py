@@ -470,14 +470,18 @@ class Pipeline:
                         extra={"stage": stage.label,
                                "error_class": classify(write_exc)[0]})
         self._count(stage, error_class)
+        # what happened to the stage: the guarded write says whether it was PROCESSING (ours);
+        # a failure before the stage started (its guarded start raised) leaves it PENDING
+        left = ("left PROCESSING for the rescan" if changed else
+                "the stage was not PROCESSING (not started yet, or no longer this job's) or "
+                "the error could not be recorded: nothing written")
         if error_class == "permanent":
             log.error("stage failed permanently" + ("" if changed else " (stage no longer "
                       "PROCESSING; nothing written)"), extra=extra)
         elif error_class == "transient":
-            log.warning("stage failed transiently; left PROCESSING for the rescan", extra=extra)
+            log.warning(f"stage failed transiently; {left}", extra=extra)
         else:
-            log.error("stage failed with an internal error; left PROCESSING for the rescan",
-                      extra=extra, exc_info=exc)
+            log.error(f"stage failed with an internal error; {left}", extra=extra, exc_info=exc)
         return error_class
 
     @staticmethod

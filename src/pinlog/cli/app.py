@@ -47,6 +47,7 @@ err_console = Console(stderr=True)
 app = typer.Typer(
     name="pinlog", help="PinLog AI: reliable embeddings and keywords for place notes.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
 )
 
 
@@ -117,6 +118,22 @@ def config_or_exit(*, service: bool = False, **overrides: object) -> Config:
     explicit = "log_level" in settings.model_fields_set
     configure_logging(settings.log_level if service or explicit else "WARNING")
     return config
+
+
+def settings_or_exit() -> Settings:
+    """The settings of a command that only looks at the database (``pinlog db …``): loaded
+    without generating secrets or creating the data dir; exit 2 on a bad setting."""
+    from pinlog.settings import load_database_settings
+
+    try:
+        settings = load_database_settings()
+    except SettingsError as exc:
+        exit_with_error(str(exc), 2)
+    warning = unknown_variables_warning()
+    if warning:
+        err_console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    configure_logging(settings.log_level if "log_level" in settings.model_fields_set else "WARNING")
+    return settings
 
 
 def database_url_or_exit(settings: Settings) -> str:

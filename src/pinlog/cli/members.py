@@ -58,13 +58,14 @@ def records(
     async def work(needs: Needs) -> RecordListOut:
         service = needs.service
         member_id = await service.resolve_member(member)
-        views, offset = [], 0
-        while True:
-            page = await service.list_records(member_id, limit=500, offset=offset)
-            views += page
-            if len(page) < 500:
-                return RecordListOut(records=[RecordOut.of(v) for v in views])
-            offset += 500
+        views: list[RecordOut] = []
+        before = None
+        while True:  # every page (cursor = the last record id of the page before)
+            page = await service.record_page(member_id, limit=500, before=before)
+            views += [RecordOut.of(v) for v in page.records]
+            if page.next_before is None:
+                return RecordListOut(records=views, total=len(views), next_cursor=None)
+            before = page.next_before
 
     listing = run_command(config, work)
     if as_json:

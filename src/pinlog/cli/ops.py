@@ -7,15 +7,17 @@ one-shot core (``needs.running()``, :mod:`pinlog.cli.app`): HTTP when ``PINLOG_A
 set, otherwise the ai side runs in this process (no rescan loop: only the command's own rounds
 run) and the command waits for the accepted jobs to finish before exiting.
 
-``pinlog serve`` runs uvicorn in its own event loop after starting the components once
-(:func:`pinlog.app.started_components`): a component that refuses to start is one line and
-exit 2 before the port is bound.
+``pinlog serve`` binds its port first (a port in use is one line and exit 3, before anything
+starts or logs "pinlog started"), then starts the components once
+(:func:`pinlog.app.started_components`: a component that refuses to start is one line and exit
+2 before the port listens), then runs uvicorn on that socket in the same event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
@@ -110,6 +112,7 @@ def serve(
         # a core without an ai side could never dispatch: every note would stay PENDING
         exit_with_error("--components core needs PINLOG_AI_BASE_URL (where the ai side "
                         "listens); without it no note could ever be processed", 2)
+    sock = _bound_socket(config.settings.host, config.settings.port)
     url = database_url_or_exit(config.settings)
 
     # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; turn that into a normal
@@ -120,16 +123,33 @@ def serve(
 
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGINT, _exit)
-    asyncio.run(_serve(config, url, wanted))
+    asyncio.run(_serve(config, url, wanted, sock))
 
 
-async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not listening yet: nothing is accepted before the
+    components have started); exit 3 with one line when the address is in use or not ours."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        exit_with_error(f"cannot listen on {host}:{port}: {exc.strerror or exc} (PINLOG_HOST, "
+                        "PINLOG_PORT, --host, --port); nothing was started", 3)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _serve(config: Config, url: str, components: tuple[str, ...],
+                 sock: socket.socket) -> None:
     """Start the components once (a refusal — the ai side without its tables or presets — is
     raised here, before the port is bound: one line, exit 2), then serve until SIGTERM/SIGINT:
     uvicorn stops accepting, in-flight requests get the grace, the lifespan stops the process
     registry, then the components stop (running stages get the grace too; what is left is
     logged). A core-only server may start on a database that is not migrated yet: ``/ready``
-    answers 503 until it is. A port in use: uvicorn logs it and exits 3.
+    answers 503 until it is. ``sock`` is bound already (:func:`_bound_socket`).
     """
     import uvicorn
 
@@ -142,7 +162,7 @@ async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:
             app_, host=settings.host, port=settings.port, log_config=None,
             log_level=settings.log_level.lower(),
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace))))
-        await server.serve()
+        await server.serve(sockets=[sock])
 
 
 @app.command()

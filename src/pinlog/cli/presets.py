@@ -35,7 +35,7 @@ def _ids(values: list[int]) -> str:
 def load(
     file: Path | None = typer.Argument(
         None, help="Preset YAML ({presets: [...]}). Default: the packaged presets_default.yaml.",
-        exists=True, dir_okay=False, readable=True),
+        exists=True, dir_okay=False, readable=True, metavar="FILE"),
     keep_missing: bool = typer.Option(
         False, "--keep-missing", help="Do not retire active presets that are absent from FILE."),
     reembed: bool = typer.Option(

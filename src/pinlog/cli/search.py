@@ -16,15 +16,15 @@ SEARCH_QUERY_MAX_CHARS = 500
 
 @app.command()
 def search(
-    query: str = typer.Argument(..., help="What you remember about the place, in your words."),
+    query: str = typer.Argument(..., metavar="QUERY", help="What you remember about the place, in your words."),
     member: str = typer.Option(..., "--member", help="Member id or external ref."),
     limit: int = typer.Option(10, "--limit", min=1, max=100, help="Most records to show."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Search a member's records by meaning and by their own words, as the member would through
-    /v1/search; "matched by" shows which channels matched (``matchedBy`` of /v1/search).
+    /v1/search; "matched by" shows which channels matched (matchedBy of /v1/search).
 
-    ``--json`` prints the body ``POST /v1/search`` answers. Runs the ai side in this process
+    --json prints the body POST /v1/search answers. Runs the ai side in this process
     unless PINLOG_AI_BASE_URL points at a running one.
     """
     from pinlog.core.search import SearchResult, member_search

@@ -6,6 +6,7 @@ from pinlog.core.api.routes import contexts, me, records, search
 
 router = APIRouter()
 router.include_router(records.router)
+router.include_router(records.public_router)
 router.include_router(contexts.router)
 router.include_router(me.router)
 router.include_router(search.router)
