@@ -1,5 +1,5 @@
-"""`pinlog migrate` under a busy table (issue 27 #3): one revision behind, a long transaction
-holding ``ai.keyword_preset`` (which the head revision alters). The migration waits for that
+"""`pinlog migrate` under a busy table (issue 27 #3): a database one revision behind the one that
+alters ``ai.keyword_preset`` (``ALTERS_TABLE``), and a long transaction holding that table. The migration waits for that
 table lock at most ``PINLOG_MIGRATE_LOCK_TIMEOUT``, so a live query queued behind its pending
 lock gets through while the long transaction still runs; the attempt is rolled back whole and
 tried again; after the last attempt one clear line names the session and nothing has changed.
@@ -22,11 +22,19 @@ from tests.helpers import pinlog_env, run_pinlog
 from tests.support.locks import waiting_for_relation
 
 TABLE = "ai.keyword_preset"
+#: The revision that alters TABLE (file 0006_any_preset_category.py); later revisions leave it alone.
+ALTERS_TABLE = "0005_preset_categories"
+
+
+def before_the_alteration() -> str:
+    """The revision just before :data:`ALTERS_TABLE`: where the test databases start."""
+    chain = migrate.revision_chain()
+    return chain[chain.index(ALTERS_TABLE) - 1]
 
 
 def one_revision_behind(pg_server_url: str, prefix: str) -> str:
     url = create_database(pg_server_url, prefix)
-    migrate.upgrade(url, migrate.revision_chain()[-2])
+    migrate.upgrade(url, before_the_alteration())
     return url
 
 
@@ -81,7 +89,7 @@ def test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migrat
                     break
             # the long transaction still runs, and the schema is unchanged
             assert holder.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
-            assert migrate.current_revision(url) == migrate.revision_chain()[-2]
+            assert migrate.current_revision(url) == before_the_alteration()
     finally:
         holder.rollback()
         holder.close()
@@ -113,7 +121,7 @@ def test_migrate_gives_up_after_its_attempts_with_one_clear_line_and_changes_not
         assert result.returncode == 1, result.stderr
         assert "attempt 2 of 3" in result.stderr and "attempt 3 of 3" in result.stderr
         assert "a table is busy" in result.stderr and "Traceback" not in result.stderr
-        assert migrate.current_revision(url) == migrate.revision_chain()[-2]
+        assert migrate.current_revision(url) == before_the_alteration()
     finally:
         holder.rollback()
         holder.close()
