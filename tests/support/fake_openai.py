@@ -25,10 +25,11 @@ conformance suite and ``bench/fake_model.py`` / ``bench/bench_throttle.py``.
   until ``release`` is set (the start-up dimension probe is never held), so a test can SIGKILL
   or SIGTERM the server mid-stage.
 * Counting: ``embedded_texts`` (every text, in order), ``embedded`` (Counter text → calls),
-  ``embedding_calls`` (inputs per call), ``chat_calls``, ``chat_models`` (the model of every
-  chat request, served or not, in order), ``chat_requests`` (model and ``response_format`` type
-  per served call) and ``judged`` (Counter note → calls). Texts live only in
-  this process's memory (never printed: note text is personal data).
+  ``embedding_calls`` (inputs per call), ``embedding_fields`` (request fields sent),
+  ``chat_calls``, ``chat_models`` (the model of every chat request, served or not, in order),
+  ``chat_requests`` (model and ``response_format`` type per served call), ``judged`` (Counter
+  note → calls), ``throttled`` and ``refused`` (Counter reason/model → refusals). Texts live
+  only in this process's memory (never printed: note text is personal data).
 """
 
 from __future__ import annotations
@@ -232,6 +233,7 @@ class FakeOpenAI:
         self.embedded_texts: list[str] = []
         self.embedded: Counter[str] = Counter()
         self.embedding_calls: list[int] = []
+        self.embedding_fields: Counter[str] = Counter()
         self.chat_calls = 0
         self.chat_requests: list[tuple[str, str]] = []
         self.chat_models: list[str] = []
@@ -371,6 +373,7 @@ class FakeOpenAI:
                     fake.embedded_texts += texts
                     fake.embedded.update(texts)
                     fake.embedding_calls.append(len(texts))
+                    fake.embedding_fields.update(body)
                 if texts != [DIMENSION_PROBE_TEXT]:  # the start-up probe is never held
                     self._hold(fake.hold_embeddings)
                 make = words_vector if fake.embedding == "words" else vector
