@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from pinlog import metrics
+from pinlog.ai.errors import BudgetExceeded
 
 
 class AdaptiveLimit:
@@ -57,12 +58,22 @@ class AdaptiveLimit:
         """Calls that may be in flight now (``floor(limit)``, within the bounds)."""
         return max(self.minimum, min(self.maximum, int(self.limit)))
 
-    async def acquire(self) -> None:
+    async def acquire(self, deadline: float | None = None) -> None:
         """Wait until a call may start: no ``Retry-After`` pending and fewer than
-        :attr:`allowed` calls in flight. Cancellation while waiting takes nothing."""
+        :attr:`allowed` calls in flight. Cancellation while waiting takes nothing.
+
+        Args:
+            deadline: a :meth:`now` value the caller must be done by (its budget).
+
+        Raises:
+            BudgetExceeded: the server's ``Retry-After`` holds calls until past ``deadline``
+                (waiting for it would outlive the caller's budget: give up now).
+        """
         loop = asyncio.get_running_loop()
         while True:
             now = self._clock()
+            if deadline is not None and self.blocked_until >= deadline:
+                raise BudgetExceeded("the server's Retry-After holds calls past the budget")
             if now < self.blocked_until:
                 await self._sleep(self.blocked_until - now)
                 continue

@@ -1,7 +1,7 @@
 """The SPEC §5.2 job and ``pinlog presets load`` against remote model servers that throttle,
 cap their inputs and refuse over-long inputs (issue 23; SPEC §6), on the real PostgreSQL.
 
-The servers are the local fake with behaviour profiles (``tests/support/fake_openai.py``,
+The servers are the local fake_openai with behaviour profiles (``tests/support/fake_openai.py``,
 which cites each real server's documented answers); the providers are the real HTTP ones,
 behind the real micro-batcher. The budget tests run real waits of a few hundred milliseconds
 (``retry-after-ms``, as Azure OpenAI sends it) far below the processing expiry they are
@@ -23,7 +23,6 @@ from pinlog.ai.runtime import AiRuntime
 from tests.conftest import config_of
 from tests.fakes import FakeJudge
 from tests.integration.ai.support import (
-    DIM,
     PROFILE,
     ai_settings_for,
     insert_state,
@@ -35,17 +34,9 @@ from tests.integration.ai.support import (
 from tests.support.fake_openai import PROFILES, FakeOpenAI, Profile
 
 
-@pytest.fixture
-def fake(request):
-    server = FakeOpenAI(dimension=DIM, **getattr(request, "param", {})).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
-
-def remote_settings(tmp_path, db_url, fake: FakeOpenAI, **overrides):
-    env = {k.removeprefix("PINLOG_").lower(): v for k, v in fake.env(PROFILE, judge=False).items()}
+def remote_settings(tmp_path, db_url, fake_openai: FakeOpenAI, **overrides):
+    env = {k.removeprefix("PINLOG_").lower(): v for k, v in fake_openai.env(PROFILE, judge=False).items()}
     return ai_settings_for(tmp_path, db_url, **{**env, **overrides})
 
 
@@ -61,14 +52,14 @@ def waited(kind: str) -> float:
 
 # --- throttling: Retry-After within the stage budget (SPEC §6) -----------------------------
 async def test_a_throttled_embedding_waits_out_retry_after_without_spending_attempts(
-        tmp_path, db_url, engine, fake, judge, presets, sync_conn):
+        tmp_path, db_url, engine, fake_openai, judge, presets, sync_conn):
     """4 throttles with a Retry-After, 3 attempts: all 4 waits are honoured and the stage
     completes (before issue 23 the 3 attempts were spent in ~1.5 s and the note waited for
     the processing expiry)."""
-    settings = remote_settings(tmp_path, db_url, fake, embedding_timeout=2.0, backoff_base=0.05,
+    settings = remote_settings(tmp_path, db_url, fake_openai, embedding_timeout=2.0, backoff_base=0.05,
                                backoff_cap=0.1, processing_expiry=60)
     pipeline, batched = await pipeline_at(engine, settings, judge)
-    fake.throttle_next(4, {"retry-after-ms": "150", "Retry-After": "1"})
+    fake_openai.throttle_next(4, {"retry-after-ms": "150", "Retry-After": "1"})
     before = waited("embedding")
     insert_state(sync_conn, 1)
     try:
@@ -76,22 +67,22 @@ async def test_a_throttled_embedding_waits_out_retry_after_without_spending_atte
     finally:
         await batched.aclose()
     assert result.embedding == "completed" and statuses(sync_conn, 1)[0] == "COMPLETED"
-    assert fake.throttled == 4 and fake.embedding_calls == [1]  # 5 requests, 1 answered
+    assert fake_openai.throttled == 4 and fake_openai.embedding_calls == [1]  # 5 requests, 1 answered
     assert settings.model_attempts == 3
     assert waited("embedding") - before == pytest.approx(4 * 0.15)
 
 
 async def test_the_budget_rule_holds_under_a_throttle_that_never_ends(
-        tmp_path, db_url, engine, fake, judge, presets, sync_conn):
+        tmp_path, db_url, engine, fake_openai, judge, presets, sync_conn):
     """Every request throttled with a short Retry-After: the stage waits (spending no attempt)
     until the next wait would end past its budget (timeout × attempts + backoff), then gives
     up transient — well before the processing expiry, so the rescan never duplicates it."""
-    settings = remote_settings(tmp_path, db_url, fake, embedding_timeout=0.5, backoff_base=0.05,
+    settings = remote_settings(tmp_path, db_url, fake_openai, embedding_timeout=0.5, backoff_base=0.05,
                                backoff_cap=0.1, processing_expiry=30)
     pipeline, batched = await pipeline_at(engine, settings, judge)
     budget = pipeline.embedding_budget
     assert budget == pytest.approx(0.5 * 3 + 0.15) and budget < 30
-    fake.throttle_next(1000, {"retry-after-ms": "200"})
+    fake_openai.throttle_next(1000, {"retry-after-ms": "200"})
     insert_state(sync_conn, 1)
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -101,24 +92,24 @@ async def test_the_budget_rule_holds_under_a_throttle_that_never_ends(
         await batched.aclose()
     elapsed = loop.time() - started
     assert result.embedding == "transient"
-    assert fake.throttled > settings.model_attempts  # the waits spent no attempt
+    assert fake_openai.throttled > settings.model_attempts  # the waits spent no attempt
     assert elapsed < settings.processing_expiry.total_seconds()
     row = read_state(sync_conn, 1)
     assert row.embedding_status == "PROCESSING" and "budget" in row.last_error
 
 
 async def test_a_retry_after_longer_than_the_budget_gives_up_at_once(
-        tmp_path, db_url, engine, fake, judge, presets, sync_conn):
-    settings = remote_settings(tmp_path, db_url, fake, embedding_timeout=1.0, backoff_base=0.05,
+        tmp_path, db_url, engine, fake_openai, judge, presets, sync_conn):
+    settings = remote_settings(tmp_path, db_url, fake_openai, embedding_timeout=1.0, backoff_base=0.05,
                                backoff_cap=0.1, processing_expiry=30)
     pipeline, batched = await pipeline_at(engine, settings, judge)
-    fake.throttle_next(1, {"Retry-After": "600"})
+    fake_openai.throttle_next(1, {"Retry-After": "600"})
     insert_state(sync_conn, 1)
     try:
         result = await pipeline.run(request(1))
     finally:
         await batched.aclose()
-    assert result.embedding == "transient" and fake.throttled == 1 and fake.embedding_calls == []
+    assert result.embedding == "transient" and fake_openai.throttled == 1 and fake_openai.embedding_calls == []
     assert "past the stage budget" in read_state(sync_conn, 1).last_error
 
 
@@ -126,22 +117,22 @@ async def test_a_retry_after_longer_than_the_budget_gives_up_at_once(
 GATEWAY_16 = Profile("gateway-16", max_inputs=16, too_many=PROFILES["azure-openai"].too_many)
 
 
-@pytest.mark.parametrize("fake", [{"profile": GATEWAY_16}], indirect=True)
+@pytest.mark.parametrize("fake_openai", [{"profile": GATEWAY_16}], indirect=True)
 async def test_presets_load_succeeds_against_a_16_input_cap_and_serve_can_start(
-        tmp_path, db_url, engine, fake, sync_conn):
+        tmp_path, db_url, engine, fake_openai, sync_conn):
     """The packaged presets are 112 texts; an endpoint capped at 16 inputs answers 400 "Too
     many inputs. The max number of inputs is 16" (Azure's words) to the first call of 32: the
     load lowers its cap and succeeds, and the ai side then starts (issue 23 #1: it used to exit
     1 and serve refused "no usable keyword presets")."""
-    settings = remote_settings(tmp_path, db_url, fake)
+    settings = remote_settings(tmp_path, db_url, fake_openai)
     config = config_of(settings).ai
     assert config.embedding.max_inputs == 32  # the openai provider's default
     presets = load_preset_file()
     report = await load_presets(engine, presets, config.embedding, config.batching,
                                 config.pipeline.retries)
     assert sorted(report.embedded) == sorted(p.id for p in presets)
-    assert fake.refused["too_many"] >= 1 and max(fake.embedding_calls) <= 16
-    assert sum(fake.embedding_calls) > len(presets)  # several passages per preset, all embedded
+    assert fake_openai.refused["too_many"] >= 1 and max(fake_openai.embedding_calls) <= 16
+    assert sum(fake_openai.embedding_calls) > len(presets)  # several passages per preset, all embedded
     stored = sync_conn.execute("SELECT count(*) FROM ai.keyword_preset_embedding "
                                "WHERE embedding_profile = %s", (PROFILE,)).fetchone()[0]
     assert stored == len(presets)
@@ -153,13 +144,13 @@ async def test_presets_load_succeeds_against_a_16_input_cap_and_serve_can_start(
         await runtime.stop()
 
 
-@pytest.mark.parametrize("fake", [{"profile": "vllm"}], indirect=True)
+@pytest.mark.parametrize("fake_openai", [{"profile": "vllm"}], indirect=True)
 async def test_a_note_over_the_context_length_fails_alone_and_its_batch_mates_complete(
-        tmp_path, db_url, engine, fake, judge, presets, sync_conn):
+        tmp_path, db_url, engine, fake_openai, judge, presets, sync_conn):
     """vLLM refuses the whole call with 400 "This model's maximum context length is 512
     tokens" (vllm-project/vllm#19798): the long note's embedding stage ends FAILED as an input
     over the model limit, the short notes sent with it are COMPLETED."""
-    settings = remote_settings(tmp_path, db_url, fake, embedding_batch_wait_ms=200)
+    settings = remote_settings(tmp_path, db_url, fake_openai, embedding_batch_wait_ms=200)
     pipeline, batched = await pipeline_at(engine, settings, judge)
     texts = {1: "조용한 카페", 2: "가" * 600, 3: "친구랑 맥주", 4: "비 오는 날 창가"}
     for cid in texts:
@@ -170,7 +161,7 @@ async def test_a_note_over_the_context_length_fails_alone_and_its_batch_mates_co
     finally:
         await batched.aclose()
     assert [r.embedding for r in results] == ["completed", "permanent", "completed", "completed"]
-    assert fake.refused["too_long"] >= 1
+    assert fake_openai.refused["too_long"] >= 1
     row = read_state(sync_conn, 2)
     assert row.embedding_status == "FAILED" and "input over the model limit" in row.last_error
     assert "가가가" not in row.last_error  # never the text

@@ -1,5 +1,5 @@
 """Input caps, Azure OpenAI, throttles and total deadlines of the embedding path (issue 23),
-against the local fake server's behaviour profiles (``tests/support/fake_openai.py``, which
+against the local fake_openai server's behaviour profiles (``tests/support/fake_openai.py``, which
 cites each real server's documented answers) and httpx's in-memory transport. No database.
 
 * a call never carries more inputs than the cap; a server's refusal (TEI 413, Azure 400)
@@ -32,18 +32,10 @@ from tests.support.fake_openai import API_KEY, PROFILES, FakeOpenAI, Profile, ve
 TEXTS = [f"preset passage {i} 조용한 카페" for i in range(100)]
 
 
-@pytest.fixture
-def fake(request):
-    server = FakeOpenAI(**getattr(request, "param", {})).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
-
-def openai_provider(fake: FakeOpenAI, **kwargs) -> OpenAIEmbeddingProvider:
-    return OpenAIEmbeddingProvider(base_url=fake.base_url, api_key=fake.api_key, model="m",
-                                   dimension=fake.dimension, profile="fake-v1", **kwargs)
+def openai_provider(fake_openai: FakeOpenAI, **kwargs) -> OpenAIEmbeddingProvider:
+    return OpenAIEmbeddingProvider(base_url=fake_openai.base_url, api_key=fake_openai.api_key, model="m",
+                                   dimension=fake_openai.dimension, profile="fake-v1", **kwargs)
 
 
 def assert_own_vectors(out: np.ndarray, texts: list[str], dimension: int) -> None:
@@ -52,21 +44,21 @@ def assert_own_vectors(out: np.ndarray, texts: list[str], dimension: int) -> Non
         assert np.allclose(row, vector(text, dimension), atol=1e-6)
 
 
-@pytest.mark.parametrize("fake", [{"profile": "tei"}], indirect=True)
-async def test_a_413_above_teis_batch_size_lowers_the_cap_to_the_servers_maximum(fake):
+@pytest.mark.parametrize("fake_openai", [{"profile": "tei"}], indirect=True)
+async def test_a_413_above_teis_batch_size_lowers_the_cap_to_the_servers_maximum(fake_openai):
     """TEI's default --max-client-batch-size is 32: a call of 64 is refused with 413 "batch
     size 64 > maximum allowed batch size 32" (router/src/http/server.rs)."""
-    batcher = MicroBatcher(openai_provider(fake), batch_size=64, max_inputs=64, wait_ms=0,
+    batcher = MicroBatcher(openai_provider(fake_openai), batch_size=64, max_inputs=64, wait_ms=0,
                            max_concurrent=1)
     try:
         out = await batcher.embed(TEXTS, "passage")
-        assert_own_vectors(out, TEXTS, fake.dimension)
+        assert_own_vectors(out, TEXTS, fake_openai.dimension)
         assert batcher.max_inputs == 32 and metrics.EMBEDDING_MAX_INPUTS._value.get() == 32
-        assert fake.refused["too_many"] == 1  # one refusal, then the cap is known
-        assert max(fake.embedding_calls) == 32 and sum(fake.embedding_calls) == len(TEXTS)
+        assert fake_openai.refused["too_many"] == 1  # one refusal, then the cap is known
+        assert max(fake_openai.embedding_calls) == 32 and sum(fake_openai.embedding_calls) == len(TEXTS)
         again = await batcher.embed(TEXTS[:40], "passage")  # remembered for the process
-        assert_own_vectors(again, TEXTS[:40], fake.dimension)
-        assert fake.refused["too_many"] == 1
+        assert_own_vectors(again, TEXTS[:40], fake_openai.dimension)
+        assert fake_openai.refused["too_many"] == 1
     finally:
         await batcher.aclose()
 
@@ -74,38 +66,38 @@ async def test_a_413_above_teis_batch_size_lowers_the_cap_to_the_servers_maximum
 GATEWAY_16 = Profile("gateway-16", max_inputs=16, too_many=PROFILES["azure-openai"].too_many)
 
 
-@pytest.mark.parametrize("fake", [{"profile": GATEWAY_16}], indirect=True)
-async def test_a_400_too_many_inputs_halves_a_batch_of_requests_and_none_is_lost(fake):
+@pytest.mark.parametrize("fake_openai", [{"profile": GATEWAY_16}], indirect=True)
+async def test_a_400_too_many_inputs_halves_a_batch_of_requests_and_none_is_lost(fake_openai):
     """Azure's 400 "Too many inputs. The max number of inputs is 16" (semantic-kernel#2099)
     for a micro-batch of 32 single-text requests: each request still gets its own vector."""
-    batcher = MicroBatcher(openai_provider(fake), batch_size=32, max_inputs=32, wait_ms=50,
+    batcher = MicroBatcher(openai_provider(fake_openai), batch_size=32, max_inputs=32, wait_ms=50,
                            max_concurrent=1)
     try:
         outs = await asyncio.gather(*(batcher.embed([t], "passage") for t in TEXTS[:32]))
         for out, text in zip(outs, TEXTS[:32], strict=True):
-            assert_own_vectors(out, [text], fake.dimension)
+            assert_own_vectors(out, [text], fake_openai.dimension)
         assert batcher.max_inputs == 16
-        assert fake.refused["too_many"] >= 1 and max(fake.embedding_calls) <= 16
+        assert fake_openai.refused["too_many"] >= 1 and max(fake_openai.embedding_calls) <= 16
     finally:
         await batcher.aclose()
 
 
-@pytest.mark.parametrize("fake", [{"profile": "azure-openai", "api_key": API_KEY}], indirect=True)
-async def test_azure_openai_gets_api_key_api_version_and_at_most_16_inputs_by_default(fake, tmp_path):
+@pytest.mark.parametrize("fake_openai", [{"profile": "azure-openai", "api_key": API_KEY}], indirect=True)
+async def test_azure_openai_gets_api_key_api_version_and_at_most_16_inputs_by_default(fake_openai, tmp_path):
     config = load_config(data_dir=tmp_path, embedding_provider="azure-openai",
-                         embedding_base_url=fake.root_url, embedding_api_key=API_KEY,
-                         embedding_model="embed-deployment", embedding_dimension=fake.dimension)
+                         embedding_base_url=fake_openai.root_url, embedding_api_key=API_KEY,
+                         embedding_model="embed-deployment", embedding_dimension=fake_openai.dimension)
     assert config.ai.embedding.max_inputs == 16
     batched = build_batched_provider(config.ai.embedding, config.ai.batching)
     try:
         assert isinstance(batched.provider, AzureOpenAIEmbeddingProvider)
         out = await batched.embed(TEXTS, "passage")
-        assert_own_vectors(out, TEXTS, fake.dimension)
-        assert fake.refused["too_many"] == 0 and max(fake.embedding_calls) == 16
+        assert_own_vectors(out, TEXTS, fake_openai.dimension)
+        assert fake_openai.refused["too_many"] == 0 and max(fake_openai.embedding_calls) == 16
     finally:
         await batched.aclose()
-    wrong = AzureOpenAIEmbeddingProvider(base_url=fake.root_url, api_key="sk-wrong-key-000000",
-                                         model="d", dimension=fake.dimension, profile="p")
+    wrong = AzureOpenAIEmbeddingProvider(base_url=fake_openai.root_url, api_key="sk-wrong-key-000000",
+                                         model="d", dimension=fake_openai.dimension, profile="p")
     with pytest.raises(Exception, match="upstream 401"):
         await wrong.embed(["x"], "passage")
     await wrong.aclose()
@@ -158,12 +150,12 @@ async def test_a_throttle_reaches_the_caller_with_the_servers_wait(headers, expe
         assert info.value.retry_after == pytest.approx(expected, abs=1.0)
 
 
-@pytest.mark.parametrize("fake", [{}], indirect=True)
-async def test_a_throttle_halves_the_calls_in_flight_and_holds_new_calls(fake):
-    batcher = MicroBatcher(openai_provider(fake), batch_size=1, wait_ms=0, max_concurrent=4)
+@pytest.mark.parametrize("fake_openai", [{}], indirect=True)
+async def test_a_throttle_halves_the_calls_in_flight_and_holds_new_calls(fake_openai):
+    batcher = MicroBatcher(openai_provider(fake_openai), batch_size=1, wait_ms=0, max_concurrent=4)
     try:
         assert batcher.limit.allowed == 4
-        fake.throttle_next(1, {"retry-after-ms": "100"})
+        fake_openai.throttle_next(1, {"retry-after-ms": "100"})
         before = batcher.limit.now()
         with pytest.raises(ThrottledError) as info:
             await batcher.embed(["one"], "passage")
@@ -171,7 +163,7 @@ async def test_a_throttle_halves_the_calls_in_flight_and_holds_new_calls(fake):
         assert batcher.limit.allowed == 2  # halved
         assert batcher.limit.blocked_until >= before + 0.1  # new calls held for the wait
         out = await batcher.embed(["two"], "passage")  # after the wait, calls go again
-        assert_own_vectors(out, ["two"], fake.dimension)
+        assert_own_vectors(out, ["two"], fake_openai.dimension)
     finally:
         await batcher.aclose()
 

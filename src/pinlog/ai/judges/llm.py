@@ -388,12 +388,15 @@ class LlmJudge:
                         "now on", mode, model, RESPONSE_FORMATS[index + 1],
                         extra={"error_class": "permanent"})
 
-    async def _call(self, model: str, messages: list[dict[str, str]]) -> object:
+    async def _call(self, model: str, messages: list[dict[str, str]],
+                    deadline: float | None = None) -> object:
         """One HTTP call, bounded as a whole; returns the parsed JSON body or raises a
-        classified error (:class:`_FormatRefused` when the format must change)."""
+        classified error (:class:`_FormatRefused` when the format must change;
+        :class:`~pinlog.ai.errors.BudgetExceeded` when a ``Retry-After`` holds calls past
+        ``deadline``, a :meth:`AdaptiveLimit.now` value)."""
         request = self._request(model, messages)
         mode = self.response_format(model)
-        await self.limit.acquire()
+        await self.limit.acquire(deadline)
         begun = self.limit.now()
         try:
             async with asyncio.timeout(self._timeout):  # the whole call, not each read
@@ -428,9 +431,9 @@ class LlmJudge:
     async def _judge_once(self, text: str, candidates: Sequence[Candidate],
                           deadline: float | None = None) -> _Vote:
         """One judgement with the shared attempt budget and the chain (module docstring)."""
-        loop = asyncio.get_running_loop()
+        clock = self.limit.now
         if deadline is None:
-            deadline = loop.time() + self.budget
+            deadline = clock() + self.budget
         messages = build_messages(text, candidates)
         models = self._models()
         index, attempt = 0, 0
@@ -439,7 +442,7 @@ class LlmJudge:
             model = models[index]
             final = attempt == self.attempts - 1
             try:
-                raw, unmatched = parse_answer(await self._call(model, messages))
+                raw, unmatched = parse_answer(await self._call(model, messages, deadline))
                 return _Vote(map_picks(raw, candidates), unmatched, model)
             except _FormatRefused:
                 continue  # the same model again, with the next response_format
@@ -464,7 +467,7 @@ class LlmJudge:
             except TransientModelError as exc:
                 wait = throttle_wait(exc)
                 if wait is not None:  # Retry-After: wait it out, no attempt spent (SPEC §6)
-                    if loop.time() + wait >= deadline:
+                    if clock() + wait >= deadline:
                         raise BudgetExceeded(f"{exc}; Retry-After {wait:g} s ends past the judge "
                                              "budget") from None
                     metrics.MODEL_THROTTLE_WAIT.labels(kind="judge").inc(wait)
@@ -478,7 +481,7 @@ class LlmJudge:
             log.warning("judge attempt %d/%d failed (%s), retrying", attempt, self.attempts,
                         last)
             delay = backoff_delay(attempt - 1, self.backoff_base, self.backoff_cap, self._rng)
-            if loop.time() + delay >= deadline:
+            if clock() + delay >= deadline:
                 raise BudgetExceeded(f"{last}; no time left in the judge budget") from None
             await self._sleep(delay)
 
@@ -497,7 +500,7 @@ class LlmJudge:
         """
         if not candidates:
             return JudgeAnswer(picks=(), model_profile=f"llm:{self.chain[0]}")
-        deadline = asyncio.get_running_loop().time() + self.budget
+        deadline = self.limit.now() + self.budget
         if self.votes == 1:
             vote = await self._judge_once(text, candidates, deadline)
             return JudgeAnswer(picks=vote.picks, unmatched_concepts=vote.unmatched,

@@ -14,11 +14,9 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import httpx
-from pydantic import SecretStr
 
 from pinlog.ai.ports import EmbeddingProvider
-from pinlog.ai.providers.base import EmbeddingProviderConfig
-from pinlog.ai.providers.openai import OpenAIEmbeddingProvider
+from pinlog.ai.providers.openai import OpenAIConfig, OpenAIEmbeddingProvider
 from pinlog.ai.registry import given
 from pinlog.settings import Settings, reveal
 
@@ -31,8 +29,9 @@ PROFILE = "azure-openai-text-embedding-3-small-1536-cosine-v1"
 API_VERSION = "2024-10-21"
 
 
-class AzureOpenAIConfig(EmbeddingProviderConfig):
-    """``PINLOG_EMBEDDING_PROVIDER=azure-openai``.
+class AzureOpenAIConfig(OpenAIConfig):
+    """``PINLOG_EMBEDDING_PROVIDER=azure-openai``: the ``openai`` provider's fields, read the
+    same way, with Azure's meaning and defaults.
 
     Attributes:
         base_url: ``PINLOG_EMBEDDING_BASE_URL``, the resource endpoint
@@ -41,30 +40,18 @@ class AzureOpenAIConfig(EmbeddingProviderConfig):
             ``text-embedding-3-small``).
         api_key: ``PINLOG_EMBEDDING_API_KEY``, sent as ``api-key``.
         api_version: ``PINLOG_EMBEDDING_API_VERSION`` (default :data:`API_VERSION`).
-        timeout: ``PINLOG_EMBEDDING_TIMEOUT``, seconds for a whole call.
         max_inputs: default 16.
-        max_concurrent: default 4.
     """
 
-    provider: Literal["azure-openai"] = "azure-openai"
+    provider: Literal["azure-openai"] = "azure-openai"  # type: ignore[assignment]  # a subclass names itself
     profile: str = PROFILE
-    dimension: int = 1536
-    model: str = "text-embedding-3-small"
-    base_url: str | None = None
-    api_key: SecretStr | None = None
     api_version: str = API_VERSION
-    timeout: float
     max_inputs: int | None = 16
-    max_concurrent: int = 4
 
     @classmethod
     def settings_values(cls, settings: Settings) -> dict[str, Any]:
         return {**super().settings_values(settings),
-                **given(model=settings.embedding_model, base_url=settings.embedding_base_url,
-                        api_key=settings.embedding_api_key,
-                        api_version=settings.embedding_api_version,
-                        max_concurrent=settings.embedding_max_concurrent),
-                "timeout": settings.embedding_timeout}
+                **given(api_version=settings.embedding_api_version)}
 
     def build(self) -> EmbeddingProvider:
         if not self.base_url:
