@@ -89,7 +89,7 @@ class OpenAIEmbeddingProvider:
         transport: optional httpx transport (tests).
     """
 
-    #: What an error message names the call (subclasses: another server kind).
+    #: What a timeout or connection error names the call (subclasses: another server kind).
     what = "embedding"
 
     def __init__(self, *, base_url: str, api_key: str | None, model: str, dimension: int,
@@ -137,8 +137,9 @@ class OpenAIEmbeddingProvider:
             raise TransientModelError(
                 f"{self.what} connection error ({type(exc).__name__})") from None
         if response.status_code != 200:
-            raise http_error(response.status_code, response.text, response.headers,
-                             what=self.what, inputs=len(texts))
+            # "upstream 429 …": the stage already names itself in last_error
+            raise http_error(response.status_code, response.text, response.headers, what="",
+                             inputs=len(texts))
         try:
             data = response.json()["data"]
             rows = sorted(data, key=lambda item: int(item.get("index", 0)))
