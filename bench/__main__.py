@@ -17,6 +17,9 @@ within one run from paired rounds):
    embedding / the rest (SQL, decision, re-verification) (bench/bench_search.py);
 7. ``retention`` — a purge round of 10k due notes (and their old history) among 1M live ones,
    then a round with nothing due; the picks use their indexes (bench/bench_retention.py).
+8. ``throttle`` (report §6b) — N notes through a fake model server throttling at R requests/s (429 +
+   ``Retry-After``), per behaviour profile (OpenAI, Azure OpenAI, TEI, vLLM, Ollama, a
+   reasoning model): all COMPLETED? wall time vs the rate's floor (bench/bench_throttle.py).
 
 ``--quick`` runs small sizes, 1-2 rounds, writes to a temporary file (or ``--out``) and checks no
 threshold: it only proves the benchmarks still run (CI). The raw figures go to a JSON file next
@@ -50,7 +53,8 @@ from common import cpu_model, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "retention")
+MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "retention",
+            "throttle")
 
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
@@ -61,6 +65,7 @@ FULL: dict[str, Any] = {
     "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
     "search_passes": 3,
     "retention_live": 1_000_000, "retention_dead": 10_000, "retention_rounds": 3,
+    "throttle_n": 200, "throttle_rate": 10.0,
 }
 QUICK: dict[str, Any] = {
     "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
@@ -70,6 +75,7 @@ QUICK: dict[str, Any] = {
     "rescan_sizes": [1_000, 5_000], "rescan_rounds": 2,
     "search_sizes": [100, 500], "search_total": 3_000, "search_queries": 10, "search_passes": 1,
     "retention_live": 5_000, "retention_dead": 500, "retention_rounds": 1,
+    "throttle_n": 20, "throttle_rate": 10.0,
 }
 
 _T0 = time.monotonic()
@@ -380,10 +386,22 @@ def measure_retention(cfg: dict[str, Any]) -> dict[str, Any]:
                                cfg["retention_rounds"], log=log)
 
 
+# --- measure 8: throttled remote providers --------------------------------------------------
+def measure_throttle(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_throttle
+    from scratch_db import scratch_database
+
+    log(f"throttle: {cfg['throttle_n']} notes per profile at {cfg['throttle_rate']:g} requests/s, "
+        f"profiles {', '.join(bench_throttle.PROFILES)}")
+    with scratch_database() as url:
+        return asyncio.run(bench_throttle.run(url, n=cfg["throttle_n"], rate=cfg["throttle_rate"],
+                                              profiles=bench_throttle.PROFILES, log=log))
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pipeline": measure_pipeline, "orchestration": measure_orchestration,
     "import": measure_import, "serve": measure_serve, "rescan": measure_rescan,
-    "search": measure_search, "retention": measure_retention,
+    "search": measure_search, "retention": measure_retention, "throttle": measure_throttle,
 }
 
 

@@ -88,6 +88,10 @@ def figures(data: dict[str, Any]) -> dict[str, Any]:
         f["rescan_small"], f["rescan_large"] = meds[small], meds[large]
         f["rescan_sizes"] = (small, large)
         f["rescan_ratio"] = meds[large] / meds[small]
+    t = m.get("throttle", {})
+    if t.get("profiles"):
+        f["throttle"] = t["profiles"]
+        f["throttle_n"], f["throttle_rate"] = t["n"], t["rate"]
     q = m.get("search", {})
     if q.get("sizes"):
         f["search"] = {}
@@ -167,11 +171,19 @@ def render(data: dict[str, Any]) -> str:
     if f.get("peak_rss"):
         w(f"| 6 | `pinlog serve` RSS | idle {_mb(f['idle_rss'])}, peak {_mb(f['peak_rss'])} | "
           "(report) | – |")
+    for row in f.get("throttle", []):
+        ok = row["completed"] == row["n"] and row["failed"] == 0 and \
+            row["wall_s"] <= 1.5 * row["floor_s"] + 5
+        w(f"| 6b | {row['n']} notes at {row['rate']:g} req/s, profile `{row['profile']}` | "
+          f"{row['completed']}/{row['n']} COMPLETED, {row['failed']} FAILED, {row['wall_s']:.1f} s "
+          f"(floor {row['floor_s']:.1f} s) | all COMPLETED, ≤ 1.5 × floor + 5 s | "
+          f"{_verdict(ok, quick)} |")
     w("")
     if data.get("notes"):
         w(data["notes"].rstrip() + "\n")
     sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
-                "serve": _serve, "rescan": _rescan, "search": _search, "retention": _retention}
+                "serve": _serve, "rescan": _rescan, "search": _search, "retention": _retention,
+                "throttle": _throttle}
     for name, measure in data["measures"].items():
         w(sections[name].__doc__ or name)
         if measure.get("command"):
@@ -406,6 +418,26 @@ the `search_member` / `lexical_matches` statements timed on their own (round tri
     for name, plan in plans.items():
         lines += [f"{name}:", "```", plan, "```"]
     lines.append("</details>")
+    return lines
+
+
+def _throttle(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 6b. Throttled remote providers
+
+Command: `bench/bench_throttle.py` logic (`run`): per behaviour profile of the fake model
+server (`tests/support/fake_openai.py`), a scratch database, `pinlog presets load` through the
+throttle, N state rows, an in-process ai runtime (OpenAI-compatible provider or Azure OpenAI,
+llm judge, default settings), N process requests at once. The server accepts R requests per
+second over both endpoints (token bucket, full at the start) and answers 429 + `Retry-After`
+(whole seconds) above it. Floor = (requests answered − R) ÷ R: the time the rate itself
+imposes (one judge call per note, embeddings batched). wall = submit → every job finished."""
+    lines = [f"{r['n']} notes per profile, {r['rate']:g} requests/s.\n",
+             "| profile | COMPLETED | FAILED | wall | floor | requests answered | 429s | presets load |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in r["profiles"]:
+        lines.append(f"| {row['profile']} | {row['completed']}/{row['n']} | {row['failed']} | "
+                     f"{row['wall_s']:.1f} s | {row['floor_s']:.1f} s | {row['answered']} | "
+                     f"{row['throttled']} | {row['presets_s']:.1f} s |")
     return lines
 
 

@@ -91,15 +91,11 @@ class DemoResult:
 
 async def _load_presets(engine: AsyncEngine, config: Config, path: Path | None,
                         console: Console) -> None:
-    from pinlog.ai.ports import close_resource
-    from pinlog.ai.presets import load_preset_file, upsert_presets
+    from pinlog.ai.presets import load_preset_file, load_presets
 
     presets = load_preset_file(path)
-    provider = config.ai.embedding.build()
-    try:
-        report = await upsert_presets(engine, presets, provider)
-    finally:
-        await close_resource(provider)
+    report = await load_presets(engine, presets, config.ai.embedding, config.ai.batching,
+                                config.ai.pipeline.retries)
     console.print(f"presets loaded ({path.name if path else 'packaged default'}): "
                   f"{report.summary()}")
 

@@ -95,10 +95,34 @@ class RetryPolicy:
 @dataclass(frozen=True)
 class LlmEndpoint:
     """The OpenAI-compatible chat endpoint the ``llm`` judge and the ``llm`` query rewrite call:
-    ``PINLOG_LLM_BASE_URL`` (``…/v1``) and ``PINLOG_LLM_API_KEY`` (never in a repr)."""
+    ``PINLOG_LLM_BASE_URL`` (``…/v1``), ``PINLOG_LLM_API_KEY`` (never in a repr) and, for Azure
+    OpenAI, ``PINLOG_LLM_API_VERSION``.
+
+    Azure OpenAI (issue 23): with ``api_version`` set the key is sent as the ``api-key`` header
+    and ``?api-version=…`` is added to every URL; a ``{model}`` in the base URL is replaced by
+    the model (a deployment name), e.g.
+    ``https://<resource>.openai.azure.com/openai/deployments/{model}``.
+    """
 
     base_url: str
     api_key: SecretStr | None
+    api_version: str | None = None
+
+    def chat_url(self, model: str) -> str:
+        """``{base_url}/chat/completions`` for ``model`` (plus ``?api-version=`` for Azure)."""
+        from urllib.parse import quote
+
+        base = self.base_url.replace("{model}", quote(model, safe="")).rstrip("/")
+        url = base + "/chat/completions"
+        return url + (f"?api-version={quote(self.api_version)}" if self.api_version else "")
+
+    def headers(self) -> dict[str, str]:
+        """The authentication header: ``api-key`` for Azure, else ``Authorization: Bearer``
+        (none without a key). Reveals the key: for the HTTP client only, never log it."""
+        key = reveal(self.api_key)
+        if not key:
+            return {}
+        return {"api-key": key} if self.api_version else {"Authorization": f"Bearer {key}"}
 
 
 def _split_csv(value: object) -> object:
@@ -214,6 +238,18 @@ class Settings(BaseSettings):
         8000, ge=1, le=1_000_000, description="Micro-batch work bound: most characters of text "
         "in one embedding call (at least PINLOG_MAX_TEXT_CHARS, so every note fits).")
     embedding_batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="Micro-batch wait.")
+    embedding_max_inputs: int | None = Field(
+        None, ge=1, le=4096, description="Most inputs one embedding call carries (per provider "
+        "when unset: openai 32, TEI's default --max-client-batch-size; azure-openai 16). A "
+        "server that refuses a call for too many inputs (413, or 400 'too many inputs') lowers "
+        "it for the process.")
+    embedding_max_concurrent: int | None = Field(
+        None, ge=1, le=64, description="Most embedding calls in flight (per provider when unset: "
+        "4 for a remote endpoint, 1 for a local model); a throttling server (429/503) gets fewer "
+        "(adaptive, AIMD).")
+    embedding_api_version: str | None = Field(
+        None, description="azure-openai only: the api-version query parameter (default "
+        "2024-10-21).")
     embedding_passage_prefix: str = Field(
         "", description="sentence-transformers only: prepended to stored texts (e.g. 'passage: ' "
         "for e5 models). Part of the input preprocessing: the profile string must name it.")
@@ -227,7 +263,14 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_chain: Annotated[list[str], NoDecode] = Field(default_factory=list)
     llm_votes: int = Field(1, ge=1, le=9)
-    llm_timeout: float = Field(90.0, gt=0, description="Seconds per judge call.")
+    llm_timeout: float = Field(90.0, gt=0, description="Seconds per judge call (the whole "
+                               "call: connect, send and every read).")
+    llm_api_version: str | None = Field(
+        None, description="Azure OpenAI: the api-version query parameter; set, the key is sent "
+        "as the api-key header and {model} in PINLOG_LLM_BASE_URL names the deployment.")
+    llm_max_concurrent: int = Field(
+        8, ge=1, le=256, description="Most judge calls in flight; a throttling server (429/503) "
+        "gets fewer (adaptive, AIMD).")
     candidate_top_k: int = Field(10, ge=1, le=100)
     candidate_floor: float | None = Field(None, ge=-1, le=1,
                                           description="Cosine, -1..1. Per profile when unset.")
@@ -362,7 +405,7 @@ class Settings(BaseSettings):
         if not self.llm_base_url:
             raise ValueError("PINLOG_JUDGE=llm (or an llm search rewrite) needs "
                              "PINLOG_LLM_BASE_URL (an OpenAI-compatible endpoint, …/v1)")
-        return LlmEndpoint(self.llm_base_url, self.llm_api_key)
+        return LlmEndpoint(self.llm_base_url, self.llm_api_key, self.llm_api_version)
 
     @property
     def retries(self) -> RetryPolicy:

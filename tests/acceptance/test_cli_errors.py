@@ -47,7 +47,7 @@ def _one_line(result) -> str:
     ({}, ["serve", "--components", "core"], "--components core needs PINLOG_AI_BASE_URL"),
     ({"PINLOG_RESCAN_INTERVAL": "abc"}, ["status"], "PINLOG_RESCAN_INTERVAL"),
     ({"PINLOG_EMBEDDING_PROVIDER": "nope"}, ["status"],
-     "unknown embedding provider 'nope' (known: local-e5, openai, sentence-transformers)"),
+     "unknown embedding provider 'nope' (known: azure-openai, local-e5, openai, sentence-transformers)"),
     ({"PINLOG_JUDGE": "nope"}, ["serve"], "unknown judge 'nope' (known: llm, similarity)"),
 ], ids=["llm-judge-without-endpoint", "data-dir-unusable", "core-that-cannot-dispatch",
         "bad-interval", "unknown-provider", "unknown-judge"])

@@ -86,6 +86,13 @@ HTTP_PY = "src/pinlog/http.py"
 PUBLIC_IDS = "src/pinlog/core/public_ids.py"
 IMPORTER_PY = "src/pinlog/core/importer.py"
 CLI_DB_PY = "src/pinlog/cli/db.py"
+AI_ERRORS = "src/pinlog/ai/errors.py"
+LIMITS_PY = "src/pinlog/ai/limits.py"
+LLM_PY = "src/pinlog/ai/judges/llm.py"
+REWRITE_PY = "src/pinlog/ai/rewrite.py"
+OPENAI_PY = "src/pinlog/ai/providers/openai.py"
+AZURE_PY = "src/pinlog/ai/providers/azure_openai.py"
+CALIBRATION_PY = "src/pinlog/ai/calibration.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -143,6 +150,11 @@ PUBLIC_PAGING_T = "tests/acceptance/core/test_public_view_paging_edit.py"
 IMPORT_T = "tests/integration/core/importer/test_import.py"
 SERVE_EMBEDDED_T = "tests/acceptance/test_serve_embedded.py"
 SETTINGS_LINE_T = "tests/unit/test_settings.py::test_a_setting_that_cannot_work_is_one_clear_line"
+REMOTE_LIMITS_T = "tests/unit/ai/test_remote_limits.py"
+CAPS_T = "tests/unit/ai/test_input_caps_and_deadlines.py"
+LLM_ENDPOINTS_T = "tests/unit/ai/judges/test_llm_endpoints.py"
+REMOTE_T = "tests/integration/ai/test_remote_providers.py"
+SEARCH_CUTS_T = "tests/unit/ai/test_search_cuts.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -958,10 +970,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "query_lane_shares_the_passage_slot",
         "issue 16 #4: a query has its own provider slot, never behind the background backlog",
         BATCHING,
-        "        self._slots = {\"passage\": asyncio.Semaphore(self.max_concurrent),\n"
-        "                       \"query\": asyncio.Semaphore(1)}",
-        "        self._slots = dict.fromkeys((\"passage\", \"query\"),\n"
-        "                                    asyncio.Semaphore(self.max_concurrent))",
+        "        self._slots = {\"passage\": self.limit,\n"
+        "                       \"query\": AdaptiveLimit(1, kind=\"embedding_query\")}",
+        "        self._slots = dict.fromkeys((\"passage\", \"query\"), self.limit)",
         (f"{PRIORITY_T}::test_search_answers_while_the_background_backlog_is_held",),
     ),
     # -- the keyword category rule (ai/judges/similarity.py, SPEC §8)
@@ -1401,6 +1412,238 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if (config.ai.retention.enabled if retention is None else retention) and (ai or core):",
         "if ai or core:",
         (f"{PURGE_T}::test_a_running_process_purges_in_the_background_unless_one_shot",),
+    ),
+    # ---- remote providers: throttling, input caps, deadlines, LLM answers (issue 23, SPEC §6) --
+    Mutation(
+        "retry_after_spends_an_attempt",
+        "SPEC §6: a 429/503 with Retry-After is waited out instead of spending an attempt",
+        AI_ERRORS,
+        "            if wait is not None and deadline is not None:\n",
+        "            if False:\n",
+        (f"{REMOTE_LIMITS_T}::test_a_retry_after_is_waited_out_without_spending_an_attempt",
+         f"{REMOTE_T}::test_a_throttled_embedding_waits_out_retry_after_without_spending_attempts"),
+    ),
+    Mutation(
+        "retry_after_waited_past_the_budget",
+        "SPEC §6 budget rule: a throttle's wait never ends past the stage budget",
+        AI_ERRORS,
+        "                if clock() + wait >= deadline:\n",
+        "                if False:\n",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_a_retry_after_past_the_deadline_gives_up_at_once_and_never_sleeps_past_it",),
+    ),
+    Mutation(
+        "embedding_stage_waits_without_its_budget",
+        "SPEC §6 budget rule: the embedding stage's throttle waits end inside its budget "
+        "(timeout × attempts + backoff < processing expiry)",
+        PIPELINE_PY,
+        "            sleep=self._sleep, deadline=deadline, clock=loop.time,",
+        "            sleep=self._sleep, deadline=None, clock=loop.time,",
+        (f"{REMOTE_T}::test_the_budget_rule_holds_under_a_throttle_that_never_ends",
+         f"{REMOTE_T}::test_a_throttled_embedding_waits_out_retry_after_without_spending_attempts"),
+    ),
+    Mutation(
+        "retry_after_header_ignored",
+        "SPEC §6: a throttle carries the server's Retry-After",
+        AI_ERRORS,
+        "            retry_after=parse_retry_after(headers))",
+        "            retry_after=None)",
+        (f"{REMOTE_LIMITS_T}::test_429_and_503_are_throttles_carrying_the_servers_wait",
+         f"{CAPS_T}::test_a_throttle_reaches_the_caller_with_the_servers_wait"),
+    ),
+    Mutation(
+        "retry_after_http_date_ignored",
+        "RFC 9110 §10.2.3: Retry-After is delay-seconds or an HTTP date",
+        AI_ERRORS,
+        "            when = email.utils.parsedate_to_datetime(raw)\n",
+        "            when = None\n",
+        (f"{REMOTE_LIMITS_T}::test_retry_after_in_seconds_as_an_http_date_and_in_milliseconds",),
+    ),
+    Mutation(
+        "throttle_keeps_the_concurrency",
+        "SPEC §6: a throttled provider gets fewer calls in flight (multiplicative decrease)",
+        LIMITS_PY,
+        "            self.limit = max(float(self.minimum), self.limit / 2.0)\n",
+        "            self.limit = max(float(self.minimum), self.limit)\n",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_a_throttle_halves_the_limit_once_per_round_and_successes_raise_it_again",
+         f"{CAPS_T}::test_a_throttle_halves_the_calls_in_flight_and_holds_new_calls"),
+    ),
+    Mutation(
+        "batcher_ignores_throttles",
+        "SPEC §6: the micro-batcher's calls in flight follow the server's throttling",
+        BATCHING,
+        "            self.limit.throttled(begun, exc.retry_after)\n",
+        "",
+        (f"{CAPS_T}::test_a_throttle_halves_the_calls_in_flight_and_holds_new_calls",),
+    ),
+    Mutation(
+        "too_many_inputs_fails_the_batch",
+        "issue 23: a refusal for too many inputs lowers the cap and the texts are sent again",
+        BATCHING,
+        "        except TooManyInputs as exc:\n            if len(texts) <= 1:\n",
+        "        except TooManyInputs as exc:\n            if True:\n",
+        (f"{CAPS_T}::test_a_413_above_teis_batch_size_lowers_the_cap_to_the_servers_maximum",
+         f"{REMOTE_T}::test_presets_load_succeeds_against_a_16_input_cap_and_serve_can_start"),
+    ),
+    Mutation(
+        "too_many_inputs_not_recognised",
+        "issue 23: TEI's 413 and Azure's 400 'Too many inputs' are recognised as such",
+        AI_ERRORS,
+        "    if inputs > 1 and (says_too_many or (status == 413 and not too_long)) \\\n",
+        "    if False and (says_too_many or (status == 413 and not too_long)) \\\n",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_too_many_inputs_in_each_servers_words_names_the_servers_maximum",
+         f"{REMOTE_T}::test_presets_load_succeeds_against_a_16_input_cap_and_serve_can_start"),
+    ),
+    Mutation(
+        "too_long_413_taken_for_too_many_inputs",
+        "issue 23: TEI's 413 for an input over its token limit is not a too-many-inputs refusal",
+        AI_ERRORS,
+        "(status == 413 and not too_long)",
+        "(status == 413)",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_an_input_over_the_context_length_is_permanent_and_never_too_many_inputs[tei-413]",),
+    ),
+    Mutation(
+        "context_length_refusal_unnamed",
+        "SPEC §6: an input over the model limit is permanent and says so (vLLM's context length)",
+        AI_ERRORS,
+        "    if too_long and status in (400, 413, 422):\n",
+        "    if False:\n",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_an_input_over_the_context_length_is_permanent_and_never_too_many_inputs[vllm-400]",
+         f"{REMOTE_T}::test_a_note_over_the_context_length_fails_alone_and_its_batch_mates_complete"),
+    ),
+    Mutation(
+        "lowered_cap_ignored_for_formed_batches",
+        "issue 23: a cap the server taught is used at once, also for calls formed before it",
+        BATCHING,
+        "        if len(texts) > self.max_inputs:  # formed before the server lowered the cap\n",
+        "        if False:  # formed before the server lowered the cap\n",
+        (f"{CAPS_T}::test_a_413_above_teis_batch_size_lowers_the_cap_to_the_servers_maximum",),
+    ),
+    Mutation(
+        "embedding_call_bounded_per_read",
+        "SPEC §6: every remote call is bounded as a whole, not per read (embedding)",
+        OPENAI_PY,
+        "            async with asyncio.timeout(self.timeout):  # the whole call, not each read\n",
+        "            async with asyncio.timeout(None):  # the whole call, not each read\n",
+        (f"{CAPS_T}::test_an_answer_that_trickles_in_times_out_as_a_whole",),
+    ),
+    Mutation(
+        "judge_call_bounded_per_read",
+        "SPEC §6: every remote call is bounded as a whole, not per read (judge)",
+        LLM_PY,
+        "            async with asyncio.timeout(self._timeout):  # the whole call, not each read\n",
+        "            async with asyncio.timeout(None):  # the whole call, not each read\n",
+        (f"{LLM_ENDPOINTS_T}::test_an_answer_that_trickles_in_times_out_as_a_whole",),
+    ),
+    Mutation(
+        "rewrite_call_bounded_per_read",
+        "SPEC §6/§10: the query rewrite is bounded as a whole; a rewrite problem never fails "
+        "search",
+        REWRITE_PY,
+        "            async with asyncio.timeout(self._timeout):  # the whole call, not each read\n",
+        "            async with asyncio.timeout(None):  # the whole call, not each read\n",
+        (f"{LEXICAL_T}::"
+         "test_a_rewrite_that_trickles_in_falls_back_within_its_deadline_and_search_answers",),
+    ),
+    Mutation(
+        "azure_key_sent_as_bearer",
+        "issue 23: Azure OpenAI takes its key in the api-key header",
+        AZURE_PY,
+        "        return {\"api-key\": api_key} if api_key else {}\n",
+        "        return super()._auth_headers(api_key)\n",
+        (f"{CAPS_T}::test_azure_requests_carry_the_deployment_url_and_no_model_field",),
+    ),
+    Mutation(
+        "azure_chat_key_sent_as_bearer",
+        "issue 23: the judge and the rewrite send Azure's api-key header with an api-version",
+        SETTINGS_PY,
+        "        return {\"api-key\": key} if self.api_version else "
+        "{\"Authorization\": f\"Bearer {key}\"}\n",
+        "        return {\"Authorization\": f\"Bearer {key}\"}\n",
+        (f"{LLM_ENDPOINTS_T}::test_azure_openai_gets_the_deployment_url_api_version_and_api_key",),
+    ),
+    Mutation(
+        "response_format_never_downgraded",
+        "issue 23: an endpoint that refuses json_schema is asked with json_object, then none",
+        LLM_PY,
+        "            if mode != \"none\" and refuses_response_format(response.status_code, "
+        "response.text):\n",
+        "            if False:\n",
+        (f"{LLM_ENDPOINTS_T}::test_json_schema_refused_falls_back_to_json_object_remembered_per_model",
+         f"{LLM_ENDPOINTS_T}::test_an_endpoint_with_no_json_mode_gets_no_response_format"),
+    ),
+    Mutation(
+        "reasoning_block_parsed_as_the_answer",
+        "issue 23: <think>…</think> is stripped before the judge's JSON is parsed",
+        LLM_PY,
+        "    text = _THINK.sub(\"\", content)\n    closing = text.lower().rfind(\"</think>\")\n",
+        "    text = content\n    closing = -1\n",
+        (f"{LLM_ENDPOINTS_T}::test_reasoning_blocks_fences_and_prose_are_stripped_before_parsing[think]",),
+    ),
+    Mutation(
+        "per_model_refusal_ends_the_chain",
+        "SPEC §6: a per-model not-found (or other 4xx but 401/403) moves to the next model",
+        AI_ERRORS,
+        "    if 400 <= status < 500 and status not in (401, 403):\n",
+        "    if False:\n",
+        (f"{LLM_ENDPOINTS_T}::"
+         "test_a_model_that_is_gone_moves_to_the_next_model_and_is_skipped_from_then_on[openai]",
+         f"{LLM_ENDPOINTS_T}::"
+         "test_another_per_model_4xx_moves_on_in_order_without_forgetting_the_model"),
+    ),
+    Mutation(
+        "gone_model_asked_again",
+        "issue 23: a model the endpoint does not serve is skipped for the rest of the process",
+        LLM_PY,
+        "        return [m for m in self.chain if m not in self._gone] or list(self.chain)\n",
+        "        return list(self.chain)\n",
+        (f"{LLM_ENDPOINTS_T}::"
+         "test_a_model_that_is_gone_moves_to_the_next_model_and_is_skipped_from_then_on[vllm]",),
+    ),
+    Mutation(
+        "judge_retry_after_spends_an_attempt",
+        "SPEC §6: the judge waits a Retry-After out instead of spending an attempt",
+        LLM_PY,
+        "                if wait is not None:  # Retry-After: wait it out, no attempt spent "
+        "(SPEC §6)\n",
+        "                if False:\n",
+        (f"{LLM_ENDPOINTS_T}::test_a_retry_after_is_waited_out_without_spending_an_attempt",),
+    ),
+    Mutation(
+        "judge_retry_after_waited_past_the_budget",
+        "SPEC §6 budget rule: the judge never waits a Retry-After past its budget",
+        LLM_PY,
+        "                    if clock() + wait >= deadline:\n",
+        "                    if False:\n",
+        (f"{LLM_ENDPOINTS_T}::test_a_retry_after_past_the_budget_gives_up_at_once",),
+    ),
+    Mutation(
+        "picks_not_capped_for_every_judge",
+        "SPEC §8: 0–3 keywords — at most max_picks are stored, whatever judge answered",
+        PIPELINE_PY,
+        "    return tuple(ranked[:max(0, max_picks)])",
+        "    return tuple(ranked)",
+        (f"{REMOTE_T}::test_a_judge_that_selects_every_candidate_stores_at_most_max_picks",),
+    ),
+    Mutation(
+        "picks_capped_keeping_the_lowest_confidences",
+        "issue 23: the cap keeps the highest confidences",
+        PIPELINE_PY,
+        "    ranked = sorted(kept.values(), key=lambda p: -(p.confidence or 0.0))",
+        "    ranked = sorted(kept.values(), key=lambda p: (p.confidence or 0.0))",
+        (f"{REMOTE_T}::test_a_judge_that_selects_every_candidate_stores_at_most_max_picks",),
+    ),
+    Mutation(
+        "openai_search_floor_guessed",
+        "issue 23: text-embedding-3-small is cut at the reference system's cosines (0.30/0.24)",
+        CALIBRATION_PY,
+        "    search_floor=0.30,\n    search_short_query_floor=0.24,\n",
+        "    search_floor=0.2,\n    search_short_query_floor=0.3,\n",
+        (f"{SEARCH_CUTS_T}::test_the_openai_profiles_cut_at_the_reference_systems_cosines",),
     ),
     # ---- the suite itself (tests/conftest.py, docs/ARCHITECTURE.md §7) -----------------------
     Mutation(
