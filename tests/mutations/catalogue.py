@@ -654,11 +654,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            ):",
         (f"{AUTH_T}::test_rejected",),
     ),
-    # ---- internal secret (ai/api.py, SPEC §5.1) ----------------------------------------------
+    # ---- internal secret (contracts.py: the ai side's internal API, core's operator API; SPEC §5.1)
     Mutation(
         "internal_secret_not_compared",
         "SPEC §5.1: X-Internal-Secret must match a configured secret, else 401",
-        AI_API,
+        CONTRACTS,
         '        match |= hmac.compare_digest(given, secret.encode("utf-8"))',
         "        match = True",
         (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",),

@@ -12,7 +12,6 @@ The runtime is read from ``request.app.state.ai``.
 
 from __future__ import annotations
 
-import hmac
 import logging
 
 from fastapi import APIRouter, Request, Response
@@ -22,7 +21,7 @@ from pydantic import ValidationError
 from pinlog import metrics
 from pinlog.ai.errors import ModelError
 from pinlog.ai.search import ProfileMismatch
-from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessRequest
+from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessRequest, secret_ok
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +49,6 @@ def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]
     log.warning("search query could not be embedded",
                 extra={"error_class": "transient" if exc.transient else "permanent"})
     return 503, {"error": "search unavailable"}
-
-
-def secret_ok(presented: str | None, accepted: list[str]) -> bool:
-    """Constant-time comparison of ``presented`` with every accepted secret (no early exit)."""
-    if not presented or not accepted:
-        return False
-    given = presented.encode("utf-8")
-    match = False
-    for secret in accepted:
-        match |= hmac.compare_digest(given, secret.encode("utf-8"))
-    return match
 
 
 @router.post(
