@@ -171,7 +171,7 @@ def render(data: dict[str, Any]) -> str:
     if data.get("notes"):
         w(data["notes"].rstrip() + "\n")
     sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
-                "serve": _serve, "rescan": _rescan, "search": _search}
+                "serve": _serve, "rescan": _rescan, "search": _search, "console": _console}
     for name, measure in data["measures"].items():
         w(sections[name].__doc__ or name)
         if measure.get("command"):
@@ -385,6 +385,18 @@ the `search_member` / `lexical_matches` statements timed on their own (round tri
         lines += [f"{name}:", "```", plan, "```"]
     lines.append("</details>")
     return lines
+
+
+def _console(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 7. Operator console: overview render at 1M state rows
+
+Command: `bench/bench_console.py` logic (`populate`, `measure`): the overview page and its
+JSON, rendered in this process through the ASGI transport while 50 statuses change between
+renders; the counts per stage × status come from the maintained summary (migration
+`0007_operator_console`), the other reads from partial indexes."""
+    import bench_console
+
+    return [bench_console.summary(r), ""]
 
 
 def scale_plan(f: dict[str, Any]) -> str:

@@ -82,6 +82,12 @@ async def test_commands_ask_the_running_server_and_print_the_same_json(tmp_path,
                                timeout=60)
             assert watch.returncode == 0, watch.stderr
             assert "refresh 2 every 0.1 s" in watch.stdout and "state rows" in watch.stdout
+            # a file naming another database is not this command's server: in-process
+            file = tmp_path / "data" / SERVER_FILE
+            file.write_text(json.dumps({**recorded, "database": "0123456789abcdef"}))
+            other, modules = probe(["status", "--json"], env)
+            assert other.returncode == 0 and "sqlalchemy" in modules  # answered in-process
+            file.write_text(json.dumps(recorded))
         finally:
             server.stop()
         assert not (tmp_path / "data" / SERVER_FILE).exists()

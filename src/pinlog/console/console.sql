@@ -6,13 +6,17 @@
 
 -- name: failure_reasons
 -- Failures grouped by reason: last_error with its numbers folded (retry counts, HTTP codes
--- vary), FAILED rows only (partial index context_ai_state_failed_idx). Newest failure per reason.
+-- vary), FAILED rows only. The inner grouping reads the partial index
+-- context_ai_state_failure_reason_idx alone (last_error, updated_at); the folding runs once per
+-- distinct error, not per row. Newest failure per reason.
 SELECT left(regexp_replace(coalesce(last_error, 'no error recorded'), '[0-9]+', 'N', 'g'), 160)
            AS reason,
-       count(*) AS n,
-       max(updated_at) AS last_at
-FROM ai.context_ai_state
-WHERE embedding_status = 'FAILED' OR keyword_status = 'FAILED'
+       sum(n) AS n,
+       max(last_at) AS last_at
+FROM (SELECT last_error, count(*) AS n, max(updated_at) AS last_at
+      FROM ai.context_ai_state
+      WHERE embedding_status = 'FAILED' OR keyword_status = 'FAILED'
+      GROUP BY last_error) AS distinct_errors
 GROUP BY 1
 ORDER BY n DESC, reason
 LIMIT :limit
@@ -29,16 +33,20 @@ ORDER BY updated_at DESC, context_id DESC
 LIMIT :limit OFFSET :offset
 
 -- name: finished_per_minute
--- Stages finished per minute over the last :minutes minutes (partial index
--- context_ai_event_finished_at_idx): contexts completed (their keyword stage, the last one)
--- and stages failed.
-SELECT floor(extract(epoch FROM now() - at) / 60)::int AS minutes_ago,
+-- Stages finished per clock minute since :since (epoch seconds, a minute boundary), from the
+-- partial index context_ai_event_finished_at_idx alone: contexts completed (their keyword stage,
+-- the last one) and stages failed. The caller keeps the minutes that are over (reads.py).
+SELECT extract(epoch FROM date_trunc('minute', at))::bigint AS minute,
        count(*) FILTER (WHERE stage = 'keyword' AND to_status = 'COMPLETED') AS completed,
        count(*) FILTER (WHERE to_status = 'FAILED') AS failed
 FROM ai.context_ai_event
 WHERE to_status IN ('COMPLETED', 'FAILED')
-  AND at > now() - make_interval(mins => :minutes)
+  AND at >= to_timestamp(:since)
 GROUP BY 1
+
+-- name: clock_minute
+-- The database clock's current minute (epoch seconds): the chart's "now".
+SELECT extract(epoch FROM date_trunc('minute', now()))::bigint AS minute
 
 -- name: recent_contexts
 -- The newest state rows (primary key, backwards) with their owner and record: ids, statuses,

@@ -3,8 +3,9 @@
 Every function returns plain values (dicts, lists) ready for a template or JSON; none returns a
 note's body. The overview (:func:`overview`) costs O(what it shows): the counts per stage ×
 status are the maintained counts (:func:`pinlog.core.status.state_counts`), the unfinished
-summary reads the partial rescan index, failures the partial index of FAILED rows, the chart
-the partial index of finished events, the newest contexts the primary key.
+summary reads the partial rescan index, failures the partial index of FAILED rows by reason,
+the chart the partial index of finished events (only the minutes it has not kept:
+:class:`MinuteCounts`), the newest contexts the primary key.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pinlog.core.status import StatusConfig, status_snapshot
+from pinlog.core.status import StatusConfig, state_counts, unfinished_summary
 from pinlog.db.process_settings import ProcessInfo, all_differences, live_processes
 from pinlog.db.sql import Queries
 
 _q = Queries("pinlog.console", "console.sql")
 
-#: Minutes of the completed-per-minute chart; reasons shown on the overview.
+#: Minutes of the completed-per-minute chart (the last :data:`LIVE_MINUTES` are re-read every
+#: time: an event may commit a little after its time); reasons shown on the overview.
 CHART_MINUTES = 60
+LIVE_MINUTES = 2
 TOP_REASONS = 8
 RECENT_CONTEXTS = 10
 PAGE = 50
@@ -32,7 +35,37 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="seconds") if value is not None else None
 
 
-async def overview(engine: AsyncEngine, status: StatusConfig) -> dict[str, Any]:
+class MinuteCounts:
+    """The chart's per-minute counts, kept per process: a minute that is over (older than
+    :data:`LIVE_MINUTES`) is read once; each overview reads only the minutes since (a few
+    hundred index entries, not the hour's). Events are written with the database clock, so
+    "now" is the database's minute."""
+
+    def __init__(self) -> None:
+        self.final: dict[int, tuple[int, int]] = {}
+
+    async def read(self, conn: AsyncConnection) -> list[dict[str, int]]:
+        """``[{"minutes_ago", "completed", "failed"}]`` for the last :data:`CHART_MINUTES`
+        minutes, index 0 = the current one."""
+        now = int((await conn.execute(_q("clock_minute"))).scalar_one())
+        window = [now - 60 * i for i in range(CHART_MINUTES)]
+        self.final = {m: v for m, v in self.final.items() if m >= window[-1]}
+        since = min((m for m in window if m not in self.final), default=now)
+        found = {int(r["minute"]): (int(r["completed"]), int(r["failed"]))
+                 for r in (await conn.execute(_q("finished_per_minute"),
+                                              {"since": since})).mappings()}
+        for m in window:
+            if since <= m <= now - 60 * LIVE_MINUTES:
+                self.final[m] = found.get(m, (0, 0))
+        out = []
+        for i, m in enumerate(window):
+            completed, failed = self.final.get(m) or found.get(m, (0, 0))
+            out.append({"minutes_ago": i, "completed": completed, "failed": failed})
+        return out
+
+
+async def overview(engine: AsyncEngine, status: StatusConfig,
+                   minutes: MinuteCounts | None = None) -> dict[str, Any]:
     """The overview, JSON-ready.
 
     Returns:
@@ -43,14 +76,13 @@ async def overview(engine: AsyncEngine, status: StatusConfig) -> dict[str, Any]:
         "recent": [{"context_id", "member_id", "record_id", "embedding_status",
         "keyword_status", "retry_count", "updated_at", "deleted"}]}``.
     """
-    snap = await status_snapshot(engine, status, recent=0)
     async with engine.connect() as conn:
+        rows = await state_counts(conn)
+        summary = await unfinished_summary(conn, status)
         reasons = [{"reason": r["reason"], "n": int(r["n"]), "last_at": _iso(r["last_at"])}
                    for r in (await conn.execute(_q("failure_reasons"),
                                                 {"limit": TOP_REASONS})).mappings()]
-        minutes = {int(r["minutes_ago"]): (int(r["completed"]), int(r["failed"]))
-                   for r in (await conn.execute(_q("finished_per_minute"),
-                                                {"minutes": CHART_MINUTES})).mappings()}
+        per_minute = await (minutes or MinuteCounts()).read(conn)
         recent = [{"context_id": int(r["context_id"]),
                    "member_id": r["member_id"], "record_id": r["record_id"],
                    "embedding_status": r["embedding_status"], "keyword_status": r["keyword_status"],
@@ -58,13 +90,12 @@ async def overview(engine: AsyncEngine, status: StatusConfig) -> dict[str, Any]:
                    "deleted": r["deleted_at"] is not None}
                   for r in (await conn.execute(_q("recent_contexts"),
                                                {"limit": RECENT_CONTEXTS})).mappings()]
-    per_minute = [{"minutes_ago": m, "completed": minutes.get(m, (0, 0))[0],
-                   "failed": minutes.get(m, (0, 0))[1]} for m in range(CHART_MINUTES)]
-    rows = snap["rows"]
+    oldest = summary["oldest_unfinished_seconds"]
     return {"rows": rows, "total": sum(next(iter(rows.values())).values()),
-            "unfinished": snap["unfinished"], "exhausted_unfinished": snap["exhausted_unfinished"],
-            "dead_ends": snap["dead_ends"],
-            "oldest_unfinished_seconds": snap["oldest_unfinished_seconds"],
+            "unfinished": int(summary["unfinished"]),
+            "exhausted_unfinished": int(summary["exhausted_unfinished"]),
+            "dead_ends": int(summary["dead_ends"]),
+            "oldest_unfinished_seconds": float(oldest) if oldest is not None else None,
             "reasons": reasons, "per_minute": per_minute, "recent": recent}
 
 

@@ -132,6 +132,7 @@ def build_router(config: ConsoleConfig) -> APIRouter:
     """The ``/console`` router for ``config`` (mounted by :func:`pinlog.console.mount`)."""
     router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
     running: dict[str, asyncio.Task[None]] = {}
+    minutes = reads.MinuteCounts()
 
     # --- helpers ---------------------------------------------------------------------------
     def session_of(request: Request) -> Session | None:
@@ -239,7 +240,7 @@ def build_router(config: ConsoleConfig) -> APIRouter:
     @guarded
     async def overview_page(request: Request) -> Response:
         session = need(request)
-        data = await reads.overview(core(request).engine, core(request).config.status)
+        data = await reads.overview(core(request).engine, core(request).config.status, minutes)
         return page(request, session, "overview.html", active="overview", data=data,
                     chart=per_minute_svg(data["per_minute"]))
 
@@ -247,7 +248,7 @@ def build_router(config: ConsoleConfig) -> APIRouter:
     @guarded
     async def overview_json(request: Request) -> Response:
         need(request, api=True)
-        data = await reads.overview(core(request).engine, core(request).config.status)
+        data = await reads.overview(core(request).engine, core(request).config.status, minutes)
         return JSONResponse({**data, "chart": per_minute_svg(data["per_minute"]),
                              "generated_at": time.time()})
 

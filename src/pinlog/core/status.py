@@ -79,8 +79,7 @@ async def status_snapshot(engine: AsyncEngine, config: StatusConfig,
         rows = await state_counts(conn)
         retry = {int(r["retry_count"]): int(r["n"])
                  for r in (await conn.execute(_q("unfinished_by_retry_count"))).mappings()}
-        summary = (await conn.execute(_q("unfinished_summary"),
-                                      {"max_retries": config.max_retries})).mappings().one()
+        summary = await unfinished_summary(conn, config)
         failures = [dict(r) for r in (await conn.execute(
             _q("recent_failures"), {"limit": recent})).mappings()]
         kinds = ({r["kind"]: int(r["n"]) for r in (await conn.execute(_q("anomalies"))).mappings()}
@@ -103,6 +102,13 @@ async def status_snapshot(engine: AsyncEngine, config: StatusConfig,
         "setting_differences": all_differences(processes),
         "anomalies": kinds,
     }
+
+
+async def unfinished_summary(conn: AsyncConnection, config: StatusConfig) -> dict[str, Any]:
+    """``{"exhausted_unfinished", "dead_ends", "unfinished", "oldest_unfinished_seconds"}`` of
+    the unfinished rows (``unfinished_summary``: the partial rescan index, O(unfinished rows))."""
+    return dict((await conn.execute(_q("unfinished_summary"),
+                                    {"max_retries": config.max_retries})).mappings().one())
 
 
 def snapshot_json(snap: dict[str, Any]) -> dict[str, Any]:

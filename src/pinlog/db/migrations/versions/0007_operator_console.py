@@ -15,8 +15,9 @@
     Inserting a delta takes no lock another writer waits for (no hot counter row). The counts
     are initialised here, after the triggers exist: ``CREATE TRIGGER`` holds a lock that keeps
     writers out until this transaction commits, so no change is missed or counted twice.
-  - ``ai.context_ai_state_failed_idx``: partial index of the FAILED rows (failures by reason,
-    newest failures) — O(failed rows), not O(table).
+  - ``ai.context_ai_state_failed_idx`` and ``…_failure_reason_idx``: partial indexes of the
+    FAILED rows, by time and by last error (newest failures; failures by reason, read from the
+    index alone) — O(failed rows), not O(table).
   - ``ai.context_ai_event_finished_at_idx``: partial index of the events that finished a stage
     (COMPLETED, FAILED), by time — the completed-per-minute chart reads the last hour only.
   - ``core.console_action``: every confirmed console action (who: the role; what; its
@@ -110,8 +111,12 @@ CONSOLE = """
 CREATE INDEX IF NOT EXISTS context_ai_state_failed_idx
     ON ai.context_ai_state (updated_at)
     WHERE embedding_status = 'FAILED' OR keyword_status = 'FAILED';
+-- failures by reason read from the index alone (console.sql's failure_reasons)
+CREATE INDEX IF NOT EXISTS context_ai_state_failure_reason_idx
+    ON ai.context_ai_state (last_error, updated_at)
+    WHERE embedding_status = 'FAILED' OR keyword_status = 'FAILED';
 CREATE INDEX IF NOT EXISTS context_ai_event_finished_at_idx
-    ON ai.context_ai_event (at)
+    ON ai.context_ai_event (at) INCLUDE (stage, to_status)
     WHERE to_status IN ('COMPLETED', 'FAILED');
 CREATE TABLE IF NOT EXISTS core.console_action (
     id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -142,6 +147,7 @@ def downgrade() -> None:
         op.execute("""
 DROP TABLE IF EXISTS core.console_action;
 DROP INDEX IF EXISTS ai.context_ai_event_finished_at_idx;
+DROP INDEX IF EXISTS ai.context_ai_state_failure_reason_idx;
 DROP INDEX IF EXISTS ai.context_ai_state_failed_idx;
 DROP TRIGGER IF EXISTS state_count_insert ON ai.context_ai_state;
 DROP TRIGGER IF EXISTS state_count_update ON ai.context_ai_state;
