@@ -121,7 +121,8 @@ async def measure(url: str, rounds: int, total: int) -> dict[str, Any]:
 
     console_q = Queries("pinlog.console", "console.sql")
     plans = {}
-    for name, params in (("failure_reasons", {"limit": 8}), ("finished_per_minute", {"minutes": 60})):
+    since = int(time.time()) // 60 * 60 - 60
+    for name, params in (("failure_reasons", {"limit": 8}), ("finished_per_minute", {"since": since})):
         sql = console_q.sql(name)
         for key, value in params.items():
             sql = sql.replace(f":{key}", str(value))

@@ -388,7 +388,7 @@ the `search_member` / `lexical_matches` statements timed on their own (round tri
 
 
 def _console(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
-    """## 7. Operator console: overview render at 1M state rows
+    """## 8. Operator console: overview render at 1M state rows
 
 Command: `bench/bench_console.py` logic (`populate`, `measure`): the overview page and its
 JSON, rendered in this process through the ASGI transport while 50 statuses change between

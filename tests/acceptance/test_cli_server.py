@@ -75,7 +75,12 @@ async def test_commands_ask_the_running_server_and_print_the_same_json(tmp_path,
             missing, _ = probe(["records", "--member", "nobody-here"], env)
             assert missing.returncode == 1 and "Traceback" not in missing.stderr
             assert "nobody-here" not in missing.stdout
-            wrong = run_pinlog(["status"], {**env, "PINLOG_INTERNAL_SECRETS": "another-secret-123"},
+            explicit = run_pinlog(["status", "--json"], {**env, "PINLOG_SERVER_URL": server.url},
+                                  timeout=60)
+            assert explicit.returncode == 0 and json.loads(explicit.stdout)["rows"] == json.loads(
+                remote["status"])["rows"]
+            wrong = run_pinlog(["status"], {**env, "PINLOG_SERVER_URL": server.url,
+                                            "PINLOG_INTERNAL_SECRETS": "another-secret-123"},
                                timeout=60)
             assert wrong.returncode == 2 and "internal secret" in wrong.stderr
             watch = run_pinlog(["status", "--watch", "--interval", "0.1", "--times", "2"], env,
@@ -117,7 +122,7 @@ def test_a_stale_server_file_is_ignored_and_an_explicit_server_must_answer(tmp_p
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         (tmp_path / "data" / SERVER_FILE).write_text(json.dumps({
             "url": f"http://127.0.0.1:{free_port()}", "pid": dead.pid,
-            "database": database_fingerprint(settings)}))
+            "database": database_fingerprint(settings), "token": "a-token"}))
         stale = run_pinlog(["status", "--json"], env, timeout=120)
         assert stale.returncode == 0, stale.stderr  # answered in-process
         assert "rows" in json.loads(stale.stdout)

@@ -1187,7 +1187,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "command_asks_a_server_of_another_database",
         "issue 29: the command asks only a server of the same database (server.json fingerprint)",
         REMOTE_PY,
-        '            or recorded.get("database") != database_fingerprint(settings)\n',
+        '            or recorded.get("database") != fingerprint\n',
         "",
         (f"{CLI_SERVER_T}::test_commands_ask_the_running_server_and_print_the_same_json",),
     ),

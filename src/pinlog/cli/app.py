@@ -20,7 +20,6 @@ commands do not catch them.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,11 +29,10 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from pinlog.logs import configure_logging
-from pinlog.settings import Settings, SettingsError, load_settings, unknown_variables_warning
-
 if TYPE_CHECKING:  # imported where used: `pinlog search` asking a running server loads none of them
     from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from pinlog.settings import Settings
 
     from pinlog.cli.remote import Server
     from pinlog.composition import Components, Config
@@ -78,6 +76,8 @@ def exit_with_error(message: str, code: int = 1) -> NoReturn:
 def settings_or_exit(**overrides: object) -> Settings:
     """Load the settings only (no component config: what a command asking a running server
     needs); on error print the (secret-free) message and exit 2."""
+    from pinlog.settings import SettingsError, load_settings
+
     try:
         return load_settings(**overrides)
     except SettingsError as exc:
@@ -96,6 +96,8 @@ def config_or_exit(*, service: bool = False, settings: Settings | None = None,
     their stderr is not mixed with routine INFO lines.
     """
     from pinlog.composition import build_config
+    from pinlog.logs import configure_logging
+    from pinlog.settings import SettingsError, load_settings, unknown_variables_warning
 
     try:
         config = build_config(settings if settings is not None else load_settings(**overrides))
@@ -110,18 +112,21 @@ def config_or_exit(*, service: bool = False, settings: Settings | None = None,
     return config
 
 
-def ask_server(settings: Settings, call: Callable[[Server], T], *,
+def ask_server(call: Callable[[Server], T], *, settings: Settings | None = None,
                unavailable: str = "") -> T | None:
-    """``call(server)`` on the running server for these settings (:func:`pinlog.cli.remote.find_server`),
-    or None when there is none (the command then works in-process). Errors the server answers
-    become one line and an exit code, as the in-process path reports them: 401 → exit 2 (the
-    internal secret is not the server's); another 4xx → its message, exit 1; 503 →
-    ``unavailable`` + its message, exit 1. A recorded server that stopped answering → None;
-    ``PINLOG_SERVER_URL`` unreachable → exit 1.
-    """
-    from pinlog.cli.remote import ServerError, Unreachable, find_server
+    """``call(server)`` on the running server, or None when there is none (the command then
+    works in-process). Without ``settings`` (a command's first try, loading nothing heavy): the
+    server recorded for this data directory (:func:`pinlog.cli.remote.recorded_server`); with
+    them: ``PINLOG_SERVER_URL`` or the recorded one (:func:`pinlog.cli.remote.find_server`).
 
-    server = find_server(settings)
+    Errors the server answers become one line and an exit code, as the in-process path reports
+    them: 401 → exit 2 (the secret is not the server's); another 4xx → its message, exit 1;
+    503 → ``unavailable`` + its message, exit 1. A recorded server that stopped answering →
+    None; ``PINLOG_SERVER_URL`` unreachable → exit 1.
+    """
+    from pinlog.cli.remote import ServerError, Unreachable, find_server, recorded_server
+
+    server = recorded_server() if settings is None else find_server(settings)
     if server is None:
         return None
     try:
@@ -191,6 +196,8 @@ class Needs:
 def run_command(config: Config, work: Callable[[Needs], Awaitable[T]]) -> T:
     """Run ``work(needs)`` in a fresh event loop against the configured database (started or
     joined when embedded; exit 1 when that fails); the engine is disposed of afterwards."""
+    import asyncio
+
     from pinlog.db.engine import create_engine
 
     url = database_url_or_exit(config.settings)
@@ -220,6 +227,7 @@ def describe_error(exc: BaseException) -> tuple[str, int] | None:
     from pinlog.core.search import SearchRejected, SearchUnavailable
     from pinlog.db.migrate import AdoptionRequired, NothingToAdopt
     from pinlog.errors import PinlogError, StartupError
+    from pinlog.settings import SettingsError
 
     if isinstance(exc, (StartupError, SettingsError, PresetFileError, AdoptionRequired,
                         NothingToAdopt)):

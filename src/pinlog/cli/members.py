@@ -53,8 +53,10 @@ def records(
 
     Asks the running server of this data directory (or PINLOG_SERVER_URL) when there is one,
     otherwise reads the database in-process; both print the same JSON."""
-    settings = settings_or_exit()
-    line = ask_server(settings, lambda server: server.records(member))
+    line = ask_server(lambda server: server.records(member))
+    settings = settings_or_exit() if line is None else None
+    if settings is not None:
+        line = ask_server(lambda server: server.records(member), settings=settings)
     if line is None:
         from pinlog.core.api.routes.ops import records_json
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import signal
 import time
 from contextlib import suppress
@@ -146,6 +147,7 @@ async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:
     settings = config.settings
     async with started_components(config, components, url) as started:  # type: ignore[arg-type]
         app_ = create_app(config, started=started)
+        app_.state.server_token = secrets.token_urlsafe(32)  # the commands' key (server.json)
         server = uvicorn.Server(uvicorn.Config(
             app_, host=settings.host, port=settings.port, log_config=None,
             log_level=settings.log_level.lower(),
@@ -158,7 +160,7 @@ async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:
                 await asyncio.wait({serving}, timeout=0.05)
             if server.started and "core" in components:
                 port = server.servers[0].sockets[0].getsockname()[1] if server.servers else settings.port
-                write_server_file(settings, listen_url(settings.host, port))
+                write_server_file(settings, listen_url(settings.host, port), app_.state.server_token)
             await serving
         finally:
             remove_server_file(settings)
@@ -298,12 +300,15 @@ def status(
     Asks the running server of this data directory (or PINLOG_SERVER_URL) when there is one,
     otherwise reads the database in-process; both give the same JSON (``--json``).
     """
-    settings = settings_or_exit()
     if watch:
-        _watch_status(settings, interval, times)
+        _watch_status(interval, times)
         return
-    line = ask_server(settings, lambda server: server.status())
+    line = ask_server(lambda server: server.status())
+    settings = settings_or_exit() if line is None else None
+    if settings is not None:
+        line = ask_server(lambda server: server.status(), settings=settings)
     if line is None:
+        assert settings is not None
         from pinlog.core.api.routes.ops import status_json
 
         config = config_or_exit(settings=settings)
@@ -315,7 +320,7 @@ def status(
         console.print(renderable)
 
 
-def _watch_status(settings: Settings, interval: float, times: int) -> None:
+def _watch_status(interval: float, times: int) -> None:
     """``pinlog status --watch``: the same tables, refreshed in place (rich ``Live``) every
     ``interval`` seconds, from the running server or in-process; Ctrl-C ends it (exit 0)."""
     from rich.console import Group
@@ -325,7 +330,11 @@ def _watch_status(settings: Settings, interval: float, times: int) -> None:
         return Group(*_status_tables(json.loads(line)),
                      f"refresh {shown} every {interval:g} s; Ctrl-C to stop")
 
-    remote_line = ask_server(settings, lambda server: server.status())
+    settings: Settings | None = None
+    remote_line = ask_server(lambda server: server.status())
+    if remote_line is None:
+        settings = settings_or_exit()
+        remote_line = ask_server(lambda server: server.status(), settings=settings)
     try:
         with Live(console=console, auto_refresh=False, transient=False) as live:
             if remote_line is not None:
@@ -336,10 +345,11 @@ def _watch_status(settings: Settings, interval: float, times: int) -> None:
                     if times and shown >= times:
                         return
                     time.sleep(interval)
-                    remote_line = ask_server(settings, lambda server: server.status()) or remote_line
+                    remote_line = ask_server(lambda server: server.status(),
+                                             settings=settings) or remote_line
             from pinlog.core.api.routes.ops import status_json
 
-            config = config_or_exit(settings=settings)
+            config = config_or_exit(settings=settings or settings_or_exit())
 
             async def work(needs: Needs) -> None:
                 shown = 0

@@ -10,8 +10,9 @@ a stale file (crashed server, reused pid) is ignored and the command runs in-pro
 ``PINLOG_SERVER_URL`` names a server explicitly (then an unreachable server is an error, not a
 fallback).
 
-This module imports only the standard library and :mod:`pinlog.settings` (no model, no
-database driver, no ai module): the command's start-up stays small (README: measured wall time).
+This module imports only the standard library (and :mod:`pinlog.settings` for type names): the
+command's fast path (:func:`recorded_server`) reads the few variables it needs itself and loads
+no settings model, no model, no database driver and no ai module (README: measured wall time).
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinlog.settings import Settings, reveal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pinlog.settings import Settings
+
+
+def reveal(secret: object) -> str | None:
+    """The value of a ``SecretStr`` (see :func:`pinlog.settings.reveal`), without importing it."""
+    return secret.get_secret_value() if secret is not None else None  # type: ignore[attr-defined]
 
 SERVER_FILE = "server.json"
 #: Seconds for a request to a running server (a search has its own deadline on the server).
@@ -47,12 +56,15 @@ class Unreachable(Exception):
     """The server did not answer (connection refused, timeout)."""
 
 
+def _fingerprint(url: str | None, data_dir: Path) -> str:
+    key = f"url:{url}" if url else f"embedded:{data_dir.resolve()}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
 def database_fingerprint(settings: Settings) -> str:
     """Which database a process uses, without revealing it: sha256 (hex, 16 chars) of the
     external URL, or of the embedded data directory's absolute path."""
-    url = reveal(settings.database_url)
-    key = f"url:{url}" if url else f"embedded:{settings.data_dir.resolve()}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return _fingerprint(reveal(settings.database_url), settings.data_dir)
 
 
 def server_file(settings: Settings) -> Path:
@@ -71,15 +83,17 @@ def listen_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-def write_server_file(settings: Settings, url: str) -> Path:
-    """Record this server (``pid`` = this process) for the commands of the same data
-    directory; mode 0600, written atomically."""
+def write_server_file(settings: Settings, url: str, token: str) -> Path:
+    """Record this server (``pid`` = this process) and the ``token`` its operator API accepts
+    for this run, for the commands of the same data directory; mode 0600 (like the generated
+    secrets beside it), written atomically."""
     path = server_file(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{SERVER_FILE}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump({"url": url, "pid": os.getpid(), "database": database_fingerprint(settings)}, fh)
+        json.dump({"url": url, "pid": os.getpid(), "database": database_fingerprint(settings),
+                   "token": token}, fh)
     os.replace(tmp, path)
     return path
 
@@ -153,24 +167,57 @@ class Server:
         return self.request("GET", "/ops/v1/status")
 
 
-def find_server(settings: Settings) -> Server | None:
-    """The server to ask: ``PINLOG_SERVER_URL``, else the one recorded for this data directory
-    when its process is alive, it serves the same database and ``/health`` answers; else None
-    (run in-process)."""
-    secrets = settings.secret_values()
-    if settings.server_url:
-        return Server(settings.server_url, secrets[0] if secrets else "", explicit=True)
+def _recorded(path: Path, fingerprint: str) -> Server | None:
+    """The server ``path`` records, when its process is alive, it serves the database of
+    ``fingerprint`` and ``/health`` answers."""
     try:
-        recorded = json.loads(server_file(settings).read_text())
+        recorded = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     if (not isinstance(recorded, dict) or not _alive(recorded.get("pid"))
-            or recorded.get("database") != database_fingerprint(settings)
-            or not isinstance(recorded.get("url"), str) or not secrets):
+            or recorded.get("database") != fingerprint
+            or not isinstance(recorded.get("url"), str)
+            or not isinstance(recorded.get("token"), str) or not recorded["token"]):
         return None
-    server = Server(recorded["url"], secrets[0], explicit=False)
+    server = Server(recorded["url"], recorded["token"], explicit=False)
     try:
         server.request("GET", "/health", timeout=PROBE_TIMEOUT)
     except (ServerError, Unreachable):
         return None
     return server
+
+
+def find_server(settings: Settings) -> Server | None:
+    """The server to ask: ``PINLOG_SERVER_URL`` (sending the first internal secret), else the
+    one recorded for this data directory (:func:`_recorded`); else None (run in-process)."""
+    if settings.server_url:
+        secrets = settings.secret_values()
+        return Server(settings.server_url, secrets[0] if secrets else "", explicit=True)
+    return _recorded(server_file(settings), database_fingerprint(settings))
+
+
+def _variables() -> dict[str, str]:
+    """The ``PINLOG_*`` values the settings would read for what :func:`recorded_server` needs:
+    the environment (names case-insensitive) over a ``.env`` file (python-dotenv, as
+    pydantic-settings reads it)."""
+    values: dict[str, str] = {}
+    if Path(".env").is_file():
+        from dotenv import dotenv_values
+
+        values.update({k.upper(): v for k, v in dotenv_values(".env").items() if v is not None})
+    values.update({k.upper(): v for k, v in os.environ.items() if k.upper().startswith("PINLOG_")})
+    return values
+
+
+def recorded_server() -> Server | None:
+    """:func:`find_server` without loading the settings (no pydantic: the command's fast path):
+    the server recorded for ``PINLOG_DATA_DIR`` (default ``./.pinlog``) and
+    ``PINLOG_DATABASE_URL``, authenticated by the token in its file. None when
+    ``PINLOG_SERVER_URL`` is set (that path needs the settings' internal secret) or no live
+    server is recorded."""
+    values = _variables()
+    if values.get("PINLOG_SERVER_URL"):
+        return None
+    data_dir = Path(values.get("PINLOG_DATA_DIR") or "./.pinlog")
+    return _recorded(data_dir / SERVER_FILE,
+                     _fingerprint(values.get("PINLOG_DATABASE_URL") or None, data_dir))

@@ -8,11 +8,14 @@ Asks the running server for this data directory (or ``PINLOG_SERVER_URL``) when 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from pinlog.cli.app import Needs, app, ask_server, config_or_exit, exit_with_error, run_command, settings_or_exit
+
+if TYPE_CHECKING:
+    from pinlog.cli.remote import Server
 
 #: Same cap as ``POST /v1/search`` (characters).
 SEARCH_QUERY_MAX_CHARS = 500
@@ -34,11 +37,15 @@ def search(
     """
     if not query.strip() or len(query) > SEARCH_QUERY_MAX_CHARS:
         exit_with_error(f"the query must be 1..{SEARCH_QUERY_MAX_CHARS} characters, not blank", 2)
-    settings = settings_or_exit()
-    line = ask_server(settings, lambda server: server.search(member, query, limit),
-                      unavailable="search failed: ")
+    def ask(server: Server) -> str:
+        return server.search(member, query, limit)
+
+    line = ask_server(ask, unavailable="search failed: ")
     if line is None:
-        line = _in_process(settings, member, query, limit)
+        settings = settings_or_exit()
+        line = ask_server(ask, settings=settings, unavailable="search failed: ")
+        if line is None:
+            line = _in_process(settings, member, query, limit)
     if as_json:
         typer.echo(line)
         return

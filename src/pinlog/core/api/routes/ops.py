@@ -6,9 +6,10 @@ model nor opens the database; each answer is, byte for byte, the JSON the comman
 ``--json`` (:func:`search_json`, :func:`records_json`, :func:`status_json` — the in-process path
 prints the same functions' output).
 
-Authentication: ``X-Internal-Secret`` (one of ``PINLOG_INTERNAL_SECRETS``, compared in constant
-time; the command sends its first one — for the embedded setup the data directory's generated
-secret, the same the server uses). Wrong or missing → 401. Bodies never echo input.
+Authentication: ``X-Internal-Secret`` = one of ``PINLOG_INTERNAL_SECRETS`` (what a command
+sends to ``PINLOG_SERVER_URL``) or the random token ``pinlog serve`` wrote for this run into
+``server.json`` (mode 0600, beside the generated secrets: what a command of the same data
+directory sends), compared in constant time. Wrong or missing → 401. Bodies never echo input.
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ def operator(request: Request) -> None:
         Unauthorized: missing or wrong (→ 401).
     """
     auth = request.app.state.core.config.auth
-    if not secret_ok(request.headers.get(SECRET_HEADER), auth.internal_secret_values()):
+    accepted = auth.internal_secret_values()
+    token = getattr(request.app.state, "server_token", None)  # `pinlog serve`'s, in server.json
+    if token:
+        accepted = [*accepted, token]
+    if not secret_ok(request.headers.get(SECRET_HEADER), accepted):
         raise Unauthorized("missing or wrong internal secret")
 
 
