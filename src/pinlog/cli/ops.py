@@ -88,14 +88,9 @@ def _print_round(report: RoundReport) -> None:
 
 
 def _fmt_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    from pinlog.core.status import format_age
+
+    return format_age(seconds)
 
 
 @app.command()

@@ -55,6 +55,7 @@ from pinlog.console.access import (
     signed_ok,
 )
 from pinlog.console.charts import per_minute_svg
+from pinlog.core.status import format_age
 
 log = logging.getLogger("pinlog.console")
 
@@ -78,18 +79,7 @@ _env = Environment(loader=PackageLoader("pinlog.console", "templates"),
                    autoescape=select_autoescape(("html",)), trim_blocks=True, lstrip_blocks=True)
 
 
-def _fmt_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-_env.filters["age"] = _fmt_age
+_env.filters["age"] = format_age
 _env.filters["urlquote"] = lambda value: quote(str(value), safe="")
 
 

@@ -111,6 +111,18 @@ async def unfinished_summary(conn: AsyncConnection, config: StatusConfig) -> dic
                                     {"max_retries": config.max_retries})).mappings().one())
 
 
+def format_age(seconds: float | None) -> str:
+    """An age for people: ``"42 s"``, ``"3.5 min"``, ``"2.1 h"``; ``"-"`` for None."""
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def snapshot_json(snap: dict[str, Any]) -> dict[str, Any]:
     """A :func:`status_snapshot` as JSON-ready values (``pinlog status --json``, the operator
     API's ``/ops/v1/status``): the same keys; ``retry_distribution`` keyed by the count as a

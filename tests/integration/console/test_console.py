@@ -11,6 +11,7 @@ import pytest
 
 from pinlog.console.access import SESSION_COOKIE
 from tests.integration.ai.support import ai_settings_for
+from tests.integration.core.support import full_count
 from tests.integration.console.conftest import (
     ADMIN_TOKEN,
     OTHER_NOTE,
@@ -25,16 +26,6 @@ from tests.integration.console.conftest import (
 
 READ_PAGES = ("/console", "/console/api/overview", "/console/failures", "/console/replicas",
               "/console/profiles", "/console/actions")
-
-
-def db_counts(sync_conn) -> dict[str, dict[str, int]]:
-    """Rows per stage × status by a full scan (what the maintained counts must equal)."""
-    out: dict[str, dict[str, int]] = {"embedding": {}, "keyword": {}}
-    for stage in out:
-        for status, n in sync_conn.execute(
-                f"SELECT {stage}_status, count(*) FROM ai.context_ai_state GROUP BY 1"):
-            out[stage][status] = n
-    return out
 
 
 def raise_rollback(tx) -> None:
@@ -105,7 +96,7 @@ async def test_overview_counts_equal_the_database_after_every_kind_of_write(
             sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'CANCELLED'")
             raise_rollback(tx)
         body = (await app.http.get("/console/api/overview")).json()
-        assert nonzero(body["rows"]) == db_counts(sync_conn)
+        assert nonzero(body["rows"]) == full_count(sync_conn)
         assert body["total"] == sync_conn.execute("SELECT count(*) FROM ai.context_ai_state").fetchone()[0]
         assert body["unfinished"] == 4
         assert body["reasons"] == [{"reason": "keyword permanent: judge said N", "n": 1,
@@ -113,7 +104,7 @@ async def test_overview_counts_equal_the_database_after_every_kind_of_write(
         assert [c["context_id"] for c in body["recent"]][:2] == [103, 102]
         assert sum(m["completed"] for m in body["per_minute"]) == 3  # three keyword stages completed
         html = (await app.http.get("/console")).text
-        for stage, counts in db_counts(sync_conn).items():
+        for stage, counts in full_count(sync_conn).items():
             for status, n in counts.items():
                 assert f'data-count="{stage}.{status}">{n}<' in html
 
@@ -269,6 +260,7 @@ async def test_logout_needs_csrf_and_ends_the_session(settings, db_url, provider
         await login(app.http, READ_TOKEN)
         csrf = csrf_of((await app.http.get("/console")).text)
         assert (await app.http.post("/console/logout", data={})).status_code == 403
+        assert (await app.http.post("/console/logout", data={"csrf": "0" * 64})).status_code == 403
         out = await app.http.post("/console/logout", data={"csrf": csrf})
         assert out.status_code == 303
         assert (await app.http.get("/console")).status_code == 303

@@ -7,15 +7,7 @@ from __future__ import annotations
 import psycopg
 
 from pinlog.core.status import compact_state_counts, state_counts
-
-
-def full_count(conn: psycopg.Connection) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {"embedding": {}, "keyword": {}}
-    for stage in out:
-        for status, n in conn.execute(
-                f"SELECT {stage}_status, count(*) FROM ai.context_ai_state GROUP BY 1"):
-            out[stage][status] = n
-    return out
+from tests.integration.core.support import full_count
 
 
 async def counted(engine) -> dict[str, dict[str, int]]:
