@@ -143,20 +143,24 @@ async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:
     async with started_components(config, components, url) as started:  # type: ignore[arg-type]
         app_ = create_app(config, started=started)
         app_.state.server_token = secrets.token_urlsafe(32)  # the commands' key (server.json)
-        server = uvicorn.Server(uvicorn.Config(
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                # it accepts connections now: record where, for the commands of this data
+                # directory (pinlog.cli.remote); removed when it stops
+                if self.started and "core" in components:
+                    port = (self.servers[0].sockets[0].getsockname()[1] if self.servers
+                            else settings.port)
+                    write_server_file(settings, listen_url(settings.host, port),
+                                      app_.state.server_token)
+
+        server = Server(uvicorn.Config(
             app_, host=settings.host, port=settings.port, log_config=None,
             log_level=settings.log_level.lower(),
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace))))
-        serving = asyncio.create_task(server.serve(), name="uvicorn")
         try:
-            # once it accepts connections, record where (the commands of this data directory
-            # then ask this server: pinlog.cli.remote); removed when it stops
-            while not server.started and not serving.done():
-                await asyncio.wait({serving}, timeout=0.05)
-            if server.started and "core" in components:
-                port = server.servers[0].sockets[0].getsockname()[1] if server.servers else settings.port
-                write_server_file(settings, listen_url(settings.host, port), app_.state.server_token)
-            await serving
+            await server.serve()
         finally:
             remove_server_file(settings)
 
