@@ -4,9 +4,18 @@
 -- Each overview read is bounded by an index (cost O(what it shows), not O(table)); the counts
 -- per stage x status come from core/status.sql's maintained counts.
 
+-- name: ended_failed
+-- Fragment: a row that ended with a FAILED stage (none left to run) — the predicate of the
+-- partial indexes context_ai_state_failed_idx / _failure_reason_idx (0007_operator_console),
+-- verbatim. A dead end (keyword PENDING behind a FAILED embedding) shows up once the
+-- finalizer has ended it (the next rescan round).
+(embedding_status = 'FAILED' OR keyword_status = 'FAILED')
+      AND embedding_status NOT IN ('PENDING', 'PROCESSING')
+      AND keyword_status NOT IN ('PENDING', 'PROCESSING')
+
 -- name: failure_reasons
 -- Failures grouped by reason: last_error with its numbers folded (retry counts, HTTP codes
--- vary), FAILED rows only. The inner grouping reads the partial index
+-- vary), rows that ended FAILED only. The inner grouping reads the partial index
 -- context_ai_state_failure_reason_idx alone (last_error, updated_at); the folding runs once per
 -- distinct error, not per row. Newest failure per reason.
 SELECT left(regexp_replace(coalesce(last_error, 'no error recorded'), '[0-9]+', 'N', 'g'), 160)
@@ -15,7 +24,7 @@ SELECT left(regexp_replace(coalesce(last_error, 'no error recorded'), '[0-9]+', 
        max(last_at) AS last_at
 FROM (SELECT last_error, count(*) AS n, max(updated_at) AS last_at
       FROM ai.context_ai_state
-      WHERE embedding_status = 'FAILED' OR keyword_status = 'FAILED'
+      WHERE {ended_failed}
       GROUP BY last_error) AS distinct_errors
 GROUP BY 1
 ORDER BY n DESC, reason
@@ -26,7 +35,7 @@ LIMIT :limit
 SELECT context_id, embedding_status, keyword_status, retry_count, last_error,
        coalesce(last_error_at, updated_at) AS at
 FROM ai.context_ai_state
-WHERE (embedding_status = 'FAILED' OR keyword_status = 'FAILED')
+WHERE {ended_failed}
   AND left(regexp_replace(coalesce(last_error, 'no error recorded'), '[0-9]+', 'N', 'g'), 160)
       = :reason
 ORDER BY updated_at DESC, context_id DESC

@@ -168,9 +168,10 @@ def test_overview_counts_equal_the_database_and_a_new_note_appears_live(
 def test_a_failure_drills_down_to_its_timeline_without_note_text(
         deployment: Deployment, browser: object, tmp_path: Path) -> None:
     context_id = deployment.note(FAILING_NOTE)
-    wait_until(deployment, "the failing note's embedding to fail", lambda: deployment.sql.execute(
-        "SELECT embedding_status FROM ai.context_ai_state WHERE context_id = %s",
-        (context_id,)).fetchone()[0] == "FAILED")
+    wait_until(deployment, "the failing note to end FAILED (the finalizer ends its keyword "
+               "stage)", lambda: deployment.sql.execute(
+                   "SELECT embedding_status || '/' || keyword_status FROM ai.context_ai_state "
+                   "WHERE context_id = %s", (context_id,)).fetchone()[0] == "FAILED/FAILED")
     page = logged_in(browser, deployment, READ_TOKEN)
     page.click("nav >> text=Failures")
     page.click("#reasons a")  # the (only) reason

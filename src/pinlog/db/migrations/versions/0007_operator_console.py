@@ -16,8 +16,10 @@
     are initialised here, after the triggers exist: ``CREATE TRIGGER`` holds a lock that keeps
     writers out until this transaction commits, so no change is missed or counted twice.
   - ``ai.context_ai_state_failed_idx`` and ``…_failure_reason_idx``: partial indexes of the
-    FAILED rows, by time and by last error (newest failures; failures by reason, read from the
-    index alone) — O(failed rows), not O(table).
+    rows that ended with a FAILED stage (none left to run), by time and by last error (the
+    console's failures; by reason read from the index alone) — O(failed rows), not O(table).
+    A dead end waiting for the finalizer is not in them: so the rescan's statements (which read
+    unfinished rows) keep planning on the partial rescan index.
   - ``ai.context_ai_event_finished_at_idx``: partial index of the events that finished a stage
     (COMPLETED, FAILED), by time — the completed-per-minute chart reads the last hour only.
   - ``core.console_action``: every confirmed console action (who: the role; what; its
@@ -108,13 +110,19 @@ SELECT 'keyword', keyword_status, count(*) FROM ai.context_ai_state GROUP BY key
 """
 
 CONSOLE = """
+-- rows that ended with a FAILED stage (nothing left to run: a dead end still waiting for the
+-- finalizer is excluded, so the rescan's statements, which read unfinished rows, cannot use these)
 CREATE INDEX IF NOT EXISTS context_ai_state_failed_idx
     ON ai.context_ai_state (updated_at)
-    WHERE embedding_status = 'FAILED' OR keyword_status = 'FAILED';
+    WHERE (embedding_status = 'FAILED' OR keyword_status = 'FAILED')
+      AND embedding_status NOT IN ('PENDING', 'PROCESSING')
+      AND keyword_status NOT IN ('PENDING', 'PROCESSING');
 -- failures by reason read from the index alone (console.sql's failure_reasons)
 CREATE INDEX IF NOT EXISTS context_ai_state_failure_reason_idx
     ON ai.context_ai_state (last_error, updated_at)
-    WHERE embedding_status = 'FAILED' OR keyword_status = 'FAILED';
+    WHERE (embedding_status = 'FAILED' OR keyword_status = 'FAILED')
+      AND embedding_status NOT IN ('PENDING', 'PROCESSING')
+      AND keyword_status NOT IN ('PENDING', 'PROCESSING');
 CREATE INDEX IF NOT EXISTS context_ai_event_finished_at_idx
     ON ai.context_ai_event (at) INCLUDE (stage, to_status)
     WHERE to_status IN ('COMPLETED', 'FAILED');
