@@ -183,7 +183,7 @@ def render(data: dict[str, Any]) -> str:
         w(data["notes"].rstrip() + "\n")
     sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
                 "serve": _serve, "rescan": _rescan, "search": _search, "retention": _retention,
-                "throttle": _throttle}
+                "throttle": _throttle, "console": _console}
     for name, measure in data["measures"].items():
         w(sections[name].__doc__ or name)
         if measure.get("command"):
@@ -422,7 +422,7 @@ the `search_member` / `lexical_matches` statements timed on their own (round tri
 
 
 def _throttle(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
-    """## 6b. Throttled remote providers
+    """## 9. Throttled remote providers
 
 Command: `bench/bench_throttle.py` logic (`run`): per behaviour profile of the fake model
 server (`tests/support/fake_openai.py`), a scratch database, `pinlog presets load` through the
@@ -439,6 +439,18 @@ imposes (one judge call per note, embeddings batched). wall = submit → every j
                      f"{row['wall_s']:.1f} s | {row['floor_s']:.1f} s | {row['answered']} | "
                      f"{row['throttled']} | {row['presets_s']:.1f} s |")
     return lines
+
+
+def _console(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 10. Operator console: overview render at 1M state rows
+
+Command: `bench/bench_console.py` logic (`populate`, `measure`): the overview page and its
+JSON, rendered in this process through the ASGI transport while 50 statuses change between
+renders; the counts per stage × status come from the maintained summary (migration
+`0008_operator_console`), the other reads from partial indexes."""
+    import bench_console
+
+    return [bench_console.summary(r), ""]
 
 
 def scale_plan(f: dict[str, Any]) -> str:

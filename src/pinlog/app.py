@@ -1,7 +1,8 @@
 """FastAPI application factory (SPEC §1 deployment shapes).
 
-``create_app`` mounts the core routers (public ``/v1`` API), the ai routers (``/internal/v1``)
-or both (the default, one process), plus ``/health``, ``/ready`` and ``/metrics``. The lifespan
+``create_app`` mounts the core routers (public ``/v1`` API, the operator API ``/ops/v1`` and,
+when configured, the operator console ``/console``), the ai routers (``/internal/v1``) or both
+(the default, one process), plus ``/health``, ``/ready`` and ``/metrics``. The lifespan
 opens the database (external or embedded), starts each component's background machinery
 (:func:`started_components`) and stops it in reverse order — unless the components were started
 already (``started``: ``pinlog serve`` starts them once, before uvicorn binds its port, so a
@@ -295,9 +296,11 @@ def create_app(
         app.include_router(ai_router)
         app.include_router(ai_search_router)
     if "core" in components:
+        from pinlog.console import mount as mount_console
         from pinlog.core.api import router as core_router
 
         app.include_router(core_router)
+        mount_console(app, config.settings)  # /console, only when a console token is set (issue 29)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limits=body_limits(config.settings))
     app.add_middleware(RequestGuard)  # outermost: counts the 413s too

@@ -308,6 +308,23 @@ class Settings(BaseSettings):
         "its own lane ahead of background embedding work, plus the SQL) before it answers 503 "
         "with Retry-After.")
 
+    # --- operator console (issue 29) and the CLI's server client --------------------------
+    console_admin_token: SecretStr | None = Field(
+        None, description="Operator console (`/console`): the admin token (every page, the "
+        "search debugger, actions). With neither console token set the console is off (404).")
+    console_read_token: SecretStr | None = Field(
+        None, description="Operator console: the read-only token (counts, failures, replicas, "
+        "profiles; no note text, no search debugger, no actions).")
+    console_session_ttl: timedelta = Field(
+        timedelta(hours=8), description="Lifetime of a console session cookie after login.")
+    console_refresh: float = Field(
+        5.0, ge=0.2, le=3600, description="Seconds between two live refreshes of the console's "
+        "overview (the page polls its JSON).")
+    server_url: str | None = Field(
+        None, description="`pinlog search|records|status` ask this running server (its API) "
+        "instead of working in-process; unset → the server `pinlog serve` recorded for this "
+        "PINLOG_DATA_DIR when it is running, else in-process.")
+
     max_text_chars: int = Field(2000, ge=1, le=100_000)
     shutdown_grace: float = Field(
         10.0, ge=0, le=3600, description="Seconds running stages (and a running rescan round, "
@@ -346,7 +363,8 @@ class Settings(BaseSettings):
         return _split_csv(value)
 
     @field_validator("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl",
-                     "retention_deleted", "retention_events", "retention_interval", mode="before")
+                     "retention_deleted", "retention_events", "retention_interval",
+                     "console_session_ttl", mode="before")
     @classmethod
     def _seconds_or_iso(cls, value: object) -> object:
         """Durations: a number of seconds (``300``, ``-5`` is read, then refused as not
@@ -376,6 +394,27 @@ class Settings(BaseSettings):
         if value is not None and (not value.strip() or value != value.strip()):
             raise ValueError("must not be blank or start/end with spaces (unset it to use the "
                              "provider's profile)")
+        return value
+
+    @field_validator("console_admin_token", "console_read_token")
+    @classmethod
+    def _long_console_token(cls, value: SecretStr | None) -> SecretStr | None:
+        """A console token is a password for an operator: at least 16 characters."""
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters")
+        return value
+
+    @field_validator("server_url")
+    @classmethod
+    def _http_server_url(cls, value: str | None) -> str | None:
+        """``http://`` or ``https://`` with a host (``http://127.0.0.1:8000``)."""
+        if value is not None:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError("must be an http(s) URL of a running pinlog serve "
+                                 "(http://127.0.0.1:8000)")
         return value
 
     @field_validator("llm_chain", mode="before")
@@ -444,6 +483,12 @@ class Settings(BaseSettings):
                 f"PINLOG_MAX_BODY_BYTES ({self.max_body_bytes}) must be at least {needed} "
                 f"(a note of PINLOG_MAX_TEXT_CHARS = {self.max_text_chars} characters, "
                 f"JSON-escaped, must fit in a request)")
+        admin, read = (reveal(t) for t in (self.console_admin_token, self.console_read_token))
+        if admin is not None and admin == read:
+            raise ValueError("PINLOG_CONSOLE_ADMIN_TOKEN and PINLOG_CONSOLE_READ_TOKEN must "
+                             "differ (a login's role is the token's)")
+        if self.console_session_ttl.total_seconds() <= 0:
+            raise ValueError("PINLOG_CONSOLE_SESSION_TTL must be positive")
         return self
 
     def body_limit(self) -> int:
@@ -565,6 +610,7 @@ def _register_secrets(settings: Settings) -> None:
     from pinlog.redaction import register_secret
 
     for value in (settings.jwt_secret, settings.embedding_api_key, settings.llm_api_key,
+                  settings.console_admin_token, settings.console_read_token,
                   *settings.internal_secrets):
         if value is not None:
             register_secret(value.get_secret_value())

@@ -70,7 +70,16 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                             "pid": ("integer", False), "components": ("text", False),
                             "settings": ("jsonb", False),
                             "started_at": TS,
-                            "seen_at": TS},
+                            "seen_at": TS,
+                            "version": ("text", True)},  # 0008_operator_console
+    # 0008_operator_console: the maintained state counts and the console's action log
+    "ai.state_count": {"stage": ("text", False), "status": ("text", False),
+                       "n": ("bigint", False)},
+    "ai.state_count_delta": {"stage": ("text", False), "status": ("text", False),
+                             "n": ("bigint", False)},
+    "core.console_action": {"id": ("bigint", False), "at": TS, "role": ("text", False),
+                            "action": ("text", False), "params": ("jsonb", False),
+                            "outcome": ("jsonb", False), "request_id": ("text", True)},
 }
 
 

@@ -93,6 +93,12 @@ REWRITE_PY = "src/pinlog/ai/rewrite.py"
 OPENAI_PY = "src/pinlog/ai/providers/openai.py"
 AZURE_PY = "src/pinlog/ai/providers/azure_openai.py"
 CALIBRATION_PY = "src/pinlog/ai/calibration.py"
+CONSOLE_MIGRATION = "src/pinlog/db/migrations/versions/0008_operator_console.py"
+CONSOLE_ACCESS = "src/pinlog/console/access.py"
+CONSOLE_ROUTES = "src/pinlog/console/routes.py"
+STATUS_SQL = "src/pinlog/core/status.sql"
+REMOTE_PY = "src/pinlog/cli/remote.py"
+CLI_INIT = "src/pinlog/cli/__init__.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -155,6 +161,11 @@ CAPS_T = "tests/unit/ai/test_input_caps_and_deadlines.py"
 LLM_ENDPOINTS_T = "tests/unit/ai/judges/test_llm_endpoints.py"
 REMOTE_T = "tests/integration/ai/test_remote_providers.py"
 SEARCH_CUTS_T = "tests/unit/ai/test_search_cuts.py"
+CONSOLE_T = "tests/integration/console/test_console.py"
+CONSOLE_UNIT_T = "tests/unit/console/test_access.py"
+OPS_API_T = "tests/integration/console/test_ops_api.py"
+COUNTS_T = "tests/integration/core/test_state_counts.py"
+CLI_SERVER_T = "tests/acceptance/test_cli_server.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -698,14 +709,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            ):",
         (f"{AUTH_T}::test_rejected",),
     ),
-    # ---- internal secret (ai/api.py, SPEC §5.1) ----------------------------------------------
+    # ---- internal secret (contracts.py: the ai side's internal API, core's operator API; SPEC §5.1)
     Mutation(
         "internal_secret_not_compared",
         "SPEC §5.1: X-Internal-Secret must match a configured secret, else 401",
-        AI_API,
+        CONTRACTS,
         '        match |= hmac.compare_digest(given, secret.encode("utf-8"))',
         "        match = True",
-        (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",),
+        (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",
+         f"{OPS_API_T}::test_the_operator_api_needs_the_internal_secret"),
     ),
     # ---- configuration and wiring (issue 22) -------------------------------------------------
     Mutation(
@@ -1877,5 +1889,100 @@ MUTATIONS: tuple[Mutation, ...] = (
         '        left = ("left PROCESSING for the rescan" if changed else',
         '        left = ("left PROCESSING for the rescan" if True else',
         (f"{PIPELINE}::test_a_keyword_stage_that_failed_before_it_started_is_not_said_to_be_processing",),
+    ),
+    # ---- the operator console and the command's server client (issue 29) ---------------------
+    Mutation(
+        "console_on_without_a_token",
+        "issue 29: the console is off (404) unless a console token is configured",
+        CONSOLE_ACCESS,
+        "        return self.admin_token is not None or self.read_token is not None",
+        "        return True",
+        (f"{CONSOLE_T}::test_console_is_off_without_a_token",),
+    ),
+    Mutation(
+        "console_any_token_logs_in",
+        "issue 29: a login's role is the token's, compared in constant time with each token",
+        CONSOLE_ACCESS,
+        '        if token is not None and hmac.compare_digest(given, token.encode("utf-8")) and found is None:',
+        "        if token is not None and found is None:",
+        (f"{CONSOLE_UNIT_T}::test_the_token_decides_the_role",
+         f"{CONSOLE_T}::test_login_sets_a_strict_httponly_session_and_refuses_wrong_tokens"),
+    ),
+    Mutation(
+        "console_session_outlives_its_token",
+        "issue 29: the session key depends on the role's token, so changing it ends its sessions",
+        CONSOLE_ACCESS,
+        '    return hmac.new(material.encode("utf-8"), f"pinlog-console|{role}|{token}".encode(),',
+        '    return hmac.new(material.encode("utf-8"), f"pinlog-console|{role}|".encode(),',
+        (f"{CONSOLE_T}::test_changing_a_token_ends_its_sessions",
+         f"{CONSOLE_UNIT_T}::test_a_session_is_signed_expires_and_dies_with_its_token"),
+    ),
+    Mutation(
+        "console_csrf_not_checked",
+        "issue 29: every console POST carries the session's CSRF token",
+        CONSOLE_ACCESS,
+        '    return hmac.compare_digest(presented.encode("utf-8"), csrf_token(config, session).encode())',
+        "    return True",
+        (f"{CONSOLE_T}::test_actions_need_the_csrf_token_a_confirmation_and_are_recorded",
+         f"{CONSOLE_T}::test_logout_needs_csrf_and_ends_the_session",
+         f"{CONSOLE_UNIT_T}::test_csrf_and_signed_values_are_bound_to_the_session"),
+    ),
+    Mutation(
+        "console_admin_pages_open_to_read_only",
+        "issue 29: the search debugger (note text) and the actions are for the admin role only",
+        CONSOLE_ROUTES,
+        "        if admin and not session.admin:",
+        "        if admin and session.role == 'nobody':",
+        (f"{CONSOLE_T}::test_the_read_only_role_never_sees_note_text_nor_secrets",),
+    ),
+    Mutation(
+        "console_session_cookie_readable_by_scripts",
+        "issue 29: the session cookie is HttpOnly and SameSite=Strict",
+        CONSOLE_ROUTES,
+        '                            path=COOKIE_PATH, httponly=True, samesite="strict",',
+        '                            path=COOKIE_PATH, httponly=False, samesite="lax",',
+        (f"{CONSOLE_T}::test_login_sets_a_strict_httponly_session_and_refuses_wrong_tokens",),
+    ),
+    Mutation(
+        "console_reprocess_without_its_dry_run",
+        "issue 29: a reprocess from the console runs only after its dry-run (signed count)",
+        CONSOLE_ROUTES,
+        '                or not signed_ok(config, session, ticket, fields.get("signature"))):',
+        "                ):",
+        (f"{CONSOLE_T}::test_reprocess_runs_only_after_its_dry_run",),
+    ),
+    Mutation(
+        "state_counts_miss_the_old_keyword_status",
+        "SPEC §12 (issue 29): the maintained counts take every status change (old status -1)",
+        CONSOLE_MIGRATION,
+        "            UNION ALL SELECT 'keyword', keyword_status, -1 FROM old_rows\n",
+        "",
+        (f"{COUNTS_T}::test_counts_follow_inserts_updates_deletes_and_truncate",
+         f"{CONSOLE_T}::test_overview_counts_equal_the_database_after_every_kind_of_write"),
+    ),
+    Mutation(
+        "state_count_compaction_keeps_the_deltas",
+        "SPEC §12 (issue 29): compaction moves each delta into the counts exactly once",
+        STATUS_SQL,
+        "    DELETE FROM ai.state_count_delta RETURNING stage, status, n",
+        "    SELECT stage, status, n FROM ai.state_count_delta",
+        (f"{COUNTS_T}::test_counts_follow_inserts_updates_deletes_and_truncate",
+         f"{COUNTS_T}::test_compaction_keeps_a_writers_uncommitted_deltas"),
+    ),
+    Mutation(
+        "command_asks_a_server_of_another_database",
+        "issue 29: the command asks only a server of the same database (server.json fingerprint)",
+        REMOTE_PY,
+        '            or recorded.get("database") != fingerprint\n',
+        "",
+        (f"{CLI_SERVER_T}::test_commands_ask_the_running_server_and_print_the_same_json",),
+    ),
+    Mutation(
+        "command_loads_every_module",
+        "issue 29: a command a server answers loads no model, database driver or ai module",
+        CLI_INIT,
+        '    load((wanted,) if wanted and "--help" not in args else GROUPS)',
+        "    load(GROUPS)",
+        (f"{CLI_SERVER_T}::test_commands_ask_the_running_server_and_print_the_same_json",),
     ),
 )

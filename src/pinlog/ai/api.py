@@ -13,7 +13,6 @@ The runtime is read from ``request.app.state.ai``.
 
 from __future__ import annotations
 
-import hmac
 import logging
 
 from fastapi import APIRouter, Request, Response
@@ -23,7 +22,7 @@ from pydantic import ValidationError
 from pinlog import metrics
 from pinlog.ai.errors import ModelError
 from pinlog.ai.search import ProfileMismatch
-from pinlog.contracts import PROCESS_PATH, SECRET_HEADER, ProcessRequest
+from pinlog.contracts import PROCESS_PATH, SECRET_HEADER, ProcessRequest, secret_ok
 from pinlog.http import error_body
 
 log = logging.getLogger(__name__)
@@ -54,17 +53,6 @@ def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]
     log.warning("search query could not be embedded",
                 extra={"error_class": "transient" if exc.transient else "permanent"})
     return 503, dict(SEARCH_UNAVAILABLE)
-
-
-def secret_ok(presented: str | None, accepted: list[str]) -> bool:
-    """Constant-time comparison of ``presented`` with every accepted secret (no early exit)."""
-    if not presented or not accepted:
-        return False
-    given = presented.encode("utf-8")
-    match = False
-    for secret in accepted:
-        match |= hmac.compare_digest(given, secret.encode("utf-8"))
-    return match
 
 
 @router.post(

@@ -11,7 +11,7 @@ from pinlog.cli.app import (
     database_url_or_exit,
     err_console,
     exit_with_error,
-    settings_or_exit,
+    database_settings_or_exit,
 )
 from pinlog.db.engine import embedded_for, redacted_url
 
@@ -66,7 +66,7 @@ def db_url() -> None:
     """Print the database URL in use, without password. With the embedded server it only
     looks: a server that is not running is one line and exit 1 (nothing is started or
     created; pinlog db start starts it)."""
-    settings = settings_or_exit()
+    settings = database_settings_or_exit()
     if not settings.embedded:
         typer.echo(redacted_url(database_url_or_exit(settings)))
         return
@@ -80,7 +80,7 @@ def db_url() -> None:
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded server and leave it running for other commands."""
-    settings = settings_or_exit()
+    settings = database_settings_or_exit()
     if not settings.embedded:
         exit_with_error("PINLOG_DATABASE_URL is set: there is no embedded server to start.", 2)
     from pinlog.db.engine import resolve_database_url
@@ -96,7 +96,7 @@ def db_stop(
 ) -> None:
     """Stop the embedded server of PINLOG_DATA_DIR. Refused (exit 1) while other pinlog
     processes use it, naming them, unless --force."""
-    settings = settings_or_exit()
+    settings = database_settings_or_exit()
     if not settings.embedded:
         exit_with_error("PINLOG_DATABASE_URL is set: there is no embedded server to stop.", 2)
     server = embedded_for(settings)
@@ -115,7 +115,7 @@ def db_stop(
 @db_app.command("status")
 def db_status() -> None:
     """Say whether the embedded server of PINLOG_DATA_DIR is running (exit 1 if not)."""
-    settings = settings_or_exit()
+    settings = database_settings_or_exit()
     if not settings.embedded:
         typer.echo("external database configured (PINLOG_DATABASE_URL)")
         return

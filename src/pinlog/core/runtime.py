@@ -23,7 +23,7 @@ from pinlog.core.rescan import RescanConfig
 from pinlog.core.retention import CoreRetentionConfig
 from pinlog.core.search import SearchConfig
 from pinlog.core.services import CoreService, ServiceConfig
-from pinlog.core.status import StatusConfig
+from pinlog.core.status import CountCompactor, StatusConfig
 from pinlog.settings import Settings
 
 if TYPE_CHECKING:
@@ -115,10 +115,12 @@ class CoreRuntime:
         else:
             self.search_client = in_process_search
         self.rescan: RescanLoop | None = None
+        self.compactor = CountCompactor(engine)
 
     async def start(self) -> None:
-        """Start the dispatcher, then the rescan loop when enabled."""
+        """Start the dispatcher, the state-count compactor, then the rescan loop when enabled."""
         self.dispatcher.start()
+        self.compactor.start()
         if self.run_rescan:
             from pinlog.core.rescan import RescanLoop
 
@@ -129,6 +131,7 @@ class CoreRuntime:
         """Stop the rescan loop (if started), then drain and stop the dispatcher, then close
         the client."""
         grace = self.config.shutdown_grace
+        await self.compactor.stop()
         if self.rescan is not None:
             try:
                 await self.rescan.stop(grace=grace)
