@@ -317,7 +317,7 @@ def status(
     """Show the state machine: rows per stage × status, retries, exhausted rows, failures.
 
     Asks the running server of this data directory (or PINLOG_SERVER_URL) when there is one,
-    otherwise reads the database in-process; both give the same JSON (``--json``).
+    otherwise reads the database in-process; both give the same JSON (--json).
     """
     if watch:
         _watch_status(interval, times)

@@ -31,7 +31,7 @@ def search(
     """Search a member's records by meaning and by their own words, as the member would through
     /v1/search; "matched by" shows which channels matched (matchedBy of /v1/search).
 
-    ``--json`` prints the body ``POST /v1/search`` answers. Asks the running server of this
+    --json prints the body POST /v1/search answers. Asks the running server of this
     data directory (or PINLOG_SERVER_URL) when there is one; otherwise runs the ai side in this
     process unless PINLOG_AI_BASE_URL points at a running one.
     """
