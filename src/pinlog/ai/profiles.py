@@ -232,7 +232,7 @@ async def build_profile(engine: AsyncEngine, models: ProfileModels, texts: TextS
             async with engine.connect() as conn:
                 await check_stored_dimensions(conn, profile, models.dimension)
             after = await _begin_build(engine, profile, models.dimension, active)
-            presets = await embed_stored_presets(engine, models.provider)
+            presets = await embed_stored_presets(engine, models.provider, retries=retries)
             report.presets_embedded = len(presets.embedded)
             await _backfill(engine, models, texts, after, batch_size, retries, progress, report,
                             max_rate, sleep)
@@ -534,7 +534,8 @@ async def rejudge_keywords(engine: AsyncEngine, models: ProfileModels, texts: Te
                             extra={"context_id": cid, "error_class": classify(exc)[0]})
                 _skip(report.skipped, skip, cid, "judge failed")
                 continue
-            picks = _only_candidates(answer.picks, candidates) if candidates else ()
+            picks = (_only_candidates(answer.picks, candidates, models.calibration.max_picks)
+                     if candidates else ())
             if await _write_rejudged(engine, cid, profile, snapshot.version, answer, picks):
                 report.rejudged += 1
             else:

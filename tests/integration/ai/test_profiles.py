@@ -532,6 +532,31 @@ async def test_overview_before_any_switch_shows_the_configured_profile(engine, w
         [(PROFILE_A, "active", N, N)]
 
 
+async def test_the_consoles_profiles_page_counts_every_profiles_vectors_and_the_recorded_roles(
+        engine, world):
+    """The operator console (issue 29) reads the switch's tables: a building profile's vectors
+    (in the shadow table) are its coverage, and the active profile is the database's."""
+    from pinlog.console import reads
+
+    async def shown():
+        data = await reads.profiles(engine, PROFILE_A, N)
+        return {p["profile"]: (p["role"], p["active"], p["live"], p["coverage"])
+                for p in data["profiles"]}
+
+    assert await shown() == {PROFILE_A: ("active", True, N, 1.0)}
+    texts = Texts(N)
+    texts.deleted.add(3)  # gone from core: never built
+    await _build(engine, texts=texts)
+    assert await shown() == {PROFILE_A: ("active", True, N, 1.0),
+                             PROFILE_B: ("building", False, N - 1, (N - 1) / N)}
+    await activate_profile(engine, PROFILE_B, current=ACTIVE_A, force=True)
+    # B is active (its copied vectors and context 3's A vector left in the active table: the
+    # forced activation's gap); A's vectors are kept beside them
+    rows = await shown()
+    assert rows[PROFILE_B][:2] == ("active", True) and rows[PROFILE_B][2] == N - 1
+    assert rows[PROFILE_A] == ("kept", False, N, 1.0)
+
+
 # --- the reset path stays (SPEC §7.5) --------------------------------------------------------------
 
 async def test_reprocess_profile_after_a_forced_activation_resets_only_the_notes_left_behind(

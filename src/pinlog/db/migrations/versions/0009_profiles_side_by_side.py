@@ -22,8 +22,8 @@ database (no ``core.*`` is touched). Downgrade drops what was added (a relaxed d
 
 from alembic import op
 
-revision = "0007_profiles_side_by_side"
-down_revision = "0005_preset_categories"
+revision = "0009_profiles_side_by_side"
+down_revision = "0008_operator_console"
 
 UPGRADE = """
 CREATE TABLE IF NOT EXISTS ai.embedding_profile (
