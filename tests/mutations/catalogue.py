@@ -1616,10 +1616,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "issue 31 + SPEC §9.1: a dead context's vectors of every profile go with it, the "
         "building and kept profiles' too (ai.context_embedding_shadow)",
         AI_RETENTION_SQL,
-        "    DELETE FROM ai.context_embedding_shadow\n"
-        "     WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND CAST(:apply AS boolean)",
-        "    DELETE FROM ai.context_embedding_shadow\n"
-        "     WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND false",
+        "     purged AS (DELETE FROM ai.context_embedding_shadow\n"
+        "                 WHERE {given_contexts} AND CAST(:apply AS boolean))",
+        "     purged AS (DELETE FROM ai.context_embedding_shadow\n"
+        "                 WHERE {given_contexts} AND false)",
         (f"{PURGE_T}::test_past_the_retention_no_trace_of_a_deleted_note_remains",
          f"{ERASURE_T}::test_erasing_a_withdrawn_member_removes_its_rows_now",
          f"{ADOPTED_PURGE_T}::test_on_an_adopted_database_only_our_ai_rows_are_purged"),

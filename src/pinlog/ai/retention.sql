@@ -61,13 +61,9 @@ SELECT count(*) FROM found
 -- context and profile). Core's cancel deletes them with the context (core.sql
 -- delete_shadow_vectors); this catches what a cancel that knows no shadow table left behind (a
 -- backend's, on an adopted database). CANCELLED and locked, as above.
-WITH found AS (
-    SELECT context_id FROM ai.context_embedding_shadow
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[]))
-), purged AS (
-    DELETE FROM ai.context_embedding_shadow
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND CAST(:apply AS boolean)
-)
+WITH found AS (SELECT context_id FROM ai.context_embedding_shadow WHERE {given_contexts}),
+     purged AS (DELETE FROM ai.context_embedding_shadow
+                 WHERE {given_contexts} AND CAST(:apply AS boolean))
 SELECT count(*) FROM found
 
 
