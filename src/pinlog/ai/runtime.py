@@ -30,6 +30,7 @@ from pinlog.ai.rewrite import RewriteConfig
 from pinlog.ai.routing import (DIMENSION_PROBE_TEXT, ProfileModels, ProfileRouter,
                                ProfileSwitched, check_stored_dimensions, probe_dimension)
 from pinlog.ai.worker import WorkQueue, db_slots
+from pinlog.db.background import every
 from pinlog.db.process_settings import HEARTBEAT_SECONDS
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.errors import StartupError
@@ -295,15 +296,8 @@ class AiRuntime:
         """Re-read the profiles' roles every :attr:`profile_refresh` seconds (SPEC §9.1: no
         replica keeps the old profile for more than one heartbeat; the guards make even that
         window safe). A failed read is retried at the next beat."""
-        while True:
-            await asyncio.sleep(self.profile_refresh)
-            try:
-                await self.refresh_profiles()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - try again at the next beat
-                log.warning("embedding profile roles could not be read",
-                            extra={"error_class": type(exc).__name__})
+        await every(self.profile_refresh, self.refresh_profiles,
+                    failure="embedding profile roles could not be read", log=log)
 
     async def refresh_profiles(self) -> bool:
         """Re-read the profiles' roles now. Returns True when they changed."""

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import __version__
+from pinlog.db.background import every
 from pinlog.db.sql import Queries
 
 log = logging.getLogger(__name__)
@@ -213,17 +214,12 @@ class ProcessRegistry:
         return found
 
     async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat)
-            try:
-                async with self.engine.begin() as conn:
-                    await conn.execute(_q("heartbeat"), {"process_id": self.process_id})
-                await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - try again at the next beat
-                log.warning("process settings heartbeat failed",
-                            extra={"error_class": type(exc).__name__})
+        async def beat() -> None:
+            async with self.engine.begin() as conn:
+                await conn.execute(_q("heartbeat"), {"process_id": self.process_id})
+            await self.check()
+
+        await every(self.heartbeat, beat, failure="process settings heartbeat failed", log=log)
 
     async def stop(self) -> None:
         """Stop the heartbeat and remove this process's row (never raises)."""
