@@ -32,7 +32,7 @@ Search keeps answering from the active profile throughout.
   embedded ÷ contexts that should be), rate and ETA.
 
 Invalidation holds for every profile: core's cancel removes the context's shadow vectors in the
-same transaction (``core/core.sql`` ``delete_shadow_vectors``), the backfill writes only under a
+same transaction (core's statement ``delete_shadow_vectors``), the backfill writes only under a
 ``FOR SHARE`` lock of a COMPLETED state row, and activation copies only rows still COMPLETED and
 not deleted. These functions are what the CLI (``pinlog.cli.profiles``) and the operator console
 call. Texts are never logged.
