@@ -22,6 +22,10 @@ within one run from paired rounds):
    reasoning model): all COMPLETED? wall time vs the rate's floor (bench/bench_throttle.py).
 9. ``console`` — the operator console's overview page and JSON at 1M state rows, p50/p95, next
    to the full count it replaces (bench/bench_console.py).
+10. ``profiles`` (report §11) — switching embedding profiles under search load (SPEC §9.1):
+    10,000 notes, ``pinlog profiles build`` SIGKILLed half-way and resumed while searches run
+    (lost results, p95 vs idle, duplicate model calls), then ``activate``
+    (bench/bench_profiles.py).
 
 ``--quick`` runs small sizes, 1-2 rounds, writes to a temporary file (or ``--out``) and checks no
 threshold: it only proves the benchmarks still run (CI). The raw figures go to a JSON file next
@@ -56,7 +60,7 @@ from common import cpu_model, load_average
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "retention",
-            "throttle", "console")
+            "throttle", "console", "profiles")
 
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
@@ -69,6 +73,8 @@ FULL: dict[str, Any] = {
     "retention_live": 1_000_000, "retention_dead": 10_000, "retention_rounds": 3,
     "throttle_n": 200, "throttle_rate": 10.0,
     "console_total": 1_000_000, "console_rounds": 200,
+    "profiles_notes": 10_000, "profiles_searches": 200,
+    "profiles_batch": 256, "profiles_rounds": 3, "profiles_max_rate": 1000.0,
 }
 QUICK: dict[str, Any] = {
     "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
@@ -80,6 +86,8 @@ QUICK: dict[str, Any] = {
     "retention_live": 5_000, "retention_dead": 500, "retention_rounds": 1,
     "throttle_n": 20, "throttle_rate": 10.0,
     "console_total": 5_000, "console_rounds": 10,
+    "profiles_notes": 500, "profiles_searches": 20, "profiles_batch": 64,
+    "profiles_rounds": 1, "profiles_max_rate": 1000.0,
 }
 
 _T0 = time.monotonic()
@@ -416,11 +424,26 @@ def measure_console(cfg: dict[str, Any]) -> dict[str, Any]:
         return asyncio.run(bench_console.measure(url, rounds, total))
 
 
+# --- measure 10: profiles side by side -----------------------------------------------------------
+def measure_profiles(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_profiles
+    from scratch_db import scratch_database
+
+    args = argparse.Namespace(notes=cfg["profiles_notes"], searches=cfg["profiles_searches"],
+                              batch=cfg["profiles_batch"], rounds=cfg["profiles_rounds"],
+                              max_rate=cfg["profiles_max_rate"])
+    log(f"profiles: {args.notes:,} notes, build in batches of {args.batch}, "
+        f"{args.searches} searches per phase")
+    with scratch_database() as url:
+        result = asyncio.run(bench_profiles.run(url, args))
+    return {**result, "summary": bench_profiles.summary(result)}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pipeline": measure_pipeline, "orchestration": measure_orchestration,
     "import": measure_import, "serve": measure_serve, "rescan": measure_rescan,
     "search": measure_search, "retention": measure_retention, "throttle": measure_throttle,
-    "console": measure_console,
+    "console": measure_console, "profiles": measure_profiles,
 }
 
 

@@ -168,6 +168,21 @@ def render(data: dict[str, Any]) -> str:
           f"{s['sql_p95'] * MS:.1f} ms | ≤ 20 ms | {_verdict(s['sql_p95'] <= 0.020, quick)} |")
         w(f"| 5 | search at {size:,} contexts/member: request p95 | {s['total_p95'] * MS:.1f} ms "
           f"| ≤ 60 ms | {_verdict(s['total_p95'] <= 0.060, quick)} |")
+    prof = m_profiles(data)
+    if prof:
+        sm = prof["summary"]
+        answers = prof["build"]["answers"] + sum(len(x["build"]) for x in prof.get("rounds", []))
+        w(f"| 11 | profile build under search load: answers that lost a result | "
+          f"{sm['lost']} of {answers} | 0 | {_verdict(sm['lost_ok'], quick)} |")
+        w(f"| 11 | search p95 during the build / idle p95 (median of {len(sm['ratios'])} paired "
+          f"rounds) | {sm['ratio']:.2f} ({', '.join(f'{x:.2f}' for x in sm['ratios'])}) | ≤ 2 | "
+          f"{_verdict(sm['ratio_ok'], quick)} |")
+        w(f"| 11 | build SIGKILLed half-way: duplicate model calls | "
+          f"{prof['build']['duplicates']} (batch {prof['batch']}) | ≤ one batch | "
+          f"{_verdict(sm['duplicates_ok'], quick)} |")
+        w(f"| 11 | searches after `activate` answered by the new profile | "
+          f"{prof['activate']['after_by_b']} of {prof['activate']['after_answers']} | all | "
+          f"{_verdict(sm['switch_ok'], quick)} |")
     if f.get("peak_rss"):
         w(f"| 6 | `pinlog serve` RSS | idle {_mb(f['idle_rss'])}, peak {_mb(f['peak_rss'])} | "
           "(report) | – |")
@@ -183,7 +198,7 @@ def render(data: dict[str, Any]) -> str:
         w(data["notes"].rstrip() + "\n")
     sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
                 "serve": _serve, "rescan": _rescan, "search": _search, "retention": _retention,
-                "throttle": _throttle, "console": _console}
+                "throttle": _throttle, "console": _console, "profiles": _profiles}
     for name, measure in data["measures"].items():
         w(sections[name].__doc__ or name)
         if measure.get("command"):
@@ -451,6 +466,60 @@ renders; the counts per stage × status come from the maintained summary (migrat
     import bench_console
 
     return [bench_console.summary(r), ""]
+def m_profiles(data: dict[str, Any]) -> dict[str, Any]:
+    """The profiles measure's result (empty when it did not run or failed)."""
+    return (data.get("measures", {}).get("profiles") or {}).get("result") or {}
+
+
+def _profiles(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 11. Switching embedding profiles under search load
+
+Command: `bench/bench_profiles.py` logic (`run`): N notes of 10 members COMPLETED on profile A
+(16 dimensions, 50 topics) with their texts in core; searches back to back through
+`AiRuntime.search` (query embeddings by in-process fakes, so the figure is the search path: one
+REPEATABLE READ snapshot for the roles and the vectors, `search_member`, presets). Then
+`pinlog profiles build B` (12 dimensions, another topic order, from the fake OpenAI-compatible
+server of `tests/support/fake_openai.py` in a process of its own, as a remote model; the build
+runs at nice +5, paced with `--max-rate`) as a real subprocess, SIGKILLed when the note in the
+middle reaches the model, and run again (it resumes) — searches run the whole time and every
+answer is compared with the same query's idle answer. Before it, paired rounds (idle searches,
+then the same searches during a whole build, dropped after) give the p95 ratio its median, and
+one unpaced build shows what pacing buys on this machine. Then `activate_profile` while searches
+run, and the same searches again: which provider embedded each query says which profile
+answered."""
+    b, act, sm = r["build"], r["activate"], r["summary"]
+    rounds = [f"| idle (round {i}) | {len(x['idle'])} | {_med(x['idle']) * MS:.1f} | "
+              f"{pct(x['idle'], .95) * MS:.1f} | – | – |\n"
+              f"| during a build (round {i}) | {len(x['build'])} | {_med(x['build']) * MS:.1f} | "
+              f"{pct(x['build'], .95) * MS:.1f} | {x['lost_answers']} | {x['empty']} |"
+              for i, x in enumerate(r.get("rounds", []), start=1)]
+    return [
+        "| phase | searches | p50 ms | p95 ms | lost a record | empty |",
+        "|---|---|---|---|---|---|",
+        *rounds,
+        f"| idle | {len(r['idle'])} | {sm['idle_p50'] * MS:.1f} | {sm['idle_p95'] * MS:.1f} | – "
+        "| – |",
+        f"| during the build (killed, resumed) | {b['answers']} | {sm['build_p50'] * MS:.1f} | "
+        f"{sm['build_p95'] * MS:.1f} | {b['lost_answers']} ({b['lost_results']} records) | "
+        f"{b['empty']} |",
+        f"| during `activate` | {act['during_answers']} | – | – | – | {act['during_empty']} |",
+        f"| idle (unpaced round) | {len(r['unpaced']['idle'])} | "
+        f"{_med(r['unpaced']['idle']) * MS:.1f} | {pct(r['unpaced']['idle'], .95) * MS:.1f} | – "
+        "| – |",
+        f"| during an unpaced build ({r['unpaced']['seconds']:.1f} s; information) | "
+        f"{len(r['unpaced']['build'])} | {_med(r['unpaced']['build']) * MS:.1f} | "
+        f"{pct(r['unpaced']['build'], .95) * MS:.1f} | {r['unpaced']['lost_answers']} | "
+        f"{r['unpaced']['empty']} |",
+        f"| after `activate` | {act['after_answers']} | {_med(act['latencies']) * MS:.1f} | "
+        f"{pct(act['latencies'], .95) * MS:.1f} | – | {act['after_empty']} |",
+        "",
+        f"Build: {b['built']:,} vectors of {r['notes']:,} notes in {b['seconds']:.1f} s, batches "
+        f"of {r['batch']}, `--max-rate {r['max_rate']:g}`; SIGKILLed after {b['killed_at']:.1f} s with "
+        f"{b['written_before_kill']:,} written, then resumed. Model calls: {b['model_texts']:,} "
+        f"texts for {b['distinct_texts']:,} notes, {b['duplicates']} embedded twice (the batch in "
+        f"flight at the kill). Activation: {act['copied']:,} vectors switched and "
+        f"{act['kept']:,} kept for rollback in one transaction, {act['seconds'] * MS:.0f} ms; "
+        f"after it {act['after_by_b']} queries embedded by B, {act['after_by_a']} by A."]
 
 
 def scale_plan(f: dict[str, Any]) -> str:

@@ -11,6 +11,9 @@ never imports ai.
   client is the ai runtime's in-process ``submit`` (same contract as
   ``POST /internal/v1/context/process``); otherwise core uses HTTP to ``PINLOG_AI_BASE_URL``.
 * :func:`replica_rules` is what a process records for the replica-agreement check.
+* :func:`profile_models`, :func:`core_texts` — what the profile switch's operations
+  (:mod:`pinlog.ai.profiles`: ``pinlog profiles``, the operator console) need from a process:
+  a configured profile's models and core's texts (SPEC §9.1).
 * :func:`retention_parts` are the parts of the retention job a process runs (issue 31), in the
   loop :func:`running_components` starts (``PINLOG_RETENTION_ENABLED``) and in ``pinlog
   purge``; :func:`erase_member` composes an erasure (core finds the member and its notes, the ai
@@ -20,7 +23,7 @@ never imports ai.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -33,6 +36,7 @@ from pinlog.db.retention import PurgePart, PurgeReport, RetentionLoop, count_pur
 from pinlog.settings import Settings, load_settings
 
 if TYPE_CHECKING:  # imported when used: `pinlog --help` need not load the components
+    from pinlog.ai.routing import ProfileModels
     from pinlog.ai.runtime import AiConfig, AiRuntime
     from pinlog.core.runtime import CoreConfig, CoreRuntime
 
@@ -107,6 +111,56 @@ def replica_rules(config: Config, components: Iterable[str]) -> ReplicaRules:
     return rules
 
 
+def configured_profiles(config: Config) -> tuple[str, ...]:
+    """The embedding profiles this process has providers for (SPEC §9.1): the first
+    provider's (``PINLOG_EMBEDDING_*``), then the next one's (``PINLOG_NEXT_EMBEDDING_*``)."""
+    nxt = config.ai.next_embedding
+    return (config.profile,) + ((nxt.profile,) if nxt is not None else ())
+
+
+def profile_models(config: Config, profile: str, *, judge: bool = False) -> ProfileModels:
+    """The models of a configured ``profile`` built here — its micro-batched provider, its
+    calibration and, with ``judge``, its judge — for the profile switch's operations
+    (``pinlog profiles``, the operator console; :mod:`pinlog.ai.profiles`). Close them with
+    :func:`close_profile_models`.
+
+    Raises:
+        SettingsError: no provider is configured for ``profile`` here.
+        ValueError: the provider refuses its settings (``build``).
+    """
+    from pinlog.ai.judges import build_judge
+    from pinlog.ai.providers import build_batched_provider
+    from pinlog.ai.routing import ProfileModels
+    from pinlog.settings import SettingsError
+
+    ai = config.ai
+    for embedding, calibration in ((ai.embedding, ai.calibration),
+                                   (ai.next_embedding, ai.next_calibration)):
+        if embedding is not None and calibration is not None and embedding.profile == profile:
+            batched = build_batched_provider(embedding, ai.batching)
+            built = build_judge(ai.judge, batched, calibration) if judge else None
+            return ProfileModels(profile, batched, calibration, built)
+    raise SettingsError(f"no embedding provider is configured for profile {profile}: set "
+                        "PINLOG_NEXT_EMBEDDING_PROVIDER (and its PINLOG_NEXT_EMBEDDING_* "
+                        "settings) for it")
+
+
+async def close_profile_models(models: ProfileModels) -> None:
+    """Close what :func:`profile_models` built (provider, judge)."""
+    from pinlog.ai.ports import close_resource
+
+    await close_resource(models.provider)
+    if models.judge is not None:
+        await close_resource(models.judge)
+
+
+def core_texts(engine: AsyncEngine, config: Config) -> Callable[[Sequence[int]],
+                                                                Awaitable[Mapping[int, str]]]:
+    """The profile switch's text source in our deployment: core's active contexts
+    (``CoreService.context_texts``; SPEC §9.1, core owns the text)."""
+    from pinlog.core.services import CoreService
+
+    return CoreService(engine, None, config.core.service).context_texts
 def retention_parts(config: Config, engine: AsyncEngine, *, core: bool = True,
                     **hooks: Any) -> list[PurgePart]:
     """The retention job's parts for a process (issue 31): core's (``core``: the process runs

@@ -256,6 +256,32 @@ class Settings(BaseSettings):
     embedding_query_prefix: str = Field(
         "", description="sentence-transformers only: prepended to search queries ('query: ').")
 
+    # --- the next embedding profile (SPEC §9.1: profiles side by side) -------------------------
+    # A second provider, built through the same registry (pinlog.ai.providers.PROVIDERS): the
+    # profile `pinlog profiles build` backfills beside the active one. Every replica serves
+    # whichever of its two profiles the database says is active (ai.embedding_profile).
+    next_embedding_provider: str | None = Field(
+        None, description="A name of the provider registry for the next profile (unset: none).")
+    next_embedding_profile: str | None = Field(
+        None, description="The next profile's string; per provider when unset. Must differ from "
+        "PINLOG_EMBEDDING_PROFILE's.")
+    next_embedding_model: str | None = Field(None, description="Next profile: model or path.")
+    next_embedding_dimension: int | None = Field(None, ge=1, le=16_000)
+    next_embedding_base_url: str | None = None
+    next_embedding_api_key: SecretStr | None = None
+    next_embedding_max_inputs: int | None = Field(
+        None, ge=1, le=4096, description="Next profile: most inputs one embedding call carries "
+        "(per provider when unset, as PINLOG_EMBEDDING_MAX_INPUTS).")
+    next_embedding_max_concurrent: int | None = Field(
+        None, ge=1, le=64, description="Next profile: most embedding calls in flight (per "
+        "provider when unset, as PINLOG_EMBEDDING_MAX_CONCURRENT).")
+    next_embedding_api_version: str | None = Field(
+        None, description="Next profile, azure-openai only: the api-version query parameter.")
+    next_embedding_passage_prefix: str = Field(
+        "", description="Next profile, sentence-transformers only: prefix of stored texts.")
+    next_embedding_query_prefix: str = Field(
+        "", description="Next profile, sentence-transformers only: prefix of search queries.")
+
     # --- judge (SPEC §8) ---------------------------------------------------------------------
     judge: str = Field("similarity", description="A name of the judge registry "
                        "(pinlog.ai.judges.JUDGES); an unknown name is refused at start-up.")
@@ -446,6 +472,27 @@ class Settings(BaseSettings):
                              "PINLOG_LLM_BASE_URL (an OpenAI-compatible endpoint, …/v1)")
         return LlmEndpoint(self.llm_base_url, self.llm_api_key, self.llm_api_version)
 
+    def next_embedding(self) -> Settings | None:
+        """The next profile's provider settings as a view of these settings whose
+        ``embedding_*`` values are the ``next_embedding_*`` ones (so the provider registry
+        reads them like the first provider's; SPEC §9.1), or None when
+        ``PINLOG_NEXT_EMBEDDING_PROVIDER`` is unset. Timeouts and batching are shared."""
+        if self.next_embedding_provider is None:
+            return None
+        return self.model_copy(update={
+            "embedding_provider": self.next_embedding_provider,
+            "embedding_profile": self.next_embedding_profile,
+            "embedding_model": self.next_embedding_model,
+            "embedding_dimension": self.next_embedding_dimension,
+            "embedding_base_url": self.next_embedding_base_url,
+            "embedding_api_key": self.next_embedding_api_key,
+            "embedding_max_inputs": self.next_embedding_max_inputs,
+            "embedding_max_concurrent": self.next_embedding_max_concurrent,
+            "embedding_api_version": self.next_embedding_api_version,
+            "embedding_passage_prefix": self.next_embedding_passage_prefix,
+            "embedding_query_prefix": self.next_embedding_query_prefix,
+        })
+
     @property
     def retries(self) -> RetryPolicy:
         """``PINLOG_MODEL_ATTEMPTS`` and the backoff of one model call (SPEC §6)."""
@@ -610,8 +657,8 @@ def _register_secrets(settings: Settings) -> None:
     from pinlog.redaction import register_secret
 
     for value in (settings.jwt_secret, settings.embedding_api_key, settings.llm_api_key,
-                  settings.console_admin_token, settings.console_read_token,
-                  *settings.internal_secrets):
+                  settings.next_embedding_api_key, settings.console_admin_token,
+                  settings.console_read_token, *settings.internal_secrets):
         if value is not None:
             register_secret(value.get_secret_value())
     if settings.database_url is not None:

@@ -25,7 +25,8 @@ COMMANDS = [[], ["serve"], ["rescan"], ["reprocess"], ["status"], ["import"], ["
             ["demo"], ["migrate"], ["db"], ["db", "url"], ["db", "stop"], ["presets"],
             ["presets", "load"],
             ["presets", "list"], ["members"], ["members", "create"], ["token"], ["records"],
-            ["purge"]]
+            ["purge"], ["profiles"], ["profiles", "build"], ["profiles", "activate"],
+            ["profiles", "drop"]]
 
 
 def test_version_and_help_texts(tmp_path):

@@ -60,7 +60,10 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                                     "unmatched_concepts": ("jsonb", False),
                                     "model_profile": ("text", False),
                                     "evidence": ("jsonb", False),  # 0004_preset_cues_and_evidence
-                                    "updated_at": TS},
+                                    "updated_at": TS,
+                                    # SPEC §9.1: the profile the keywords were judged with
+                                    # (0009_profiles_side_by_side)
+                                    "embedding_profile": ("text", True)},
     "ai.context_ai_event": {"id": ("bigint", False), "context_id": ("bigint", False),
                             "stage": ("text", False), "from_status": ("text", True),
                             "to_status": ("text", True), "actor": ("text", False),
@@ -80,6 +83,19 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
     "core.console_action": {"id": ("bigint", False), "at": TS, "role": ("text", False),
                             "action": ("text", False), "params": ("jsonb", False),
                             "outcome": ("jsonb", False), "request_id": ("text", True)},
+    # SPEC §9.1 (0009_profiles_side_by_side): profiles side by side — roles, build progress
+    "ai.embedding_profile": {"profile": ("text", False), "role": ("text", False),
+                             "dimension": ("integer", True), "build_after": ("bigint", False),
+                             "built": ("bigint", False),
+                             "build_rate": ("double precision", True),
+                             "build_started_at": TS_NULL, "build_seen_at": TS_NULL,
+                             "build_finished_at": TS_NULL, "activated_at": TS_NULL,
+                             "rejudge_after": ("bigint", True), "updated_at": TS},
+    # ... and the vectors of every profile but the active one, keyed (context, profile)
+    "ai.context_embedding_shadow": {"context_id": ("bigint", False),
+                                    "embedding_profile": ("text", False),
+                                    "embedding": ("vector", False),
+                                    "text_sha256": ("bytea", True), "updated_at": TS},
 }
 
 
@@ -146,6 +162,10 @@ def test_migrate_creates_exactly_the_spec_schema(sync_conn):
     assert pks["ai.context_embedding"] == "PRIMARY KEY (context_id)"
     assert pks["ai.keyword_preset_embedding"] == "PRIMARY KEY (preset_id, embedding_profile)"
     assert pks["ai.context_keyword"] == "PRIMARY KEY (context_id, keyword_id)"
+    assert pks["ai.context_embedding_shadow"] == "PRIMARY KEY (context_id, embedding_profile)"
+    # SPEC §9.1: one active and at most one building profile
+    assert "UNIQUE" in indexes["embedding_profile_one_per_role"]
+    assert "'active'::text" in indexes["embedding_profile_one_per_role"]
     assert not any("embedding" in d and ("hnsw" in d or "ivfflat" in d) for d in indexes.values())
 
 

@@ -76,6 +76,10 @@ HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 LOGS_PY = "src/pinlog/logs.py"
 WORKER_PY = "src/pinlog/ai/worker.py"
 DISPATCH_PY = "src/pinlog/core/dispatch.py"
+PROFILES_SQL = "src/pinlog/ai/profiles.sql"
+PROFILES_PY = "src/pinlog/ai/profiles.py"
+ROUTING_PY = "src/pinlog/ai/routing.py"
+STATE_PY = "src/pinlog/ai/state.py"
 AI_RETENTION_SQL = "src/pinlog/ai/retention.sql"
 AI_RETENTION_PY = "src/pinlog/ai/retention.py"
 CORE_RETENTION_SQL = "src/pinlog/core/retention.sql"
@@ -144,6 +148,8 @@ BATCHING_T = "tests/unit/ai/test_batching.py"
 LOG_CONTEXT_T = "tests/integration/ai/test_log_context.py"
 DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
 OPS_CLI_T = "tests/acceptance/rescan/test_ops_cli.py"
+PROFILES_T = "tests/integration/ai/test_profiles.py"
+NEXT_PROFILE_T = "tests/unit/ai/test_next_profile.py"
 PURGE_T = "tests/integration/retention/test_purge.py"
 LATE_T = "tests/integration/retention/test_late_results.py"
 PURGE_REPLICAS_T = "tests/integration/retention/test_replicas.py"
@@ -294,8 +300,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "embedding_upsert_without_processing_guard",
         "SPEC §5.2 save: store the vector only while embedding_status = PROCESSING",
         STATE_SQL,
-        "   AND s.embedding_status = 'PROCESSING'\nON CONFLICT (context_id) DO UPDATE",
-        "ON CONFLICT (context_id) DO UPDATE",
+        "   AND s.embedding_status = 'PROCESSING'\n   AND NOT EXISTS (SELECT 1 FROM "
+        "ai.embedding_profile p",
+        "   AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile p",
         (f"{GUARDS}::test_embedding_upsert_only_while_processing",),
     ),
     Mutation(
@@ -972,10 +979,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "search_without_deadline",
         "SPEC §13 PINLOG_SEARCH_TIMEOUT: the search deadline alone bounds the answer (503)",
         AI_RUNTIME,
-        "                                                 keyword_floor=calibration.candidate_floor),\n"
-        "                                          deadline)",
-        "                                                 keyword_floor=calibration.candidate_floor),\n"
-        "                                          None)",
+        "            return await asyncio.wait_for(run(), deadline)",
+        "            return await asyncio.wait_for(run(), None)",
         (f"{PRIORITY_T}::test_search_past_its_deadline_is_503_with_retry_after",),
     ),
     Mutation(
@@ -1247,6 +1252,328 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{OPS_CLI_T}::"
          "test_a_commands_lines_carry_the_command_the_round_and_the_request_id_it_sent",),
     ),
+    # ---- profiles side by side (SPEC §9.1, issue 24) -------------------------------------------
+    Mutation(
+        "save_writes_a_non_active_profile_into_the_active_table",
+        "SPEC §9.1: ai.context_embedding holds the active profile's vectors only (the save's "
+        "guard: an activation during the job makes it save under the new profile)",
+        STATE_SQL,
+        "WHERE p.role = 'active' AND p.profile <> CAST(:profile AS text))",
+        "WHERE false AND p.profile <> CAST(:profile AS text))",
+        (f"{PROFILES_T}::test_a_job_that_embedded_with_the_old_profile_saves_under_the_new_one",),
+    ),
+    Mutation(
+        "save_without_the_shared_profile_lock",
+        "SPEC §9.1: activation is atomic — it waits for the embedding saves in flight",
+        STATE_PY,
+        '        await _execute(conn, "lock_profiles_shared")\n',
+        "",
+        (f"{PROFILES_T}::test_an_activation_waits_for_an_embedding_save_in_flight",),
+    ),
+    Mutation(
+        "activation_without_the_exclusive_profile_lock",
+        "SPEC §9.1: activation is atomic — it holds the profile lock exclusive",
+        PROFILES_PY,
+        '        await conn.execute(q("lock_profiles_exclusive"))\n'
+        '        await conn.execute(q("record_active"), {"profile": current[0],',
+        '        await conn.execute(q("record_active"), {"profile": current[0],',
+        (f"{PROFILES_T}::test_an_activation_waits_for_an_embedding_save_in_flight",),
+    ),
+    Mutation(
+        "shadow_vector_written_for_a_profile_not_building",
+        "SPEC §9.1: the save writes a second vector only for the building profile",
+        STATE_SQL,
+        "WHERE p.profile = :profile AND p.role = 'building')",
+        "WHERE p.profile = :profile OR true)",
+        (f"{PROFILES_T}::test_a_building_vector_is_written_only_while_its_profile_is_building",),
+    ),
+    Mutation(
+        "new_notes_not_embedded_for_the_building_profile",
+        "SPEC §9.1: new notes created during the build get a vector in both profiles",
+        PIPELINE_PY,
+        "                building = self.profiles.building()\n",
+        "                building = None\n",
+        (f"{PROFILES_T}::test_edit_and_new_notes_during_the_build_get_a_vector_in_both_profiles",),
+    ),
+    Mutation(
+        "save_not_retried_under_the_new_active_profile",
+        "SPEC §9.1: a job whose save met a new active profile saves under it (no lost note)",
+        PIPELINE_PY,
+        "                await self._refresh_profiles()  # 0 rows: cancelled, or an activation moved",
+        "                pass  # 0 rows: cancelled, or an activation moved",
+        (f"{PROFILES_T}::test_a_job_that_embedded_with_the_old_profile_saves_under_the_new_one",),
+    ),
+    Mutation(
+        "keyword_stage_fails_on_the_new_profile",
+        "SPEC §9.1: a keyword stage meeting the new active profile's vector re-reads the roles",
+        PIPELINE_PY,
+        "                    await self.profiles.refresh(conn)\n",
+        "                    pass\n",
+        (f"{PROFILES_T}::test_a_keyword_stage_after_an_activation_re_reads_the_roles",),
+    ),
+    Mutation(
+        "keywords_judged_profile_not_recorded",
+        "SPEC §9.1: the analysis row records the profile the keywords were judged with",
+        STATE_PY,
+        "            embedding_profile))\n        complete = await _execute(conn, \"complete_keyword\",",
+        "            None))\n        complete = await _execute(conn, \"complete_keyword\",",
+        (f"{PROFILES_T}::test_a_keyword_stage_after_an_activation_re_reads_the_roles",),
+    ),
+    Mutation(
+        "build_writes_for_a_context_no_longer_completed",
+        "SPEC §9.1: a note deleted or edited during the build never gets a building vector",
+        PROFILES_SQL,
+        "       AND s.embedding_status = 'COMPLETED'\n       AND NOT e.is_deleted\n"
+        "     ORDER BY s.context_id\n",
+        "       AND NOT e.is_deleted\n     ORDER BY s.context_id\n",
+        (f"{PROFILES_T}::test_the_build_writes_nothing_for_a_note_invalidated_between_fetch_and_"
+         "write",),
+    ),
+    Mutation(
+        "build_writes_for_a_deleted_vector",
+        "SPEC §9.1: a deleted vector never gets a building vector",
+        PROFILES_SQL,
+        "       AND NOT e.is_deleted\n     ORDER BY s.context_id\n",
+        "     ORDER BY s.context_id\n",
+        (f"{PROFILES_T}::test_the_build_writes_nothing_for_a_note_invalidated_between_fetch_and_"
+         "write",),
+    ),
+    Mutation(
+        "build_write_does_not_wait_for_a_cancel",
+        "SPEC §9.1: the build's write locks the state rows FOR SHARE (a committing cancel wins)",
+        PROFILES_SQL,
+        "     ORDER BY s.context_id\n       FOR SHARE OF s\n",
+        "     ORDER BY s.context_id\n",
+        (f"{PROFILES_T}::test_a_cancel_that_commits_during_the_builds_write_wins",),
+    ),
+    Mutation(
+        "invalidation_leaves_the_other_profiles_vectors",
+        "SPEC §9.1: invalidation holds for every profile (a deleted context's building vector "
+        "is removed with it)",
+        SERVICES,
+        '        await conn.execute(q("delete_shadow_vectors"), {"context_ids": ids})\n',
+        "",
+        (f"{PROFILES_T}::test_delete_during_the_build_removes_its_building_vector_and_it_never_"
+         "becomes_searchable",),
+    ),
+    Mutation(
+        "build_embeds_what_was_already_written",
+        "SPEC §9.1: the build is resumable — what was written is never embedded again",
+        PROFILES_SQL,
+        "   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding_shadow sh\n"
+        "                    WHERE sh.context_id = e.context_id AND sh.embedding_profile = "
+        "CAST(:profile AS text))\n   AND NOT (e.context_id",
+        "   AND NOT (e.context_id",
+        (f"{PROFILES_T}::test_a_second_build_embeds_nothing_again",
+         f"{PROFILES_T}::test_a_crashed_build_resumes_with_no_duplicate_model_calls_beyond_the_"
+         "batch_in_flight"),
+    ),
+    Mutation(
+        "two_builds_at_once",
+        "SPEC §9.1: one backfill at a time (a second would make duplicate model calls)",
+        PROFILES_PY,
+        '        if not (await lock_conn.execute(q("try_build_lock"))).scalar():',
+        "        if False:",
+        (f"{PROFILES_T}::test_only_one_build_runs_at_a_time",),
+    ),
+    Mutation(
+        "build_keeps_writing_after_the_profile_stopped_building",
+        "SPEC §9.1: activation or drop stops the build (its progress row is the guard)",
+        PROFILES_SQL,
+        " WHERE profile = CAST(:profile AS text)\n   AND role = 'building'\nRETURNING profile;",
+        " WHERE profile = CAST(:profile AS text)\nRETURNING profile;",
+        (f"{PROFILES_T}::test_activation_during_a_build_stops_it",),
+    ),
+    Mutation(
+        "build_ignores_its_max_rate",
+        "SPEC §9.1 (issue 24 bench): a paced build (--max-rate) waits between batches",
+        PROFILES_PY,
+        "            if ahead > 0:\n                await sleep(ahead)",
+        "            if False:\n                await sleep(ahead)",
+        (f"{PROFILES_T}::test_a_paced_build_waits_between_batches_for_its_rate",),
+    ),
+    Mutation(
+        "build_ignores_a_changed_text",
+        "SPEC §5.6/§9.1: a context id always means the same text (a changed one is skipped)",
+        PROFILES_PY,
+        "        elif row.text_sha256 is not None and bytes(row.text_sha256) != sha:",
+        "        elif False:",
+        (f"{PROFILES_T}::test_build_skips_notes_whose_text_is_gone_or_changed",),
+    ),
+    Mutation(
+        "build_skips_the_building_profiles_presets",
+        "SPEC §9.1: presets are embedded for the building profile first",
+        PROFILES_PY,
+        "            presets = await embed_stored_presets(engine, models.provider, retries=retries)",
+        '            presets = type("NoPresets", (), {"embedded": ()})()',
+        (f"{PROFILES_T}::test_build_writes_every_vector_beside_the_active_ones_and_changes_no_"
+         "status",),
+    ),
+    Mutation(
+        "building_profile_not_probed",
+        "SPEC §9.1: the dimension probe applies to the building profile too",
+        PROFILES_PY,
+        "            if probe:\n",
+        "            if False:\n",
+        (f"{PROFILES_T}::test_build_checks_the_building_profiles_dimension",),
+    ),
+    Mutation(
+        "building_profiles_stored_vectors_unchecked",
+        "SPEC §9.1: the stored-dimension check applies to the building profile's vectors too",
+        ROUTING_PY,
+        "    wrong = [d for d in shadow if d != dimension]",
+        "    wrong = [d for d in shadow if False]",
+        (f"{PROFILES_T}::test_build_checks_the_building_profiles_dimension",
+         f"{PROFILES_T}::test_a_replica_refuses_to_start_when_the_next_profiles_dimension_is_"
+         "wrong"),
+    ),
+    Mutation(
+        "activation_below_full_coverage",
+        "SPEC §9.1: activation refuses below full coverage unless forced",
+        PROFILES_PY,
+        "        if missing and not force:",
+        "        if missing and not force and False:",
+        (f"{PROFILES_T}::test_activation_refuses_below_full_coverage_unless_forced",),
+    ),
+    Mutation(
+        "activation_without_presets",
+        "SPEC §9.1: no profile becomes active without its presets (keywords would stop)",
+        PROFILES_PY,
+        "        if usable == 0:",
+        "        if False:",
+        (f"{PROFILES_T}::test_activation_refuses_a_profile_without_presets",),
+    ),
+    Mutation(
+        "activation_copies_contexts_no_longer_completed",
+        "SPEC §9.1: activation copies only vectors of contexts still COMPLETED",
+        PROFILES_SQL,
+        "   AND s.context_id = e.context_id\n   AND s.embedding_status = 'COMPLETED'\n",
+        "   AND s.context_id = e.context_id\n",
+        (f"{PROFILES_T}::test_activation_copies_only_contexts_still_completed_and_not_deleted",),
+    ),
+    Mutation(
+        "activation_copies_deleted_vectors",
+        "SPEC §9.1: activation copies only vectors of contexts not deleted",
+        PROFILES_SQL,
+        "   AND NOT e.is_deleted\n   AND e.embedding_profile <> CAST(:profile AS text);",
+        "   AND e.embedding_profile <> CAST(:profile AS text);",
+        (f"{PROFILES_T}::test_activation_copies_only_contexts_still_completed_and_not_deleted",),
+    ),
+    Mutation(
+        "activation_keeps_nothing_for_the_rollback",
+        "SPEC §9.1: the previous profile's vectors are kept, so activating it again is the "
+        "rollback",
+        PROFILES_SQL,
+        "   AND e.embedding_profile <> CAST(:profile AS text)\nON CONFLICT",
+        "   AND false\nON CONFLICT",
+        (f"{PROFILES_T}::test_rollback_is_activating_the_kept_profile",),
+    ),
+    Mutation(
+        "search_misses_an_activation_after_its_query_was_embedded",
+        "SPEC §9.1: a search sees one profile or the other, never nothing",
+        AI_SEARCH,
+        "        if active is not None and active != provider.profile:\n",
+        "        if False:\n",
+        (f"{PROFILES_T}::test_activation_is_atomic_for_a_concurrent_search",),
+    ),
+    Mutation(
+        "search_roles_and_vectors_in_two_snapshots",
+        "SPEC §9.1: a search reads the roles and the vectors in one snapshot (never a mix)",
+        AI_SEARCH,
+        'isolation_level="REPEATABLE READ"',
+        'isolation_level="READ COMMITTED"',
+        (f"{PROFILES_T}::test_a_search_reads_the_roles_and_the_vectors_in_one_snapshot",),
+    ),
+    Mutation(
+        "search_refuses_the_backends_profile_during_a_switch",
+        "SPEC §9.1/§10: a request naming a profile this replica serves is answered from the "
+        "active one (backends keep naming theirs through a switch)",
+        AI_SEARCH,
+        "    if request.embedding_profile not in (accepted_profiles or (provider.profile,)):",
+        "    if request.embedding_profile != provider.profile:",
+        (f"{PROFILES_T}::test_activation_switches_every_search_and_keeps_the_old_vectors",),
+    ),
+    Mutation(
+        "replica_serves_a_profile_it_has_no_provider_for",
+        "SPEC §9.1: a replica without a provider for the active profile refuses",
+        ROUTING_PY,
+        "        return self.active_profile in self.models\n",
+        "        return True\n",
+        (f"{PROFILES_T}::test_a_replica_without_a_provider_for_the_active_profile_refuses",),
+    ),
+    Mutation(
+        "profile_drift_not_logged",
+        "SPEC §9.1: that replica logs an ERROR (the settings-drift check)",
+        PROCESS_SETTINGS,
+        "    if active is None or active in served:\n        return None",
+        "    if True:\n        return None",
+        (f"{PROFILES_T}::test_a_replica_without_a_provider_for_the_active_profile_refuses",),
+    ),
+    Mutation(
+        "rejudge_writes_a_keyword_stage_not_completed",
+        "SPEC §9.1: the re-judge replaces only COMPLETED keywords (never a stage in flight nor "
+        "a deleted context's)",
+        PROFILES_SQL,
+        " WHERE s.context_id = :context_id\n"
+        "   AND s.keyword_status = 'COMPLETED'\n",
+        " WHERE s.context_id = :context_id\n",
+        (f"{PROFILES_T}::test_keywords_are_rejudged_with_the_new_presets_and_the_old_ones_stay_"
+         "until_then",),
+    ),
+    Mutation(
+        "rejudge_again_what_was_rejudged",
+        "SPEC §9.1: the re-judge is resumable (a re-judged context records the profile)",
+        PROFILES_SQL,
+        "   AND a.embedding_profile IS DISTINCT FROM CAST(:profile AS text)\n",
+        "   AND true\n",
+        (f"{PROFILES_T}::test_keywords_are_rejudged_with_the_new_presets_and_the_old_ones_stay_"
+         "until_then",),
+    ),
+    Mutation(
+        "drop_of_the_active_profile",
+        "SPEC §9.1: drop deletes an inactive profile's vectors only",
+        PROFILES_PY,
+        "        if rows.get(profile) == ACTIVE:\n"
+        "            raise ProfileError(f\"profile {profile} is the active profile: activate another \"",
+        "        if False:\n"
+        "            raise ProfileError(f\"profile {profile} is the active profile: activate another \"",
+        (f"{PROFILES_T}::test_drop_deletes_an_inactive_profiles_vectors_and_refuses_the_active_one",),
+    ),
+    Mutation(
+        "coverage_counts_contexts_that_should_not_have_a_vector",
+        "SPEC §9.1: coverage = contexts embedded ÷ contexts that should be",
+        PROFILES_SQL,
+        "     WHERE s.embedding_status = 'COMPLETED'\n       AND NOT e.is_deleted\n), per_profile",
+        "     WHERE true\n), per_profile",
+        (f"{PROFILES_T}::test_overview_shows_coverage_of_each_profile",),
+    ),
+    Mutation(
+        "reprocess_against_the_configured_profile",
+        "SPEC §7.5/§9.1: reprocess --profile regenerates against the active profile",
+        REPROCESS_SQL,
+        "SELECT coalesce((SELECT profile FROM ai.embedding_profile WHERE role = 'active'),\n"
+        "                CAST(:profile AS text))",
+        "SELECT CAST(:profile AS text)",
+        (f"{PROFILES_T}::test_reprocess_profile_after_a_forced_activation_resets_only_the_"
+         "notes_left_behind",),
+    ),
+    Mutation(
+        "next_profile_may_equal_the_first",
+        "SPEC §9: a profile names one vector space — the next profile differs from the first",
+        "src/pinlog/ai/providers/__init__.py",
+        "    if config.profile == first.profile:",
+        "    if False:",
+        (f"{NEXT_PROFILE_T}::test_the_next_profile_must_differ_from_the_first",),
+    ),
+    Mutation(
+        "next_profile_takes_the_first_profiles_overrides",
+        "SPEC §8/§10: thresholds are per profile (the overrides are the first profile's)",
+        AI_RUNTIME,
+        "            next_calibration = calibration_defaults(next_embedding.profile)",
+        "            next_calibration = calibration_for(settings, next_embedding.profile)",
+        (f"{NEXT_PROFILE_T}::test_the_next_profile_has_its_own_profiles_thresholds_not_the_"
+         "overrides",),
+    ),
     # ---- retention (issue 31: pinlog.ai/core/db.retention, docs/ARCHITECTURE.md §3) ---------
     Mutation(
         "retention_cancelled_row_ignores_the_late_result_window",
@@ -1283,6 +1610,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         " LIMIT :batch_size\n   FOR UPDATE SKIP LOCKED\n\n\n-- name: given_contexts",
         " LIMIT :batch_size\n   FOR UPDATE\n\n\n-- name: given_contexts",
         (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[contexts]",),
+    ),
+    Mutation(
+        "retention_keeps_shadow_vectors",
+        "issue 31 + SPEC §9.1: a dead context's vectors of every profile go with it, the "
+        "building and kept profiles' too (ai.context_embedding_shadow)",
+        AI_RETENTION_SQL,
+        "     purged AS (DELETE FROM ai.context_embedding_shadow\n"
+        "                 WHERE {given_contexts} AND CAST(:apply AS boolean))",
+        "     purged AS (DELETE FROM ai.context_embedding_shadow\n"
+        "                 WHERE {given_contexts} AND false)",
+        (f"{PURGE_T}::test_past_the_retention_no_trace_of_a_deleted_note_remains",
+         f"{ERASURE_T}::test_erasing_a_withdrawn_member_removes_its_rows_now",
+         f"{ADOPTED_PURGE_T}::test_on_an_adopted_database_only_our_ai_rows_are_purged"),
     ),
     Mutation(
         "retention_event_pick_waits_for_locked_rows",

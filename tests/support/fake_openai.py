@@ -23,7 +23,8 @@ conformance suite and ``bench/fake_model.py`` / ``bench/bench_throttle.py``.
   body one byte every ``trickle`` seconds (an overloaded proxy).
 * Holding: with ``hold_embeddings`` / ``hold_chat`` set, a call signals ``entered`` and blocks
   until ``release`` is set (the start-up dimension probe is never held), so a test can SIGKILL
-  or SIGTERM the server mid-stage.
+  or SIGTERM the server mid-stage; ``hold_when`` (texts → bool) holds only the embedding calls
+  it picks (e.g. a later batch of a backfill).
 * Counting: ``embedded_texts`` (every text, in order), ``embedded`` (Counter text → calls),
   ``embedding_calls`` (inputs per call), ``embedding_fields`` (request fields sent),
   ``chat_calls``, ``chat_models`` (the model of every chat request, served or not, in order),
@@ -228,6 +229,7 @@ class FakeOpenAI:
         self.trickle: float | None = None
         self.hold_embeddings = threading.Event()
         self.hold_chat = threading.Event()
+        self.hold_when: Callable[[list[str]], bool] | None = None
         self.entered = threading.Event()
         self.release = threading.Event()
         self.embedded_texts: list[str] = []
@@ -376,6 +378,10 @@ class FakeOpenAI:
                     fake.embedding_fields.update(body)
                 if texts != [DIMENSION_PROBE_TEXT]:  # the start-up probe is never held
                     self._hold(fake.hold_embeddings)
+                    picked = fake.hold_when
+                    if picked is not None and picked(texts) and not fake.release.is_set():
+                        fake.entered.set()
+                        fake.release.wait(120)
                 make = words_vector if fake.embedding == "words" else vector
                 self._send(200, {"object": "list", "model": body.get("model"), "data": [
                     {"object": "embedding", "index": i,

@@ -134,11 +134,18 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
 }
 
 
+def calibration_defaults(profile: str) -> Calibration:
+    """The thresholds of ``profile`` without any setting's override: its
+    :data:`PROFILE_DEFAULTS`, else :data:`GENERIC` (the next profile of a switch, SPEC §9.1:
+    the overriding settings are calibrated for the first provider's profile)."""
+    return PROFILE_DEFAULTS.get(profile, GENERIC)
+
+
 def calibration_for(settings: Settings, profile: str) -> Calibration:
     """The thresholds in force for the embedding ``profile``: the profile's defaults (or
     :data:`GENERIC`), overridden by each corresponding setting that is set (all default to
     "per profile", i.e. unset)."""
-    base = PROFILE_DEFAULTS.get(profile, GENERIC)
+    base = calibration_defaults(profile)
     overrides: dict[str, Any] = {
         name: value for name, value in (
             ("candidate_floor", settings.candidate_floor),

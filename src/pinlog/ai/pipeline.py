@@ -25,7 +25,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TypeVar
 
@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai import state
-from pinlog.ai.calibration import Calibration
+from pinlog.ai.calibration import GENERIC, Calibration
 from pinlog.ai.candidates import select_candidates
 from pinlog.ai.errors import (
     BudgetExceeded,
@@ -49,6 +49,7 @@ from pinlog.ai.errors import (
 )
 from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pick, PresetSnapshot
 from pinlog.ai.presets import load_snapshot
+from pinlog.ai.routing import ProfileModels, ProfileRouter
 from pinlog.ai.vectors import check_embeddings
 from pinlog.contracts import ProcessRequest
 from pinlog.settings import RetryPolicy, Settings
@@ -155,26 +156,57 @@ class Pipeline:
         sleep: backoff sleep (tests may record it).
         db_slots: DB steps running at once (default: the engine's pool size minus 2, so the
             API and search always find a connection).
+        profiles: this replica's models by profile and its view of the database's roles
+            (SPEC §9.1; the ai runtime's). Default: ``provider`` and ``judge`` as the only
+            profile, with ``config.candidate_floor`` and ``config.max_picks``. The embedding
+            stage uses the active profile's models, and also embeds for the building profile
+            when this replica has its provider; the keyword stage uses the models (judge,
+            candidate floor, most picks) of the stored vector's profile.
     """
 
     def __init__(self, engine: AsyncEngine, config: PipelineConfig, provider: EmbeddingProvider,
                  judge: Judge, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 db_slots: int | None = None) -> None:
+                 db_slots: int | None = None, profiles: ProfileRouter | None = None) -> None:
         self.config = config
         self.engine = engine
-        self.provider = provider
-        self.judge = judge
-        self.profile = provider.profile
-        self.dimension = provider.dimension
+        self.profiles = profiles or ProfileRouter([ProfileModels(
+            provider.profile, provider, replace(GENERIC, candidate_floor=config.candidate_floor,
+                                                max_picks=config.max_picks), judge)])
         self._sleep = sleep
         self.expiry = config.processing_expiry
-        self._snapshot_cache: tuple[str, PresetSnapshot] | None = None
+        self._snapshot_cache: tuple[str, str, PresetSnapshot] | None = None
         #: Single-statement steps (pre-check, guarded starts, error records, reads) run in
         #: autocommit: one statement is atomic on its own, and BEGIN/COMMIT round trips are
         #: saved (the database CPU competes with the model on small machines, SPEC §5.4).
         self._auto = engine.execution_options(isolation_level="AUTOCOMMIT")
         pool = getattr(engine.sync_engine.pool, "size", lambda: 10)()
         self._db_slots = asyncio.Semaphore(db_slots or max(1, pool - 2))
+
+    @property
+    def profile(self) -> str:
+        """The active embedding profile (SPEC §9.1; the profile of the first provider until the
+        database records another)."""
+        return self.profiles.active_profile
+
+    @property
+    def provider(self) -> EmbeddingProvider:
+        """The active profile's provider (raises ProfileNotServed when this replica has none)."""
+        return self.profiles.active().provider
+
+    @property
+    def judge(self) -> Judge:
+        """The active profile's judge."""
+        judge = self.profiles.active().judge
+        assert judge is not None
+        return judge
+
+    async def _refresh_profiles(self) -> bool:
+        """Re-read the profiles' roles (a guard said they moved). True when they changed."""
+        try:
+            async with self._connection(autocommit=True) as conn:
+                return await self.profiles.refresh(conn)
+        except Exception:  # noqa: BLE001 - the caller goes on with the view it has
+            return False
 
     # --- budgets (SPEC §6) -------------------------------------------------------------------
     @property
@@ -205,6 +237,7 @@ class Pipeline:
                 if stopped is not None:
                     return JobResult("skipped", "skipped", stopped=stopped)
                 assert pre is not None
+                self.profiles.active()  # ProfileNotServed (SPEC §9.1): no stage is started
                 reuse = (pre.embedding_status is Status.COMPLETED
                          and pre.embedding_profile == self.profile)
                 previous = None
@@ -264,8 +297,20 @@ class Pipeline:
         stage = Stage.EMBEDDING
         cid = request.context_id
         try:
-            vector = await self._embed(request.text)
-            saved = await self._save_embedding(request, vector, sha)
+            vectors: dict[str, np.ndarray] = {}
+            for _attempt in range(2):  # a second time only when an activation moved the roles
+                active = self.profiles.active()
+                building = self.profiles.building()
+                await self._embed_profiles(request.text, active, building, vectors)
+                shadow = {m.profile: vectors[m.profile] for m in (building,)
+                          if m is not None and m.profile in vectors}
+                saved = await self._save_embedding(request, vectors[active.profile], sha,
+                                                   active.profile, shadow)
+                if saved:
+                    break
+                await self._refresh_profiles()  # 0 rows: cancelled, or an activation moved
+                if self.profiles.active_profile == active.profile:  # the active profile: a
+                    break  # status guard failed (discard); else save under the new profile
         except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
             return await self._stage_failed(cid, stage, exc), None
         if not saved:
@@ -275,9 +320,33 @@ class Pipeline:
             return "discarded", None
         self._count(stage, "completed")
         log.info("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
-        return "completed", state.StoredEmbedding(vector, self.profile, sha)
+        return "completed", state.StoredEmbedding(vectors[active.profile], active.profile, sha)
 
-    async def _embed(self, text: str) -> np.ndarray:
+    async def _embed_profiles(self, text: str, active: ProfileModels,
+                              building: ProfileModels | None,
+                              vectors: dict[str, np.ndarray]) -> None:
+        """Fill ``vectors`` (profile → ``(dim,)`` vector) for the active profile and, when this
+        replica has the building profile's provider, for that one too (SPEC §9.1: a context
+        embedded during a build gets a vector in both profiles), concurrently. A failure of the
+        building profile's call only leaves its vector out (the backfill makes it; WARNING).
+
+        Raises:
+            ModelError: the active profile's call failed (as :meth:`_embed`).
+        """
+        wanted = [m for m in (active, building) if m is not None and m.profile not in vectors]
+        results = await asyncio.gather(*(self._embed(text, m.provider) for m in wanted),
+                                       return_exceptions=True)
+        for models, result in zip(wanted, results, strict=True):
+            if isinstance(result, BaseException):
+                if models is active or not isinstance(result, Exception):
+                    raise result
+                log.warning("building profile's embedding failed; the backfill will make it",
+                            extra={"profile": models.profile,
+                                   "error_class": classify(result)[0]})
+            else:
+                vectors[models.profile] = result
+
+    async def _embed(self, text: str, provider: EmbeddingProvider | None = None) -> np.ndarray:
         """One ``(dim,)`` float32 vector; attempts/backoff/timeout per SPEC §6.
 
         A throttle's ``Retry-After`` is waited out without spending an attempt, but only while
@@ -295,7 +364,8 @@ class Pipeline:
         # splits a call that timed out; waiting for a batch is then bounded by the stage budget
         # only (SPEC §6: < processing expiry). A bare provider gets the per-attempt timeout,
         # cut to what is left of the budget.
-        batched = bool(getattr(self.provider, "enforces_timeouts", False))
+        provider = provider or self.provider
+        batched = bool(getattr(provider, "enforces_timeouts", False))
         loop = asyncio.get_running_loop()
         budget = self.embedding_budget
         deadline = loop.time() + budget
@@ -307,12 +377,12 @@ class Pipeline:
                 if timeout <= 0:
                     raise BudgetExceeded(f"embedding stage exceeded its budget of {budget:g} s")
             try:
-                call = self.provider.embed([text], "passage")
+                call = provider.embed([text], "passage")
                 out = await (asyncio.wait_for(call, timeout) if timeout is not None else call)
             except TimeoutError:
                 raise TransientModelError(f"embedding timeout after {timeout:g} s") from None
             # wrong length, non-finite or zero/near-zero norm: permanent, never stored (§9)
-            return check_embeddings(out, 1, self.dimension)[0]
+            return check_embeddings(out, 1, provider.dimension)[0]
 
         retries = self.config.retries
         attempts = with_retries(
@@ -327,15 +397,17 @@ class Pipeline:
             raise TransientModelError(
                 f"embedding stage exceeded its budget of {budget:g} s") from None
 
-    async def _save_embedding(self, request: ProcessRequest, vector: np.ndarray, sha: bytes) -> bool:
-        """Save transaction (SPEC §5.2 step 2). Returns False when a guard discarded it."""
+    async def _save_embedding(self, request: ProcessRequest, vector: np.ndarray, sha: bytes,
+                              profile: str, shadow: dict[str, np.ndarray]) -> bool:
+        """Save transaction (SPEC §5.2 step 2; ``vector`` of the active ``profile``, ``shadow``:
+        the building profile's, SPEC §9.1). Returns False when a guard discarded it."""
         cid = request.context_id
 
         async def body(conn: AsyncConnection) -> None:
             # FOR UPDATE lock, guarded upsert (never is_deleted), guarded complete
             if not await state.save_embedding(conn, context_id=cid, user_id=request.user_id,
                                               record_id=request.record_id, vector=vector,
-                                              profile=self.profile, text_sha256=sha):
+                                              profile=profile, text_sha256=sha, shadow=shadow):
                 raise _Discard
 
         return await self._save(body)
@@ -347,27 +419,38 @@ class Pipeline:
         cid = request.context_id
         try:
             async with self._connection(autocommit=True) as conn:
+                profile = self.profile
                 previous, stored, fingerprint = await state.start_keyword_and_read(
-                    conn, cid, self.expiry, self.profile)
+                    conn, cid, self.expiry, profile)
                 self._note_start(stage, previous)
                 if previous is None:
                     return "skipped"
                 stored = carried or stored
-                snapshot = None
-                if stored is not None and stored.profile == self.profile:
-                    snapshot = await self._snapshot(conn, fingerprint)
+                snapshot = models = None
+                if stored is not None and stored.profile != profile:
+                    # SPEC §9.1: an activation may have moved the vector to the new profile
+                    # since this replica last read the roles: re-read them before refusing
+                    await self.profiles.refresh(conn)
+                    if stored.profile == self.profile:
+                        profile = self.profile
+                        fingerprint = await state.preset_fingerprint(conn, profile)
+                if stored is not None and stored.profile == profile:
+                    models = self.profiles.active()  # ProfileNotServed: transient
+                    snapshot = await self._snapshot(conn, fingerprint, profile)
             if stored is None:
                 raise PermanentModelError("no stored embedding for the keyword stage")
-            if stored.profile != self.profile or snapshot is None:
+            if models is None or snapshot is None:
                 raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
-                                          f"current {self.profile}")
+                                          f"current {profile}")
             candidates = select_candidates(stored.vector, snapshot,
                                            top_k=self.config.candidate_top_k,
-                                           floor=self.config.candidate_floor,
+                                           floor=models.calibration.candidate_floor,
                                            text=request.text)
             if candidates:
-                answer = await self._judge(request.text, candidates)
-                picks = _only_candidates(answer.picks, candidates, self.config.max_picks)
+                assert models.judge is not None
+                answer = await self._judge(request.text, candidates, models.judge)
+                picks = _only_candidates(answer.picks, candidates,
+                                         models.calibration.max_picks)
             else:
                 answer = JudgeAnswer(picks=(), model_profile=NO_CANDIDATES_PROFILE)
                 picks = ()
@@ -384,23 +467,26 @@ class Pipeline:
                                               "count": len(picks)})
         return "completed"
 
-    async def _snapshot(self, conn: AsyncConnection, fingerprint: str) -> PresetSnapshot:
+    async def _snapshot(self, conn: AsyncConnection, fingerprint: str,
+                        profile: str) -> PresetSnapshot:
         """The one preset snapshot of this keyword stage: the cached one while the presets'
-        ``fingerprint`` (read by this stage) is unchanged, else freshly loaded (and cached)."""
+        ``fingerprint`` for ``profile`` (read by this stage) is unchanged, else freshly loaded
+        (and cached)."""
         cached = self._snapshot_cache
-        if cached is not None and cached[0] == fingerprint:
-            return cached[1]
-        snapshot = await load_snapshot(conn, self.profile)
-        self._snapshot_cache = (fingerprint, snapshot)
+        if cached is not None and cached[:2] == (profile, fingerprint):
+            return cached[2]
+        snapshot = await load_snapshot(conn, profile)
+        self._snapshot_cache = (profile, fingerprint, snapshot)
         return snapshot
 
-    async def _judge(self, text: str, candidates: list[Candidate]) -> JudgeAnswer:
+    async def _judge(self, text: str, candidates: list[Candidate],
+                     judge: Judge | None = None) -> JudgeAnswer:
         """Judge call outside any transaction, bounded by the budget rule (SPEC §6)."""
         budget = self.judge_budget
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            return await asyncio.wait_for(self.judge.judge(text, candidates), budget)
+            return await asyncio.wait_for((judge or self.judge).judge(text, candidates), budget)
         except TimeoutError:
             raise TransientModelError(f"judge exceeded its budget of {budget:g} s") from None
         finally:
@@ -417,7 +503,7 @@ class Pipeline:
                     preset_version=snapshot.version,
                     unmatched_concepts=answer.unmatched_concepts,
                     model_profile=answer.model_profile or "unknown",
-                    evidence=answer.evidence):
+                    evidence=answer.evidence, embedding_profile=snapshot.profile):
                 raise _Discard
 
         return await self._save(body)

@@ -597,6 +597,24 @@ async def upsert_presets(
     return report
 
 
+async def embed_stored_presets(engine: AsyncEngine, provider: EmbeddingProvider, *,
+                               retries: RetryPolicy | None = None) -> PresetLoadReport:
+    """Embed the stored active presets for ``provider.profile`` where it has no vector yet
+    (SPEC §9.1: a building profile's presets are embedded first, from what is loaded — the
+    same content, so no version changes and nothing else is written). ``retries``: the
+    embedding call's attempts (SPEC §6; a throttle's wait spends one: an offline build has no
+    stage budget).
+
+    Raises:
+        PresetFileError: no preset is loaded (``pinlog presets load`` first).
+        ModelError: from the provider (SPEC §9: a wrong-length vector is never stored).
+    """
+    async with engine.connect() as conn:
+        stored = [_row_preset(row) for row in await conn.execute(q("all_presets"))]
+    active = [p for p in stored if p.is_active]
+    if not active:
+        raise PresetFileError("no keyword presets are loaded: run `pinlog presets load` first")
+    return await upsert_presets(engine, active, provider, retire_missing=False, retries=retries)
 async def load_presets(engine: AsyncEngine, presets: Sequence[Preset],
                        embedding: EmbeddingProviderConfig, batching: BatchConfig,
                        retries: RetryPolicy, *, retire_missing: bool = True,

@@ -76,16 +76,23 @@ class Registry(Generic[M]):
         """The known names, sorted."""
         return tuple(sorted(self.members))
 
-    def config(self, name: str, settings: Settings) -> M:
+    def config(self, name: str, settings: Settings, *, prefix: str | None = None) -> M:
         """The member called ``name``, its fields read from ``settings``.
+
+        Args:
+            prefix: how the variables are named in messages when ``settings`` is a view whose
+                values came from other variables (``PINLOG_NEXT_EMBEDDING_``: the next
+                profile's provider, SPEC §9.1); default the member's ``settings_prefix``.
 
         Raises:
             SettingsError: an unknown name (one line listing the known ones), or a value its
                 model refuses (one line per field, naming the ``PINLOG_*`` variable).
         """
+        setting = self.setting if prefix is None else \
+            prefix + self.setting.rsplit("_", 1)[-1]
         member = self.members.get(name)
         if member is None:
-            raise SettingsError(f"invalid setting {self.setting}: unknown {self.kind} {name!r} "
+            raise SettingsError(f"invalid setting {setting}: unknown {self.kind} {name!r} "
                                 f"(known: {', '.join(self.names)})")
         values = {self.discriminator: name, **member.settings_values(settings)}
         try:
@@ -94,7 +101,7 @@ class Registry(Generic[M]):
             lines = []
             for error in exc.errors():
                 field = str(error["loc"][1]) if len(error["loc"]) > 1 else ""
-                variable = member.settings_prefix + field.upper()
+                variable = (prefix or member.settings_prefix) + field.upper()
                 lines.append(f"invalid setting {variable}: {error['msg']} "
-                             f"({self.setting}={name})")
+                             f"({setting}={name})")
             raise SettingsError("\n".join(lines)) from None

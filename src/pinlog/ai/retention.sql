@@ -55,6 +55,18 @@ WITH found AS (SELECT context_id FROM ai.context_embedding WHERE {given_contexts
 SELECT count(*) FROM found
 
 
+-- name: context_rows_context_embedding_shadow
+-- Rule: issue 31, SPEC §9.1 ("invalidation holds for every profile") — the vectors of each given
+-- context in every profile but the active one (a building or kept profile's; one row per
+-- context and profile). Core's cancel deletes them with the context (its statement
+-- delete_shadow_vectors); this catches what a cancel that knows no shadow table left behind (a
+-- backend's, on an adopted database). CANCELLED and locked, as above.
+WITH found AS (SELECT context_id FROM ai.context_embedding_shadow WHERE {given_contexts}),
+     purged AS (DELETE FROM ai.context_embedding_shadow
+                 WHERE {given_contexts} AND CAST(:apply AS boolean))
+SELECT count(*) FROM found
+
+
 -- name: context_rows_context_keyword
 -- Rule: issue 31 — the keyword rows of each given context (CANCELLED and locked, as above).
 WITH found AS (SELECT context_id FROM ai.context_keyword WHERE {given_contexts}),

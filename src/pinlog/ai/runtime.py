@@ -13,22 +13,25 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai import state
-from pinlog.ai.calibration import Calibration, calibration_for
+from pinlog.ai.calibration import Calibration, calibration_defaults, calibration_for
 from pinlog.ai.errors import SearchTimeout
 from pinlog.ai.judges import JudgeConfig, judge_config
 from pinlog.ai.pipeline import JobResult, Pipeline, PipelineConfig
 from pinlog.ai.ports import EmbeddingProvider, Judge, close_resource
 from pinlog.ai.providers import (BatchConfig, EmbeddingProviderConfig, MicroBatcher,
-                                 build_batched_provider, embedding_config)
+                                 build_batched_provider, embedding_config, next_embedding_config)
 from pinlog.ai.retention import AiRetentionConfig
 from pinlog.ai.rewrite import RewriteConfig
+from pinlog.ai.routing import (DIMENSION_PROBE_TEXT, ProfileModels, ProfileRouter,
+                               ProfileSwitched, check_stored_dimensions, probe_dimension)
 from pinlog.ai.worker import WorkQueue, db_slots
+from pinlog.db.background import every
+from pinlog.db.process_settings import HEARTBEAT_SECONDS
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.errors import StartupError
 from pinlog.settings import Settings
@@ -42,15 +45,7 @@ log = logging.getLogger(__name__)
 REFUSAL_LOG_INTERVAL = 10.0
 
 
-def _dimension_fix(profile: str, what: str, dimension: int) -> str:
-    """The one-line refusal of SPEC §9's start-up dimension check."""
-    return (f"embedding dimension mismatch under profile {profile}: {what}, expected {dimension} "
-            "(PINLOG_EMBEDDING_DIMENSION). A profile names one vector space: set a new "
-            "PINLOG_EMBEDDING_PROFILE, then run `pinlog presets load` and "
-            "`pinlog reprocess --profile`")
-
-#: The text embedded once at start-up to learn the provider's real output length (SPEC §9).
-DIMENSION_PROBE_TEXT = "dimension probe"
+__all__ = ["DIMENSION_PROBE_TEXT", "RETRY_AFTER_SECONDS", "AiConfig", "AiRuntime"]
 
 #: Seconds a caller is told to wait after a 503 (the rescan recovers the row anyway).
 RETRY_AFTER_SECONDS = 5
@@ -63,7 +58,12 @@ class AiConfig:
 
     Attributes:
         embedding: the configured embedding provider's model (``PINLOG_EMBEDDING_*``; its
-            ``profile`` is the profile in force, SPEC §9).
+            ``profile`` is the profile in force while the database records no other, SPEC §9).
+        next_embedding: the next profile's provider model (``PINLOG_NEXT_EMBEDDING_*``, SPEC
+            §9.1), or None.
+        next_calibration: the next profile's thresholds (its per-profile defaults; the
+            ``PINLOG_SEARCH_*``/``PINLOG_CANDIDATE_*``/``PINLOG_JUDGE_*`` overrides belong to
+            the first provider's profile), or None.
         batching: the micro-batcher's bounds.
         judge: the configured judge's model (``PINLOG_JUDGE``).
         calibration: the thresholds of the configured profile (SPEC §8, §10).
@@ -93,13 +93,21 @@ class AiConfig:
     shutdown_grace: float
     internal_secrets: tuple[SecretStr, ...]
     retention: AiRetentionConfig
+    next_embedding: EmbeddingProviderConfig | None = None
+    next_calibration: Calibration | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AiConfig:
-        """Raises: SettingsError (an unknown provider or judge name, one line)."""
+        """Raises: SettingsError (an unknown provider or judge name, one line; the next
+        profile's settings, :func:`pinlog.ai.providers.next_embedding_config`)."""
         embedding = embedding_config(settings)
         calibration = calibration_for(settings, embedding.profile)
-        return cls(embedding=embedding, batching=BatchConfig.from_settings(settings),
+        next_embedding = next_embedding_config(settings)
+        next_calibration = None
+        if next_embedding is not None:
+            next_calibration = calibration_defaults(next_embedding.profile)
+        return cls(embedding=embedding, next_embedding=next_embedding,
+                   next_calibration=next_calibration, batching=BatchConfig.from_settings(settings),
                    judge=judge_config(settings), calibration=calibration,
                    pipeline=PipelineConfig.from_settings(settings, calibration),
                    rewrite=RewriteConfig.from_settings(settings),
@@ -124,42 +132,68 @@ class AiRuntime:
         engine: async engine (its pool bounds the concurrent jobs).
         provider: embedding provider (default: ``config.embedding.build()``);
             always wrapped in a :class:`MicroBatcher` (unless it already is one). Its ``profile``
-            is the current embedding profile of this runtime.
-        judge: keyword judge (default: ``pinlog.ai.judges.build_judge(config.judge, …)``).
+            is the first profile of this runtime.
+        judge: keyword judge (default: ``pinlog.ai.judges.build_judge(config.judge, …)`` per
+            profile; a given judge serves every profile).
+        next_provider: the next profile's provider (default: ``config.next_embedding.build()``
+            when the next profile is configured; SPEC §9.1).
+        profile_refresh: seconds between two reads of the profiles' roles (default: the
+            process heartbeat, ``pinlog.db.process_settings.HEARTBEAT_SECONDS``).
 
     Attributes:
-        provider: the micro-batched provider (search embeds queries through it).
+        provider: the first profile's micro-batched provider.
+        profiles: this replica's models by profile and its view of the database's roles
+            (SPEC §9.1): search, keywords and the embedding stage use the active profile's.
         pipeline: the job runner (SPEC §5.2).
-        profile: the current embedding profile.
+        profile: the active embedding profile (None before start).
     """
 
     def __init__(self, engine: AsyncEngine, config: AiConfig, *,
-                 provider: EmbeddingProvider | None = None, judge: Judge | None = None) -> None:
+                 provider: EmbeddingProvider | None = None, judge: Judge | None = None,
+                 next_provider: EmbeddingProvider | None = None,
+                 profile_refresh: float | None = None) -> None:
         self.config = config
         self.engine = engine
         self._given_provider = provider
         self._given_judge = judge
+        self._given_next = next_provider
+        self.profile_refresh = HEARTBEAT_SECONDS if profile_refresh is None else profile_refresh
         self.provider: MicroBatcher | None = None
-        self.judge: Judge | None = None
+        self.profiles: ProfileRouter | None = None
         self.pipeline: Pipeline | None = None
         self.queue: WorkQueue | None = None
-        self.profile: str | None = None
         self.rewriter: QueryRewriter | None = None  # when PINLOG_SEARCH_REWRITE=llm
+        self._owned: list[tuple[object, bool]] = []  # (batcher or judge, close its provider?)
+        self._watch: asyncio.Task[None] | None = None
         self._refused = 0  # 503s since the last "work queue full" log line
         self._refused_logged_at: float | None = None  # time.monotonic() of that line
 
+    @property
+    def profile(self) -> str | None:
+        """The active embedding profile (SPEC §9.1), None before start."""
+        return self.profiles.active_profile if self.profiles is not None else None
+
+    @property
+    def judge(self) -> Judge | None:
+        """The active profile's judge (None before start or when it is not served)."""
+        if self.profiles is None or not self.profiles.serves_active():
+            return None
+        return self.profiles.active().judge
+
     async def start(self) -> None:
-        """Check the database, build provider/judge, start the workers.
+        """Check the database, build provider/judge per configured profile, start the workers.
 
         Raises:
             StartupError: the ai tables are missing (``pinlog migrate``), or zero usable presets
-                exist for the profile (``pinlog presets load``), or the provider's real output
-                length (probed once when the runtime builds the provider), the preset vectors
-                or the stored embeddings of the profile disagree with the dimension (SPEC §9:
-                a new profile + ``pinlog reprocess --profile`` is the fix).
+                exist for the active profile (``pinlog presets load``), or a provider's real
+                output length (probed once when the runtime builds the provider), the preset
+                vectors or the stored vectors of its profile disagree with its dimension
+                (SPEC §9: a new profile + ``pinlog reprocess --profile`` is the fix; the next
+                profile's too, SPEC §9.1).
         """
         from pinlog.ai.presets import load_snapshot
         from pinlog.ai.rewrite import build_rewriter
+        from pinlog.ai.routing import read_roles
 
         async with self.engine.connect() as conn:
             if not await state.ai_tables_present(conn):
@@ -168,124 +202,134 @@ class AiRuntime:
             self.rewriter = build_rewriter(self.config.rewrite)
         except ValueError as exc:
             raise StartupError(str(exc)) from None
-        given = self._given_provider
-        if isinstance(given, MicroBatcher):
-            batched = given
-        else:
-            try:
-                batched = build_batched_provider(self.config.embedding, self.config.batching,
-                                                 given)
-            except ValueError as exc:  # e.g. local-e5 with PINLOG_EMBEDDING_DIMENSION=256
-                raise StartupError(f"embedding provider refused the settings: {exc} (a model "
-                                   "change needs a new PINLOG_EMBEDDING_PROFILE, then `pinlog "
-                                   "presets load` and `pinlog reprocess --profile`)") from None
-        if given is not None and batched.profile != self.config.embedding.profile:
-            log.warning("injected embedding provider's profile differs from the configured one; "
-                        "the provider's profile is used", extra={"profile": batched.profile})
-        elif given is None and batched.dimension != self.config.embedding.dimension:
-            raise StartupError(
-                "embedding provider dimension differs from PINLOG_EMBEDDING_DIMENSION")
-        self.profile = batched.profile
         try:
-            if given is None:
-                await self._probe_dimension(batched)
+            models = [await self._models(self.config.embedding, self.config.calibration,
+                                         self._given_provider)]
+            if self.config.next_embedding is not None:
+                assert self.config.next_calibration is not None
+                models.append(await self._models(self.config.next_embedding,
+                                                 self.config.next_calibration, self._given_next))
             async with self.engine.connect() as conn:
-                await self._check_stored_dimensions(conn, batched)
-                snapshot = await load_snapshot(conn, self.profile)
-            if len(snapshot) == 0:
+                router = ProfileRouter(models)
+                router.update(await read_roles(conn))  # ERROR when the active one is not served
+                snapshot = None
+                if router.serves_active():
+                    snapshot = await load_snapshot(conn, router.active_profile)
+            if snapshot is not None and len(snapshot) == 0:
                 raise StartupError(
-                    f"no usable keyword presets for embedding profile {self.profile}: "
+                    f"no usable keyword presets for embedding profile {router.active_profile}: "
                     "run `pinlog presets load` first")
-            if any(p.cues for p in snapshot.presets):
+            if any(p.cues for p in (snapshot.presets if snapshot is not None else ())):
                 # the Korean analyser behind cue matching loads in ~3-5 s: now, not inside
                 # the first keyword stage (which would stall while its stage is PROCESSING)
                 from pinlog.text import warm_up
 
                 await asyncio.to_thread(warm_up)
-            judge = self._given_judge
-            if judge is None:
-                from pinlog.ai.judges import build_judge
-
-                judge = build_judge(self.config.judge, batched, self.config.calibration)
         except BaseException:
-            if batched is not given:
-                await batched.aclose(close_provider=given is None)
+            await self._close_owned()
             raise
-        self.provider, self.judge = batched, judge
+        self.profiles = router
+        self.provider = models[0].provider  # type: ignore[assignment]
         config = self.config
         pool = getattr(self.engine.sync_engine.pool, "size", lambda: config.db_pool_size)()
-        self.pipeline = Pipeline(self.engine, config.pipeline, batched, judge,
-                                 db_slots=db_slots(min(pool, config.db_pool_size)))
+        judge = models[0].judge
+        assert judge is not None
+        self.pipeline = Pipeline(self.engine, config.pipeline, models[0].provider, judge,
+                                 db_slots=db_slots(min(pool, config.db_pool_size)),
+                                 profiles=router)
         self.queue = WorkQueue(self._run_job, capacity=config.work_queue_size,
                                concurrency=config.worker_concurrency)
         self.queue.start()
+        self._watch = asyncio.create_task(self._watch_profiles(), name="embedding-profile-roles")
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})
 
-    async def _probe_dimension(self, batched: MicroBatcher) -> None:
-        """Embed one probe text with the configured provider and compare the real output length
-        with ``PINLOG_EMBEDDING_DIMENSION`` (SPEC §9). A transient failure (endpoint briefly
-        down) only skips the probe (WARNING): every later answer is length-checked anyway.
+    async def _models(self, embedding: EmbeddingProviderConfig, calibration: Calibration,
+                      given: EmbeddingProvider | None) -> ProfileModels:
+        """One profile's models: its micro-batched provider (probed when built here; SPEC §9),
+        the stored vectors of the profile checked against its dimension, its judge.
 
         Raises:
-            StartupError: the provider answers with another length (one line naming the fix).
+            StartupError: as :meth:`start`.
         """
-        from pinlog.ai.errors import ModelError
+        if isinstance(given, MicroBatcher):
+            batched = given
+        else:
+            try:
+                batched = build_batched_provider(embedding, self.config.batching, given)
+            except ValueError as exc:  # e.g. local-e5 with PINLOG_EMBEDDING_DIMENSION=256
+                raise StartupError(f"embedding provider refused the settings: {exc} (a model "
+                                   "change needs a new PINLOG_EMBEDDING_PROFILE, then `pinlog "
+                                   "presets load` and `pinlog reprocess --profile`)") from None
+            self._owned.append((batched, given is None))
+        if given is not None and batched.profile != embedding.profile:
+            log.warning("injected embedding provider's profile differs from the configured one; "
+                        "the provider's profile is used", extra={"profile": batched.profile})
+        elif given is None and batched.dimension != embedding.dimension:
+            raise StartupError(
+                "embedding provider dimension differs from PINLOG_EMBEDDING_DIMENSION")
+        if given is None:
+            await probe_dimension(batched.provider, batched.profile, embedding.dimension)
+        async with self.engine.connect() as conn:
+            await check_stored_dimensions(conn, batched.profile, batched.dimension)
+        judge = self._given_judge
+        if judge is None:
+            from pinlog.ai.judges import build_judge
 
-        try:
-            out = await batched.provider.embed([DIMENSION_PROBE_TEXT], "passage")
-            got = int(np.asarray(out).shape[-1])
-        except ModelError as exc:
-            if exc.transient:
-                log.warning("embedding dimension probe skipped: provider unavailable",
-                            extra={"error_class": "transient"})
-                return
-            if "vector length" not in str(exc):
-                raise StartupError(f"embedding provider refused the start-up probe: {exc}") from None
-            raise StartupError(_dimension_fix(self.profile or "", f"provider says {exc}",
-                                              self.config.embedding.dimension)) from None
-        if got != self.config.embedding.dimension:
-            raise StartupError(_dimension_fix(self.profile or "", f"the provider returns {got}",
-                                              self.config.embedding.dimension))
+            judge = build_judge(self.config.judge, batched, calibration)
+            self._owned.append((judge, False))
+        return ProfileModels(batched.profile, batched, calibration, judge)
 
-    async def _check_stored_dimensions(self, conn: object, batched: MicroBatcher) -> None:
-        """Preset vectors and context embeddings stored for the profile must have the provider's
-        dimension (SPEC §9).
+    async def _close_owned(self) -> None:
+        """Close the batchers and judges this runtime built (never raises)."""
+        owned, self._owned = self._owned, []
+        for resource, close_provider in reversed(owned):
+            try:
+                if isinstance(resource, MicroBatcher):
+                    await resource.aclose(close_provider=close_provider)
+                else:
+                    await close_resource(resource)
+            except Exception:  # noqa: BLE001 - shutdown goes on
+                log.exception("closing a model resource failed")
 
-        Raises:
-            StartupError: one line naming what differs and the fix.
-        """
-        presets, other = await state.stored_dimensions(conn, batched.profile,  # type: ignore[arg-type]
-                                                       batched.dimension)
-        wrong = [d for d in presets if d != batched.dimension]
-        if wrong:
-            raise StartupError(_dimension_fix(batched.profile, f"stored preset vectors have {wrong[0]}",
-                                              batched.dimension))
-        if other is not None:
-            raise StartupError(_dimension_fix(batched.profile, f"stored embeddings have {other}",
-                                              batched.dimension))
+    async def _watch_profiles(self) -> None:
+        """Re-read the profiles' roles every :attr:`profile_refresh` seconds (SPEC §9.1: no
+        replica keeps the old profile for more than one heartbeat; the guards make even that
+        window safe). A failed read is retried at the next beat."""
+        await every(self.profile_refresh, self.refresh_profiles,
+                    failure="embedding profile roles could not be read", log=log)
+
+    async def refresh_profiles(self) -> bool:
+        """Re-read the profiles' roles now. Returns True when they changed."""
+        if self.profiles is None:
+            return False
+        async with self.engine.connect() as conn:
+            return await self.profiles.refresh(conn)
 
     async def stop(self) -> None:
-        """Stop the workers (queued jobs are left to the rescan) and close the provider."""
+        """Stop the workers (queued jobs are left to the rescan) and close the providers."""
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.gather(self._watch, return_exceptions=True)
+            self._watch = None
         if self.queue is not None:
             await self.queue.stop(grace=self.config.shutdown_grace)
-        if self.provider is not None and self._given_provider is not self.provider:
-            # our own batcher; the provider inside is closed only if we built it too
-            await self.provider.aclose(close_provider=self._given_provider is None)
-        if self.judge is not None and self._given_judge is None:
-            await close_resource(self.judge)
+        await self._close_owned()
         if self.rewriter is not None:
             await close_resource(self.rewriter)
 
     async def ready(self) -> bool:
-        """True when the database is reachable and presets are loaded for the profile (SPEC §5.1)."""
-        if self.profile is None or self.queue is None or not self.queue.running:
+        """True when the database is reachable, this replica serves the active profile and
+        presets are loaded for it (SPEC §5.1, §9.1)."""
+        if self.profiles is None or self.queue is None or not self.queue.running:
+            return False
+        if not self.profiles.serves_active():
             return False
         from pinlog.ai.presets import load_snapshot
 
         try:
             async with self.engine.connect() as conn:
-                return len(await load_snapshot(conn, self.profile)) > 0
+                return len(await load_snapshot(conn, self.profiles.active_profile)) > 0
         except Exception:  # noqa: BLE001 - not ready, whatever the reason
             return False
 
@@ -294,14 +338,16 @@ class AiRuntime:
 
         Returns:
             202 accepted (queued), 422 text longer than ``PINLOG_MAX_TEXT_CHARS`` (or empty),
-            503 the work queue is full or the runtime is not running (the row stays PENDING; the
-            rescan recovers it). Counted in ``pinlog_process_requests_total``. The job's log
+            503 the work queue is full, the runtime is not running, or this replica has no
+            provider for the database's active profile (SPEC §9.1) — the row stays PENDING;
+            the rescan recovers it. Counted in ``pinlog_process_requests_total``. The job's log
             lines carry the caller's logging context (its ``request_id``: :mod:`pinlog.logs`).
         """
         if not 1 <= len(request.text) <= self.config.max_text_chars:
             metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
             return 422
-        if self.queue is None or not self.queue.offer(request):
+        if self.profiles is None or not self.profiles.serves_active() \
+                or self.queue is None or not self.queue.offer(request):
             metrics.PROCESS_REQUESTS.labels(outcome="busy").inc()
             self._log_refusal(request)
             return 503
@@ -333,28 +379,48 @@ class AiRuntime:
             await self.queue.join()
 
     async def search(self, request: SearchRequest) -> SearchResponse:
-        """Personal vector search (SPEC §10): embed the query once, exact cosine, cuts.
+        """Personal vector search (SPEC §10): embed the query once, exact cosine, cuts — with the
+        active profile's models (SPEC §9.1). The vectors are read in the same snapshot as the
+        roles; when an activation committed since this replica last read them, the query is
+        embedded again with the new active profile (once), so a search sees one profile or the
+        other, never a mix and never nothing.
 
         Raises:
-            pinlog.ai.search.ProfileMismatch: another profile was requested (no model call).
+            pinlog.ai.search.ProfileMismatch: the request names a profile this replica does not
+                serve (no model call).
             pinlog.ai.errors.ModelError: the query could not be embedded;
                 :class:`~pinlog.ai.errors.SearchTimeout` when the whole search took longer than
                 ``PINLOG_SEARCH_TIMEOUT`` (the query has its own embedding lane, ahead of the
-                background backlog, so this means the model or the database is overloaded).
+                background backlog, so this means the model or the database is overloaded);
+                :class:`~pinlog.ai.routing.ProfileNotServed` when this replica has no provider
+                for the active profile.
             RuntimeError: the runtime is not started.
         """
         from pinlog.ai.search import SearchCuts, search
 
-        if self.provider is None:
+        router = self.profiles
+        if router is None:
             raise RuntimeError("the ai runtime is not started")
-        calibration = self.config.calibration
-        cuts = SearchCuts.from_calibration(calibration)
         deadline = self.config.search_timeout
+
+        async def run() -> SearchResponse:
+            for attempt in range(2):
+                models = router.active()
+                calibration = models.calibration
+                try:
+                    return await search(self.engine, models.provider, request,
+                                        SearchCuts.from_calibration(calibration),
+                                        rewrite=self.rewriter,
+                                        keyword_floor=calibration.candidate_floor,
+                                        accepted_profiles=router.served)
+                except ProfileSwitched:
+                    if attempt:
+                        raise
+                    await self.refresh_profiles()
+            raise AssertionError("unreachable")
+
         try:
-            return await asyncio.wait_for(search(self.engine, self.provider, request, cuts,
-                                                 rewrite=self.rewriter,
-                                                 keyword_floor=calibration.candidate_floor),
-                                          deadline)
+            return await asyncio.wait_for(run(), deadline)
         except TimeoutError:
             metrics.SEARCH_REQUESTS.labels("timeout").inc()
             raise SearchTimeout(f"search exceeded PINLOG_SEARCH_TIMEOUT ({deadline:g} s)") from None

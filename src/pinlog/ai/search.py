@@ -12,7 +12,7 @@ off-topic query gets no result. The contexts of the records core's lexical chann
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from pinlog.ai.candidates import select_candidates
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import EmbeddingProvider
 from pinlog.ai.presets import load_snapshot
+from pinlog.ai.routing import ProfileSwitched, read_roles
 from pinlog.ai.vectors import check_embeddings, to_pgvector
 from pinlog.contracts import SearchHit, SearchRequest, SearchResponse
 from pinlog.db.sql import Queries
@@ -127,22 +128,34 @@ async def search(
     apply: bool = True,
     rewrite: Rewrite | None = None,
     keyword_floor: float | None = None,
+    accepted_profiles: Collection[str] | None = None,
 ) -> SearchResponse:
     """Run one personal search. With ``keyword_floor`` (the profile's candidate floor) each
     hit's ``keywordMatched`` is set (:func:`query_presets`, :func:`mark_keyword_matched`).
+
+    The profile (SPEC §9.1): the query is embedded with ``provider`` (the active profile's, as
+    this replica last read the roles); the roles and the vectors are then read in ONE
+    REPEATABLE READ snapshot, so the vectors searched are all of the profile the query was
+    embedded with, and an activation committed in between is noticed instead of searching an
+    empty space (:class:`~pinlog.ai.routing.ProfileSwitched`).
 
     Args:
         apply: apply the vector-evidence cuts (False: every hit, for calibration/benchmarks).
         rewrite: optional query rewrite before embedding (must fall back to the query itself
             on any failure; :class:`pinlog.ai.rewrite.QueryRewriter` does).
+        accepted_profiles: the profiles a request may name (this replica's configured ones,
+            SPEC §9.1: a backend keeps naming its profile through a switch); default
+            ``provider.profile`` only.
 
     Raises:
-        ProfileMismatch: ``request.embedding_profile`` differs from ``provider.profile``
-            (checked before any model call).
+        ProfileMismatch: ``request.embedding_profile`` is not accepted (checked before any
+            model call).
+        ProfileSwitched: the database's active profile is not ``provider.profile`` (the caller
+            re-reads the roles and searches again).
         pinlog.ai.errors.ModelError: the query could not be embedded, or its vector is
             degenerate (:class:`~pinlog.ai.errors.DegenerateVectorError`).
     """
-    if request.embedding_profile != provider.profile:
+    if request.embedding_profile not in (accepted_profiles or (provider.profile,)):
         metrics.SEARCH_REQUESTS.labels("profile_mismatch").inc()
         raise ProfileMismatch(request.embedding_profile, provider.profile)
     text = await rewrite(request.query) if rewrite is not None else request.query
@@ -152,6 +165,11 @@ async def search(
     params = {"query_vector": to_pgvector(vector), "user_id": request.user_id,
               "profile": provider.profile}
     async with engine.connect() as conn:
+        # SPEC §9.1: one snapshot for the roles and the vectors (read-only: never a conflict)
+        await conn.execution_options(isolation_level="REPEATABLE READ")
+        active = (await read_roles(conn)).active
+        if active is not None and active != provider.profile:
+            raise ProfileSwitched(active)
         # the floor this query's hits must reach (apply_cuts) bounds the statement's work
         min_similarity = (cuts.short_query_floor if is_short_query(request.query)
                           else cuts.floor) if apply else NO_CUT

@@ -29,7 +29,8 @@ from pinlog.ai.vectors import parse_pgvector, to_pgvector
 from pinlog.db.sql import Queries, driver_connection
 from pinlog.states import Stage, Status
 
-Q = Queries("pinlog.ai", "state.sql")
+#: ``{profile_lock}`` (the key of the profiles' advisory lock) is written once, in profiles.sql.
+Q = Queries("pinlog.ai", "state.sql", fragments_from=("profiles.sql",))
 
 #: ``last_error`` is at most this long (SPEC §2.2, CHECK in the schema).
 LAST_ERROR_MAX = 500
@@ -65,12 +66,15 @@ def _keyword_params(context_id: int, picks: Sequence[tuple[int, float | None]],
 
 
 def _analysis_params(context_id: int, preset_version: int, unmatched_concepts: Sequence[str],
-                     model_profile: str, evidence: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Parameters of ``upsert_keyword_analysis`` (concepts and evidence as JSON text)."""
+                     model_profile: str, evidence: Sequence[Mapping[str, Any]],
+                     embedding_profile: str | None = None) -> dict[str, Any]:
+    """Parameters of ``upsert_keyword_analysis`` (concepts and evidence as JSON text;
+    ``embedding_profile``: the profile whose vector and presets were judged, SPEC §9.1)."""
     return {"context_id": context_id, "preset_version": preset_version,
             "unmatched_concepts": json.dumps(list(unmatched_concepts), ensure_ascii=False),
             "model_profile": model_profile,
-            "evidence": json.dumps([dict(e) for e in evidence], ensure_ascii=False)}
+            "evidence": json.dumps([dict(e) for e in evidence], ensure_ascii=False),
+            "embedding_profile": embedding_profile}
 
 
 def format_error(stage: Stage, error_class: str, reason: str) -> str:
@@ -231,10 +235,12 @@ async def replace_keywords(conn: AsyncConnection, context_id: int,
 
 async def upsert_keyword_analysis(conn: AsyncConnection, context_id: int, *, preset_version: int,
                                   unmatched_concepts: Sequence[str], model_profile: str,
-                                  evidence: Sequence[Mapping[str, Any]] = ()) -> bool:
+                                  evidence: Sequence[Mapping[str, Any]] = (),
+                                  embedding_profile: str | None = None) -> bool:
     """Upsert the analysis row (guarded like the keyword rows). Returns True when written."""
     cursor = await _execute(conn, "upsert_keyword_analysis", _analysis_params(
-        context_id, preset_version, unmatched_concepts, model_profile, evidence))
+        context_id, preset_version, unmatched_concepts, model_profile, evidence,
+        embedding_profile))
     return cursor.rowcount == 1
 
 
@@ -246,7 +252,7 @@ async def read_embedding(conn: AsyncConnection, context_id: int) -> StoredEmbedd
 
 async def ai_tables_present(conn: AsyncConnection) -> bool:
     """True when every ``ai.*`` table exists (SPEC §2.2: refuse to start otherwise)."""
-    return (await (await _execute(conn, "ai_tables_present")).fetchone())[0] == 7
+    return (await (await _execute(conn, "ai_tables_present")).fetchone())[0] == 9
 
 
 async def stored_dimensions(conn: AsyncConnection, profile: str,
@@ -277,15 +283,24 @@ async def preset_fingerprint(conn: AsyncConnection, profile: str) -> str:
 
 
 async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int, record_id: int,
-                         vector: np.ndarray, profile: str, text_sha256: bytes) -> bool:
-    """Embedding save (SPEC §5.2 step 2), inside the caller's transaction: :func:`lock_state`,
-    :func:`upsert_embedding`, :func:`complete_stage`. Returns True when both guards matched
-    (commit), False when either affected 0 rows (roll back and discard)."""
+                         vector: np.ndarray, profile: str, text_sha256: bytes,
+                         shadow: Mapping[str, np.ndarray] | None = None) -> bool:
+    """Embedding save (SPEC §5.2 step 2), inside the caller's transaction: the profile lock
+    (shared), :func:`lock_state`, :func:`upsert_embedding` (only while ``profile`` is the active
+    one, SPEC §9.1), the ``shadow`` vectors (``profile → (dim,) vector``: the building
+    profile's, written only while it is building; they never decide the save), then
+    :func:`complete_stage`. Returns True when both guards matched (commit), False when either
+    affected 0 rows (roll back and discard; the caller may retry under the new active
+    profile, :class:`pinlog.ai.pipeline.Pipeline`)."""
     driver = await driver_connection(conn)
     async with driver.pipeline():
+        await _execute(conn, "lock_profiles_shared")
         await _execute(conn, "lock_state", {"context_id": context_id})
         upsert = await _execute(conn, "upsert_embedding", _embedding_params(
             context_id, user_id, record_id, vector, profile, text_sha256))
+        for other, other_vector in (shadow or {}).items():
+            await _execute(conn, "upsert_shadow_embedding", _embedding_params(
+                context_id, user_id, record_id, other_vector, other, text_sha256))
         complete = await _execute(conn, "complete_embedding",
                                   {"context_id": context_id, "reason": "completed"})
     return upsert.rowcount == 1 and await complete.fetchone() is not None
@@ -294,11 +309,13 @@ async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int
 async def save_keywords(conn: AsyncConnection, context_id: int, *,
                         picks: Sequence[tuple[int, float | None]], preset_version: int,
                         unmatched_concepts: Sequence[str], model_profile: str,
-                        evidence: Sequence[Mapping[str, Any]] = ()) -> bool:
+                        evidence: Sequence[Mapping[str, Any]] = (),
+                        embedding_profile: str | None = None) -> bool:
     """Keyword save (SPEC §5.2 step 3), inside the caller's transaction: :func:`lock_state`,
     delete + insert the keyword rows, upsert the analysis row (with the judge's ``evidence``,
-    JSON-able mappings, SPEC §8), guarded complete. Returns True when every guard matched
-    (commit), False otherwise (roll back and discard)."""
+    JSON-able mappings, SPEC §8, and the ``embedding_profile`` judged, SPEC §9.1), guarded
+    complete. Returns True when every guard matched (commit), False otherwise (roll back and
+    discard)."""
     driver = await driver_connection(conn)
     async with driver.pipeline():
         await _execute(conn, "lock_state", {"context_id": context_id})
@@ -308,7 +325,8 @@ async def save_keywords(conn: AsyncConnection, context_id: int, *,
             insert = await _execute(conn, "insert_keywords",
                                     _keyword_params(context_id, picks, preset_version))
         analysis = await _execute(conn, "upsert_keyword_analysis", _analysis_params(
-            context_id, preset_version, unmatched_concepts, model_profile, evidence))
+            context_id, preset_version, unmatched_concepts, model_profile, evidence,
+            embedding_profile))
         complete = await _execute(conn, "complete_keyword",
                                   {"context_id": context_id, "reason": "completed"})
     inserted = insert.rowcount if insert is not None else 0

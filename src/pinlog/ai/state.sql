@@ -107,17 +107,31 @@ SELECT embedding_status, keyword_status
    FOR UPDATE;
 
 
+-- name: lock_profiles_shared
+-- Rule: SPEC §9.1 — the embedding save places its vectors by the profiles' roles, so it takes
+-- the profile lock shared first (ai/profiles.sql: an activation holds it exclusive): the roles
+-- its statements read are those before or after an activation, never in between.
+SELECT pg_advisory_xact_lock_shared({profile_lock});
+
+
 -- name: upsert_embedding
 -- Rule: SPEC §5.2 step 2 save — store the vector only while embedding_status = 'PROCESSING'
 -- (guard in the statement, even under the lock). ON CONFLICT never touches is_deleted (core only):
 -- its update list omits it, and a row core marked deleted is never overwritten (a deleted
 -- context's data must never come back). 0 rows → the save is discarded.
+-- Rule: SPEC §9.1 — ai.context_embedding holds the ACTIVE profile's vectors only: a vector of
+-- another profile than the recorded active one (an activation committed while this job was
+-- embedding) is never written here (no row in ai.embedding_profile = before any switch: the
+-- caller's profile is the active one).
 INSERT INTO ai.context_embedding
        (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
-SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), :profile, :text_sha256, now()
+SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), CAST(:profile AS text),
+       :text_sha256, now()
   FROM ai.context_ai_state s
  WHERE s.context_id = :context_id
    AND s.embedding_status = 'PROCESSING'
+   AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile p
+                    WHERE p.role = 'active' AND p.profile <> CAST(:profile AS text))
 ON CONFLICT (context_id) DO UPDATE
    SET user_id = EXCLUDED.user_id,
        record_id = EXCLUDED.record_id,
@@ -126,6 +140,25 @@ ON CONFLICT (context_id) DO UPDATE
        text_sha256 = EXCLUDED.text_sha256,
        updated_at = now()
  WHERE NOT ai.context_embedding.is_deleted;
+
+
+-- name: upsert_shadow_embedding
+-- Rule: SPEC §9.1 — a context embedded while a profile is building gets a vector in both
+-- profiles: the building profile's goes to the shadow table in the same save transaction,
+-- under the same guard (embedding PROCESSING, the state row locked) and only while :profile is
+-- the building one. Its row count never decides the save (the backfill fills any gap).
+INSERT INTO ai.context_embedding_shadow
+       (context_id, embedding_profile, embedding, text_sha256, updated_at)
+SELECT s.context_id, :profile, CAST(:embedding AS vector), :text_sha256, now()
+  FROM ai.context_ai_state s
+ WHERE s.context_id = :context_id
+   AND s.embedding_status = 'PROCESSING'
+   AND EXISTS (SELECT 1 FROM ai.embedding_profile p
+                WHERE p.profile = :profile AND p.role = 'building')
+ON CONFLICT (context_id, embedding_profile) DO UPDATE
+   SET embedding = EXCLUDED.embedding,
+       text_sha256 = EXCLUDED.text_sha256,
+       updated_at = now();
 
 
 -- name: complete_embedding
@@ -177,21 +210,31 @@ SELECT s.context_id, pick.keyword_id, pick.confidence, :preset_version
 -- name: upsert_keyword_analysis
 -- Rule: SPEC §2.2, §5.2 step 3 — one analysis row per context (preset version, unmatched concepts,
 -- the judge model that actually answered, the judge's evidence per pick and near miss), written even for zero candidates / zero picks (§11 #14),
--- only while keyword PROCESSING and embedding COMPLETED.
+-- only while keyword PROCESSING and embedding COMPLETED. It records the embedding profile whose
+-- vector and presets were judged (SPEC §9.1: after an activation the keywords of another
+-- profile are re-judged).
 INSERT INTO ai.context_keyword_analysis
-       (context_id, preset_version, unmatched_concepts, model_profile, evidence, updated_at)
+       (context_id, preset_version, unmatched_concepts, model_profile, evidence,
+        embedding_profile, updated_at)
 SELECT s.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model_profile,
-       CAST(:evidence AS jsonb), now()
+       CAST(:evidence AS jsonb), :embedding_profile, now()
   FROM ai.context_ai_state s
  WHERE s.context_id = :context_id
    AND s.keyword_status = 'PROCESSING'
    AND s.embedding_status = 'COMPLETED'
+{analysis_replaced};
+
+
+-- name: analysis_replaced
+-- Rule: SPEC §2.2 — one analysis row per context: a new judgement replaces every field of the
+-- old one (a fragment, also used by the re-judge of ai/profiles.sql).
 ON CONFLICT (context_id) DO UPDATE
    SET preset_version = EXCLUDED.preset_version,
        unmatched_concepts = EXCLUDED.unmatched_concepts,
        model_profile = EXCLUDED.model_profile,
        evidence = EXCLUDED.evidence,
-       updated_at = now();
+       embedding_profile = EXCLUDED.embedding_profile,
+       updated_at = now()
 
 
 -- name: complete_keyword
@@ -281,7 +324,8 @@ SELECT embedding, embedding_profile, text_sha256
 SELECT count(*) AS present
   FROM (VALUES ('ai.context_ai_state'), ('ai.context_embedding'), ('ai.context_keyword'),
                ('ai.context_keyword_analysis'), ('ai.context_ai_event'), ('ai.keyword_preset'),
-               ('ai.keyword_preset_embedding')) AS t(name)
+               ('ai.keyword_preset_embedding'), ('ai.embedding_profile'),
+               ('ai.context_embedding_shadow')) AS t(name)
  WHERE to_regclass(t.name) IS NOT NULL;
 
 

@@ -9,6 +9,7 @@ call services.
 - :mod:`pinlog.cli.search` — ``search``
 - :mod:`pinlog.cli.importing` — ``import`` (and the import job ``pinlog demo`` reuses)
 - :mod:`pinlog.cli.presets` — ``presets load|list``
+- :mod:`pinlog.cli.profiles` — ``profiles [build|activate|drop]`` (SPEC §9.1)
 - :mod:`pinlog.cli.purge` — ``purge`` (the retention job once, or an erasure)
 - :mod:`pinlog.cli.remote` — asking a running server (``search``, ``records``, ``status``)
 
@@ -25,7 +26,7 @@ import sys
 from typing import Any
 
 #: The group modules, in the order ``pinlog --help`` lists their commands.
-GROUPS = ("db", "demo", "importing", "members", "ops", "presets", "purge", "search")
+GROUPS = ("db", "demo", "importing", "members", "ops", "presets", "profiles", "purge", "search")
 #: Commands that ask a running server when there is one → the one module they need.
 SERVER_COMMANDS = {"search": "search", "records": "members", "status": "ops"}
 

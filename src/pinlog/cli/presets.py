@@ -43,29 +43,35 @@ def load(
     """Embed the presets with the current profile and upsert them idempotently.
 
     Presets absent from the file are retired (never deleted). A second run with the same file
-    changes nothing.
+    changes nothing. With a next profile configured, its preset vectors are made too.
     """
     config = config_or_exit()
     presets = load_preset_file(file)
+    # SPEC §9.1: both configured profiles (the next one may be active or building), the first
+    # provider's first; the second load finds the presets as the first wrote them and only
+    # embeds what its profile lacks (a changed preset's other vectors were just deleted)
+    embeddings = [e for e in (config.ai.embedding, config.ai.next_embedding) if e is not None]
 
-    async def work(needs: Needs) -> PresetLoadReport:
+    async def work(needs: Needs) -> list[PresetLoadReport]:
         # through the micro-batcher: the server's input cap, throttling, per-call timeouts
-        return await load_presets(needs.engine, presets, config.ai.embedding,
-                                  config.ai.batching, config.ai.pipeline.retries,
-                                  retire_missing=not keep_missing, reembed=reembed)
+        return [await load_presets(needs.engine, presets, embedding, config.ai.batching,
+                                   config.ai.pipeline.retries, retire_missing=not keep_missing,
+                                   reembed=reembed)
+                for embedding in embeddings]
 
     try:
-        report = run_command(config, work)
+        reports = run_command(config, work)
     except ValueError as exc:  # provider settings (PresetFileError: a code conflict)
         exit_with_error(str(exc), 2)
     source = file or default_preset_path()
-    console.print(f"presets from {source.name}: {len(presets)}; {report.summary()}")
-    for label, ids in (("inserted", report.inserted), ("updated", report.updated),
-                       ("retired", report.retired), ("embedded", report.embedded)):
-        if ids:
-            console.print(f"  {label}: {_ids(ids)}")
-    if not report.changed:
-        console.print("  no change")
+    for report in reports:
+        console.print(f"presets from {source.name}: {len(presets)}; {report.summary()}")
+        for label, ids in (("inserted", report.inserted), ("updated", report.updated),
+                           ("retired", report.retired), ("embedded", report.embedded)):
+            if ids:
+                console.print(f"  {label}: {_ids(ids)}")
+        if not report.changed:
+            console.print("  no change")
 
 
 @presets_app.command("list")

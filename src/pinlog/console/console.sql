@@ -85,12 +85,28 @@ ORDER BY id
 LIMIT :limit
 
 -- name: profile_coverage
--- Embeddings per profile: live (not deleted) and all. One pass over ai.context_embedding (the
--- profiles page only, not the overview).
-SELECT embedding_profile, count(*) FILTER (WHERE NOT is_deleted) AS live, count(*) AS stored
-FROM ai.context_embedding
+-- Embeddings per profile: live (not deleted) and all — the active table's and, since SPEC §9.1,
+-- the shadow table's (a building or kept profile's vectors, live while the context's vector in
+-- the active table is). One pass over each (the profiles page only, not the overview).
+SELECT embedding_profile, sum(live) AS live, sum(stored) AS stored
+FROM (
+    SELECT embedding_profile, count(*) FILTER (WHERE NOT is_deleted) AS live, count(*) AS stored
+    FROM ai.context_embedding
+    GROUP BY embedding_profile
+    UNION ALL
+    SELECT sh.embedding_profile, count(*) FILTER (WHERE NOT coalesce(e.is_deleted, true)),
+           count(*)
+    FROM ai.context_embedding_shadow sh
+    LEFT JOIN ai.context_embedding e ON e.context_id = sh.context_id
+    GROUP BY sh.embedding_profile
+) AS per_table
 GROUP BY embedding_profile
 ORDER BY embedding_profile
+
+-- name: profile_roles
+-- The roles the profile switch recorded (SPEC §9.1: active, building, kept); none before any
+-- switch (then the configured profile is active).
+SELECT profile, role FROM ai.embedding_profile ORDER BY profile
 
 -- name: preset_profiles
 -- Preset vectors per profile (the presets a profile can judge with).

@@ -162,26 +162,33 @@ async def profiles(engine: AsyncEngine, active_profile: str, completed: int) -> 
     """Embedding profiles with coverage, and the presets with version and picks.
 
     Args:
-        active_profile: the profile this process embeds and searches with.
+        active_profile: the profile this process is configured with — active while the profile
+            switch (SPEC §9.1, ``ai.embedding_profile``) has recorded no other.
         completed: state rows whose embedding stage is COMPLETED (the vectors there should be).
 
     Returns:
         ``{"profiles": [{"profile", "live", "stored", "presets", "coverage" (live ÷ completed,
-        0..1, None when nothing is completed), "active"}], "presets": [{"id", "code",
-        "display_name", "category", "visibility", "is_active", "version", "picks"}]}``.
+        0..1, None when nothing is completed), "active", "role" (active, building, kept or
+        None)}], "presets": [{"id", "code", "display_name", "category", "visibility",
+        "is_active", "version", "picks"}]}``. Vectors of every profile count, the active
+        table's and the shadow table's.
     """
     async with engine.connect() as conn:
         coverage = {r["embedding_profile"]: (int(r["live"]), int(r["stored"]))
                     for r in (await conn.execute(_q("profile_coverage"))).mappings()}
+        roles = {r["profile"]: str(r["role"])
+                 for r in (await conn.execute(_q("profile_roles"))).mappings()}
         preset_vectors = {r["embedding_profile"]: int(r["presets"])
                           for r in (await conn.execute(_q("preset_profiles"))).mappings()}
         presets = [dict(r) for r in (await conn.execute(_q("presets"))).mappings()]
-    names = sorted({active_profile, *coverage, *preset_vectors})
+    active_profile = next((p for p, role in roles.items() if role == "active"), active_profile)
+    roles.setdefault(active_profile, "active")
+    names = sorted({active_profile, *coverage, *preset_vectors, *roles})
     return {"profiles": [{
         "profile": name, "live": coverage.get(name, (0, 0))[0],
         "stored": coverage.get(name, (0, 0))[1], "presets": preset_vectors.get(name, 0),
         "coverage": (coverage.get(name, (0, 0))[0] / completed) if completed else None,
-        "active": name == active_profile} for name in names],
+        "active": name == active_profile, "role": roles.get(name)} for name in names],
         "presets": [{**p, "picks": int(p["picks"])} for p in presets]}
 
 

@@ -10,9 +10,9 @@ Server-rendered HTML (Jinja2, autoescaped); the overview polls ``/console/api/ov
   fused rank and the decision; it shows the matched notes' text, as ``pinlog search`` does for
   an operator — the one console page with note text, admins only, and recorded in the action
   log without the query), and the **actions**: run a rescan round, reprocess (a dry-run first;
-  the confirmation carries the dry-run's signed count), activate a profile (placeholder until
-  the profile switch exists). Each action is confirmed (a confirmation page, then a POST with
-  ``confirm=yes``) and recorded in ``core.console_action``.
+  the confirmation carries the dry-run's signed count), activate a profile (a placeholder: the
+  switch is ``pinlog profiles``, SPEC §9.1). Each action is confirmed (a confirmation page,
+  then a POST with ``confirm=yes``) and recorded in ``core.console_action``.
 
 Every POST needs the session's CSRF token; a read-only session gets 403 on admin pages and
 actions. Every request is logged by :class:`ConsoleRoute` — route template, method, status,

@@ -194,6 +194,27 @@ SELECT count(*) FROM cancelled;
 UPDATE ai.context_embedding SET is_deleted = true
 WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND NOT is_deleted;
 
+-- name: delete_shadow_vectors
+-- SPEC §9.1: invalidation holds for every profile — the contexts' vectors of the building and
+-- kept profiles (ai.context_embedding_shadow) are removed with them, in the same transaction as
+-- cancel_stages (whose FOR UPDATE on the state rows orders this against the backfill's write).
+-- A deleted context's building vector never becomes searchable, in any profile.
+DELETE FROM ai.context_embedding_shadow
+WHERE context_id = ANY(CAST(:context_ids AS bigint[]));
+
+-- ===== texts for the ai side's backfill (SPEC §9.1) ========================================
+
+-- name: active_context_texts
+-- SPEC §9.1: the texts of the given contexts that are still active (context, record and member
+-- not deleted), for the profile backfill and the keyword re-judge — what the rescan re-sends
+-- (rescan.sql reread_context), read in bulk. A deleted or missing context is simply absent.
+SELECT c.id AS context_id, c.body
+FROM core.context AS c
+JOIN core.record AS r ON r.id = c.record_id
+JOIN core.member AS m ON m.id = c.member_id
+WHERE c.id = ANY(CAST(:context_ids AS bigint[]))
+  AND c.deleted_at IS NULL AND r.deleted_at IS NULL AND m.deleted_at IS NULL;
+
 -- ===== views (SPEC §8 visibility) ============================================================
 
 -- name: member_records

@@ -75,14 +75,18 @@ class ReprocessReport:
 
 
 async def _params(engine: AsyncEngine, config: ReprocessConfig, mode: Mode) -> dict[str, object]:
-    if mode == "profile":
-        return {"profile": config.profile}
+    """The statements' parameters: the profile in force (the database's active one, SPEC §9.1,
+    else ``config.profile``) or the current preset version of that profile."""
     async with engine.connect() as conn:
+        profile = (await conn.execute(statements()("active_profile"),
+                                      {"profile": config.profile})).scalar_one()
+        if mode == "profile":
+            return {"profile": profile}
         version = (await conn.execute(statements()("current_preset_version"),
-                                      {"profile": config.profile})).scalar()
+                                      {"profile": profile})).scalar()
     if version is None:
         raise ReprocessError(
-            f"no presets are loaded for the embedding profile {config.profile!r}: "
+            f"no presets are loaded for the embedding profile {profile!r}: "
             "run `pinlog presets load` first")
     return {"preset_version": int(version)}
 

@@ -27,6 +27,12 @@
                   WHERE a.context_id = s.context_id), 0) < :preset_version
 )
 
+-- name: active_profile
+-- SPEC §9.1: the profile in force is the one ai.embedding_profile records as active (a switch
+-- activates a profile for every replica); this process's configured one while none is recorded.
+SELECT coalesce((SELECT profile FROM ai.embedding_profile WHERE role = 'active'),
+                CAST(:profile AS text))
+
 -- name: current_preset_version
 -- The preset version the ai side judges against for :profile: the highest version among active,
 -- non-BLOCKED presets that have an embedding for that profile (what the ai's snapshot uses).

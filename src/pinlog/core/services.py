@@ -750,12 +750,25 @@ class CoreService:
 
     async def _invalidate(self, conn: AsyncConnection, context_ids: Sequence[int], *, reason: str) -> None:
         """SPEC §4 invalidation inside the caller's transaction: both stages CANCELLED
-        (unconditionally), ``updated_at`` bumped, event rows, embedding ``is_deleted``."""
+        (unconditionally), ``updated_at`` bumped, event rows, embedding ``is_deleted``, and the
+        vectors of every other profile removed (SPEC §9.1)."""
         if not context_ids:
             return
         ids = [int(i) for i in context_ids]
         await conn.execute(q("cancel_stages"), {"context_ids": ids, "reason": reason})
         await conn.execute(q("mark_embeddings_deleted"), {"context_ids": ids})
+        await conn.execute(q("delete_shadow_vectors"), {"context_ids": ids})
+
+    async def context_texts(self, context_ids: Sequence[int]) -> dict[int, str]:
+        """The texts of the ``context_ids`` that are still active (context, record and member
+        not deleted), by id — the ai side's backfill and keyword re-judge read texts through
+        this (SPEC §9.1: core owns the text). A deleted or unknown id is absent. Never logged."""
+        if not context_ids:
+            return {}
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(q("active_context_texts"),
+                                      {"context_ids": [int(i) for i in context_ids]})
+            return {int(r.context_id): r.body for r in rows}
 
     async def _delete_record_rows(self, conn: AsyncConnection, record_id: int) -> list[int]:
         contexts = list((await conn.execute(q("soft_delete_record_contexts"),

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog import metrics
+from pinlog.db.background import every
 from pinlog.db.process_settings import all_differences, live_processes
 from pinlog.db.sql import SqlStatements
 from pinlog.settings import Settings
@@ -193,15 +194,8 @@ class CountCompactor:
         self._task = asyncio.create_task(self._run(), name="state-count-compactor")
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await compact_state_counts(self.engine)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - try again at the next tick
-                log.warning("state count compaction failed",
-                            extra={"error_class": type(exc).__name__})
+        await every(self.interval, lambda: compact_state_counts(self.engine),
+                    failure="state count compaction failed", log=log)
 
     async def stop(self) -> None:
         if self._task is not None:

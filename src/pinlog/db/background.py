@@ -1,8 +1,27 @@
-"""Stopping a background loop task (the rescan loop, the retention loop): one way for all."""
+"""Background loop tasks: stopping one (the rescan loop, the retention loop) and running a step
+periodically (heartbeats, the state-count compaction, the profile roles' re-read): one way for
+all."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+
+async def every(seconds: float, step: Callable[[], Awaitable[object]], *, failure: str,
+                log: logging.Logger) -> None:
+    """Run ``step`` every ``seconds`` (the first time after one interval) until cancelled. A
+    failed step is logged as WARNING ``failure`` with its error class only (never its message:
+    it may carry data) and tried again at the next tick; cancellation ends the loop."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await step()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - try again at the next tick
+            log.warning(failure, extra={"error_class": type(exc).__name__})
 
 
 async def stop_task(task: asyncio.Task[None] | None, stopping: asyncio.Event,

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import __version__
+from pinlog.db.background import every
 from pinlog.db.sql import Queries
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,24 @@ class Difference:
     def describe(self) -> str:
         return (f"PINLOG_{self.setting.upper()}: {self.first_value} on {self.first.label} vs "
                 f"{self.second_value} on {self.second.label}")
+
+
+def profile_drift(active: str | None, served: Iterable[str]) -> str | None:
+    """The drift between the database's active embedding profile (``ai.embedding_profile``,
+    SPEC §9.1) and the profiles a replica has providers for, as the ERROR line to log — or None
+    when the replica can serve it (or no active profile is recorded yet: then each replica's
+    first provider is active, as before the profile switch existed).
+
+    A replica that cannot serve the active profile refuses search and stage work (the ai side's
+    ``ProfileRouter``) instead of answering from the wrong vector space; activation is atomic
+    for every replica, so this is a configuration to fix, never a state to wait out."""
+    served = tuple(served)
+    if active is None or active in served:
+        return None
+    return (f"the database's active embedding profile is {active}, but this replica only has "
+            f"providers for {', '.join(served)}: it refuses search and stage work until "
+            f"PINLOG_EMBEDDING_* or PINLOG_NEXT_EMBEDDING_* configures {active} (or "
+            f"`pinlog profiles activate` switches back)")
 
 
 def differences(mine: Mapping[str, Any], me: ProcessInfo | None,
@@ -195,17 +214,12 @@ class ProcessRegistry:
         return found
 
     async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat)
-            try:
-                async with self.engine.begin() as conn:
-                    await conn.execute(_q("heartbeat"), {"process_id": self.process_id})
-                await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - try again at the next beat
-                log.warning("process settings heartbeat failed",
-                            extra={"error_class": type(exc).__name__})
+        async def beat() -> None:
+            async with self.engine.begin() as conn:
+                await conn.execute(_q("heartbeat"), {"process_id": self.process_id})
+            await self.check()
+
+        await every(self.heartbeat, beat, failure="process settings heartbeat failed", log=log)
 
     async def stop(self) -> None:
         """Stop the heartbeat and remove this process's row (never raises)."""

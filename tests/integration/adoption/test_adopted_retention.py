@@ -21,8 +21,8 @@ from tests.integration.ai.support import ai_settings_for
 
 def _ai_rows(conn: psycopg.Connection) -> dict[str, list]:
     return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in (
-        "ai.context_ai_state", "ai.context_embedding", "ai.context_keyword",
-        "ai.context_keyword_analysis")}
+        "ai.context_ai_state", "ai.context_embedding", "ai.context_embedding_shadow",
+        "ai.context_keyword", "ai.context_keyword_analysis")}
 
 
 async def test_on_an_adopted_database_only_our_ai_rows_are_purged(reference_url, tmp_path):
@@ -39,6 +39,11 @@ async def test_on_an_adopted_database_only_our_ai_rows_are_purged(reference_url,
                      "(3, 'embedding', 'PENDING', 'PROCESSING', 'ai', 'started', "
                      " now() - interval '91 days'), "
                      "(3, 'embedding', 'PROCESSING', 'COMPLETED', 'ai', 'completed', now())")
+        # a profile switch's kept vectors of both (SPEC §9.1): the backend's cancel of
+        # context 4 knows no shadow table, so its vector of the kept profile is still there
+        conn.execute("INSERT INTO ai.context_embedding_shadow (context_id, embedding_profile, "
+                     "embedding) SELECT context_id, 'kept-profile-v0', embedding "
+                     "FROM ai.context_embedding WHERE context_id IN (3, 4)")
         backend_before = backend_snapshot(conn)
         ai_before = _ai_rows(conn)
     engine = create_engine(reference_url, pool_size=2)
@@ -52,7 +57,8 @@ async def test_on_an_adopted_database_only_our_ai_rows_are_purged(reference_url,
 
     assert report.off == dry.off == [OFF_ADOPTED]
     assert report.removed == dry.removed == {
-        "ai.context_embedding": 1, "ai.context_keyword": 0, "ai.context_keyword_analysis": 0,
+        "ai.context_embedding": 1, "ai.context_embedding_shadow": 1, "ai.context_keyword": 0,
+        "ai.context_keyword_analysis": 0,
         "ai.context_ai_state": 1, "ai.context_ai_event": 1}
     with psycopg.connect(reference_url, autocommit=True) as conn:
         assert backend_snapshot(conn) == backend_before

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import psycopg
+import sqlalchemy as sa
 
 from pinlog.ai.pipeline import Pipeline
 from pinlog.contracts import ProcessRequest
@@ -30,13 +31,17 @@ CONTEXT_TABLES = {
     "core.context": "id",
     "ai.context_ai_state": "context_id",
     "ai.context_embedding": "context_id",
+    "ai.context_embedding_shadow": "context_id",
     "ai.context_keyword": "context_id",
     "ai.context_keyword_analysis": "context_id",
     "ai.context_ai_event": "context_id",
 }
 #: The ai tables keyed by context id whose rows the purge removes with the context (events go by
 #: their own retention).
-AI_DATA = ("ai.context_embedding", "ai.context_keyword", "ai.context_keyword_analysis")
+AI_DATA = ("ai.context_embedding", "ai.context_embedding_shadow", "ai.context_keyword",
+           "ai.context_keyword_analysis")
+#: The profile of the vectors :func:`build_world` leaves in ``ai.context_embedding_shadow``.
+KEPT_PROFILE = "kept-profile-v0"
 
 
 class QuietProvider(FakeEmbeddingProvider):
@@ -133,7 +138,22 @@ async def build_world(core: CoreService, pipeline: Pipeline, *, tag: str = "") -
     world.live += [kept, successor]
     world.dead += [edited, deleted, gone_a, gone_b, bob_a, bob_b]
     world.records_deleted += [gone_a.record_id, bob_a.record_id, bob_b.record_id]
+    await leave_kept_vectors(pipeline, [n.context_id for n in world.live + world.dead])
     return world
+
+
+async def leave_kept_vectors(pipeline: Pipeline, context_ids: Sequence[int]) -> None:
+    """A vector of another profile in ``ai.context_embedding_shadow`` for each given context,
+    as an activation keeps the replaced profile's (SPEC §9.1, ``ai/profiles.sql``
+    ``keep_replaced_vectors``) — written after core's invalidation, as a backend's cancel on an
+    adopted database leaves them (it knows no shadow table; ours deletes them with the cancel).
+    The purge must take them with the context."""
+    async with pipeline.engine.begin() as conn:
+        await conn.execute(sa.text(
+            "INSERT INTO ai.context_embedding_shadow (context_id, embedding_profile, embedding, "
+            "text_sha256) SELECT context_id, :profile, embedding, text_sha256 "
+            "FROM ai.context_embedding WHERE context_id = ANY(:ids)"),
+            {"profile": KEPT_PROFILE, "ids": list(context_ids)})
 
 
 def set_back(conn: psycopg.Connection, seconds: float, *,

@@ -71,7 +71,8 @@ async def test_past_the_retention_no_trace_of_a_deleted_note_remains(
     dead = len(world.dead)
     assert report.removed == {
         "core.context": dead, "core.record": len(world.records_deleted), "core.member": 1,
-        "ai.context_embedding": dead, "ai.context_keyword": dead,
+        "ai.context_embedding": dead, "ai.context_embedding_shadow": dead,
+        "ai.context_keyword": dead,
         "ai.context_keyword_analysis": dead, "ai.context_ai_state": dead,
         "ai.context_ai_event": 0}
     assert report.kept == {} and report.off == []
@@ -188,7 +189,7 @@ async def test_rows_purged_and_the_oldest_deleted_row_kept_are_measured(
     set_back(sync_conn, PAST, context_ids=world.dead_ids)
     loop = RetentionLoop(retention_parts(config, engine), config.ai.retention.interval)
     tables = ["core.context", "core.record", "core.member", "ai.context_embedding",
-              "ai.context_keyword", "ai.context_keyword_analysis", "ai.context_ai_state",
+              "ai.context_embedding_shadow", "ai.context_keyword", "ai.context_keyword_analysis", "ai.context_ai_state",
               "ai.context_ai_event"]
     before = {t: _purged(t) for t in tables}
 

@@ -22,10 +22,10 @@ from pinlog.ai.providers.local_e5 import LocalE5Config
 from pinlog.ai.providers.openai import OpenAIConfig
 from pinlog.ai.providers.sentence_transformers import SentenceTransformersConfig
 from pinlog.ai.registry import Registry
-from pinlog.settings import Settings
+from pinlog.settings import Settings, SettingsError
 
 __all__ = ["PROVIDERS", "BatchConfig", "EmbeddingProviderConfig", "MicroBatcher",
-           "build_batched_provider", "embedding_config"]
+           "build_batched_provider", "embedding_config", "next_embedding_config"]
 
 #: The embedding providers, by ``PINLOG_EMBEDDING_PROVIDER`` name.
 PROVIDERS: Registry[EmbeddingProviderConfig] = Registry(
@@ -41,6 +41,33 @@ def embedding_config(settings: Settings) -> EmbeddingProviderConfig:
             its model refuses.
     """
     return PROVIDERS.config(settings.embedding_provider, settings)
+
+
+#: How the next profile's provider variables are named (SPEC §9.1).
+NEXT_PREFIX = "PINLOG_NEXT_EMBEDDING_"
+
+
+def next_embedding_config(settings: Settings) -> EmbeddingProviderConfig | None:
+    """The next profile's provider model (``PINLOG_NEXT_EMBEDDING_*``, SPEC §9.1), built through
+    the same registry as the first one, or None when ``PINLOG_NEXT_EMBEDDING_PROVIDER`` is
+    unset. The rule of its settings is checked here, the one place: its profile must differ
+    from the first provider's (a profile names one vector space).
+
+    Raises:
+        SettingsError: an unknown provider name, a field its model refuses (both naming the
+            ``PINLOG_NEXT_EMBEDDING_*`` variable), or the same profile as the first provider.
+    """
+    view = settings.next_embedding()
+    if view is None:
+        return None
+    config = PROVIDERS.config(view.embedding_provider, view, prefix=NEXT_PREFIX)
+    first = embedding_config(settings)
+    if config.profile == first.profile:
+        raise SettingsError(
+            f"invalid setting {NEXT_PREFIX}PROFILE: the next profile must differ from "
+            f"PINLOG_EMBEDDING_PROFILE ({first.profile}); a new model, dimension or input "
+            "preprocessing needs a new profile string (SPEC §9)")
+    return config
 
 
 def build_batched_provider(embedding: EmbeddingProviderConfig, batching: BatchConfig,
