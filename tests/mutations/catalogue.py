@@ -137,91 +137,82 @@ def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutati
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- guarded transitions of the ai side (ai/state.sql, SPEC §3) -------------------------
+    # the start predicate is ONE fragment of both stages' starts (state.sql `startable`)
     Mutation(
-        "start_embedding_reclaims_live_processing",
-        "SPEC §3 start (embedding): a PROCESSING stage is re-claimed only after the expiry",
+        "start_reclaims_live_processing",
+        "SPEC §3 start (both stages): a PROCESSING stage is re-claimed only after the expiry "
+        "(or the retry/owner rules)",
         STATE_SQL,
-        "OR (s.embedding_status = 'PROCESSING'\n                AND (s.updated_at < now() - :expiry\n",
-        "OR (s.embedding_status = 'PROCESSING'\n                AND (true\n",
+        " OR (s.{stage} = 'PROCESSING'\n     AND (s.updated_at < now() - :expiry\n",
+        " OR (s.{stage} = 'PROCESSING'\n     AND (true\n",
         (f"{GUARDS}::test_embedding_start_only_from_pending",
-         f"{GUARDS}::test_processing_younger_than_expiry_is_not_reclaimed"),
+         f"{GUARDS}::test_processing_younger_than_expiry_is_not_reclaimed",
+         f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed"),
     ),
     Mutation(
-        "start_embedding_reclaims_on_any_retry_count",
+        "start_reclaims_on_any_retry_count",
         "SPEC §7.3 (last paragraph): only a retry_count HIGHER than at the stage's start re-claims",
         STATE_SQL,
-        "OR s.retry_count > s.embedding_start_retry)))",
-        "OR s.retry_count >= s.embedding_start_retry)))",
+        "OR s.retry_count > s.{label}_start_retry",
+        "OR s.retry_count >= s.{label}_start_retry",
         (f"{RECLAIM}::test_backend_claim_after_a_crash_lets_the_resend_reclaim",),
     ),
     Mutation(
-        "start_embedding_from_failed_or_cancelled",
-        "SPEC §3 start (embedding): only from PENDING (never FAILED → PROCESSING, never out of "
+        "start_from_failed_or_cancelled",
+        "SPEC §3 start (both stages): only from PENDING (never FAILED → PROCESSING, never out of "
         "CANCELLED)",
         STATE_SQL,
-        "AND (s.embedding_status = 'PENDING'",
-        "AND (s.embedding_status IN ('PENDING', 'FAILED', 'CANCELLED')",
+        "(s.{stage} = 'PENDING'\n OR (s.{stage} = 'PROCESSING'",
+        "(s.{stage} IN ('PENDING', 'FAILED', 'CANCELLED')\n OR (s.{stage} = 'PROCESSING'",
         (f"{GUARDS}::test_embedding_start_only_from_pending",),
     ),
     Mutation(
         "start_keyword_without_completed_embedding",
         "SPEC §3 start (keyword): requires embedding_status = COMPLETED",
         STATE_SQL,
-        "       AND s.embedding_status = 'COMPLETED'\n       AND (s.keyword_status = 'PENDING'",
-        "       AND (s.keyword_status = 'PENDING'",
+        "       AND s.embedding_status = 'COMPLETED'\n       AND {startable}",
+        "       AND {startable}",
         (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
          f"{GUARDS}::test_keyword_reclaim_also_needs_embedding_completed"),
     ),
     Mutation(
-        "start_keyword_from_completed",
-        "SPEC §3: the ai side never changes a COMPLETED stage (keyword start only from PENDING)",
+        "start_from_completed",
+        "SPEC §3: the ai side never changes a COMPLETED stage (a start only from PENDING)",
         STATE_SQL,
-        "AND (s.keyword_status = 'PENDING'",
-        "AND (s.keyword_status IN ('PENDING', 'COMPLETED')",
+        "(s.{stage} = 'PENDING'\n OR (s.{stage} = 'PROCESSING'",
+        "(s.{stage} IN ('PENDING', 'COMPLETED')\n OR (s.{stage} = 'PROCESSING'",
         (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
          f"{PIPELINE}::test_a_finished_keyword_stage_is_never_restarted_by_the_job"),
-    ),
-    Mutation(
-        "start_keyword_reclaims_live_processing",
-        "SPEC §3 start (keyword): a PROCESSING stage is re-claimed only after the expiry",
-        STATE_SQL,
-        "OR (s.keyword_status = 'PROCESSING'\n                AND (s.updated_at < now() - :expiry\n",
-        "OR (s.keyword_status = 'PROCESSING'\n                AND (true\n",
-        (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",),
-    ),
-    Mutation(
-        "start_keyword_reclaims_on_any_retry_count",
-        "SPEC §7.3 (last paragraph): only a retry_count HIGHER than at the stage's start re-claims",
-        STATE_SQL,
-        "OR s.retry_count > s.keyword_start_retry)))",
-        "OR s.retry_count >= s.keyword_start_retry)))",
-        (f"{RECLAIM}::test_backend_claim_after_a_crash_lets_the_resend_reclaim",),
     ),
     Mutation(
         "complete_embedding_not_only_from_processing",
         "SPEC §3 complete (embedding): only from PROCESSING (never revives CANCELLED)",
         STATE_SQL,
-        "       AND embedding_status = 'PROCESSING'\n    RETURNING context_id",
-        "       AND embedding_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n    RETURNING context_id",
+        "       AND s.embedding_status = 'PROCESSING'\n       AND {owns_claim}\n"
+        "    RETURNING s.context_id",
+        "       AND s.embedding_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
+        "       AND {owns_claim}\n    RETURNING s.context_id",
         (f"{GUARDS}::test_complete_embedding_only_from_processing",),
     ),
     Mutation(
         "complete_keyword_not_only_from_processing",
         "SPEC §3 complete (keyword): only from PROCESSING",
         STATE_SQL,
-        "       AND keyword_status = 'PROCESSING'\n       AND embedding_status = 'COMPLETED'\n"
-        "    RETURNING context_id",
-        "       AND keyword_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
-        "       AND embedding_status = 'COMPLETED'\n    RETURNING context_id",
+        "       AND s.keyword_status = 'PROCESSING'\n       AND s.embedding_status = 'COMPLETED'\n"
+        "       AND {owns_claim}\n    RETURNING s.context_id",
+        "       AND s.keyword_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
+        "       AND s.embedding_status = 'COMPLETED'\n       AND {owns_claim}\n"
+        "    RETURNING s.context_id",
         (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",),
     ),
     Mutation(
         "complete_keyword_without_completed_embedding",
         "SPEC §3 complete (keyword): and embedding_status = COMPLETED",
         STATE_SQL,
-        "       AND keyword_status = 'PROCESSING'\n       AND embedding_status = 'COMPLETED'\n"
-        "    RETURNING context_id",
-        "       AND keyword_status = 'PROCESSING'\n    RETURNING context_id",
+        "       AND s.keyword_status = 'PROCESSING'\n       AND s.embedding_status = 'COMPLETED'\n"
+        "       AND {owns_claim}\n    RETURNING s.context_id",
+        "       AND s.keyword_status = 'PROCESSING'\n       AND {owns_claim}\n"
+        "    RETURNING s.context_id",
         (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",),
     ),
     Mutation(
@@ -230,10 +221,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         STATE_SQL,
         "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
         "           last_error = :error,\n           last_error_at = now()\n"
-        "     WHERE context_id = :context_id\n       AND {stage} = 'PROCESSING'\n",
+        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n",
         "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
         "           last_error = :error,\n           last_error_at = now()\n"
-        "     WHERE context_id = :context_id\n       AND {stage} <> 'COMPLETED'\n",
+        "     WHERE s.context_id = :context_id\n       AND s.{stage} <> 'COMPLETED'\n",
         (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",
          f"{PIPELINE}::test_scenario_11_judge_failure_after_delete_never_overwrites_cancelled"),
     ),
@@ -249,8 +240,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "embedding_upsert_without_processing_guard",
         "SPEC §5.2 save: store the vector only while embedding_status = PROCESSING",
         STATE_SQL,
-        "   AND s.embedding_status = 'PROCESSING'\nON CONFLICT (context_id) DO UPDATE",
-        "ON CONFLICT (context_id) DO UPDATE",
+        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\nON CONFLICT (context_id) DO UPDATE",
+        "   AND {owns_claim}\nON CONFLICT (context_id) DO UPDATE",
         (f"{GUARDS}::test_embedding_upsert_only_while_processing",),
     ),
     Mutation(
@@ -258,8 +249,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §5.2 step 3 save: keyword rows only while keyword PROCESSING and embedding COMPLETED",
         STATE_SQL,
         " WHERE s.context_id = :context_id\n   AND s.keyword_status = 'PROCESSING'\n"
-        "   AND s.embedding_status = 'COMPLETED';",
-        " WHERE s.context_id = :context_id;",
+        "   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
+        " WHERE s.context_id = :context_id\n   AND {owns_claim};",
         (f"{GUARDS}::test_keyword_writes_are_guarded",),
     ),
     # ---- rescan / finalizer (core/rescan.sql, SPEC §7) ---------------------------------------
@@ -267,8 +258,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim_waits_on_locked_rows",
         "SPEC §7.2/§7.4: the claim is FOR UPDATE SKIP LOCKED (a locked row is skipped)",
         RESCAN_SQL,
-        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), claimed AS (",
-        "    LIMIT :batch_size\n    FOR UPDATE\n), claimed AS (",
+        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), by_owner AS (",
+        "    LIMIT :batch_size\n    FOR UPDATE\n), by_owner AS (",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",
          f"{STATEMENTS}::test_claim_orders_by_exactly_the_partial_index_expression_and_skips_locked_rows"),
     ),
@@ -276,8 +267,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim_without_row_lock",
         "SPEC §7.2/§7.4: the claim locks what it picks (FOR UPDATE SKIP LOCKED)",
         RESCAN_SQL,
-        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), claimed AS (",
-        "    LIMIT :batch_size\n), claimed AS (",
+        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), by_owner AS (",
+        "    LIMIT :batch_size\n), by_owner AS (",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",),
     ),
     Mutation(
@@ -389,8 +380,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "rescan.sql `expired`: a PENDING keyword waits for a live embedding (its clock is the "
         "embedding's PROCESSING expiry)",
         RESCAN_SQL,
-        "OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'",
-        "OR (keyword_status = 'PENDING'",
+        "OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'\n",
+        "OR (keyword_status = 'PENDING'\n",
         (f"{ROUND}::test_pending_and_processing_expiries_differ_and_come_from_settings",
          "tests/integration/core/rescan/test_recovery_speed.py::"
          "test_the_outlook_agrees_with_the_expired_predicate_for_every_status_pair"),

@@ -122,6 +122,8 @@ class AiRuntime:
             always wrapped in a :class:`MicroBatcher` (unless it already is one). Its ``profile``
             is the current embedding profile of this runtime.
         judge: keyword judge (default: ``pinlog.ai.judges.build_judge(config.judge, …)``).
+        owner: this process's id (``ProcessRegistry.process_id``): the owner its guarded starts
+            record (SPEC §7.3.1); None → claims record no owner (the expiry is the backstop).
 
     Attributes:
         provider: the micro-batched provider (search embeds queries through it).
@@ -130,9 +132,11 @@ class AiRuntime:
     """
 
     def __init__(self, engine: AsyncEngine, config: AiConfig, *,
-                 provider: EmbeddingProvider | None = None, judge: Judge | None = None) -> None:
+                 provider: EmbeddingProvider | None = None, judge: Judge | None = None,
+                 owner: str | None = None) -> None:
         self.config = config
         self.engine = engine
+        self.owner = owner
         self._given_provider = provider
         self._given_judge = judge
         self.provider: MicroBatcher | None = None
@@ -143,6 +147,11 @@ class AiRuntime:
         self.rewriter: QueryRewriter | None = None  # when PINLOG_SEARCH_REWRITE=llm
         self._refused = 0  # 503s since the last "work queue full" log line
         self._refused_logged_at: float | None = None  # time.monotonic() of that line
+        # SPEC §7.3.1: ids accepted over HTTP whose sending this process takes over, recorded
+        # in batches by a background task (state.take_over_sending)
+        self._taken: list[int] = []
+        self._take_over_wake = asyncio.Event()
+        self._take_over_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Check the database, build provider/judge, start the workers.
@@ -211,10 +220,14 @@ class AiRuntime:
         config = self.config
         pool = getattr(self.engine.sync_engine.pool, "size", lambda: config.db_pool_size)()
         self.pipeline = Pipeline(self.engine, config.pipeline, batched, judge,
-                                 db_slots=db_slots(min(pool, config.db_pool_size)))
+                                 db_slots=db_slots(min(pool, config.db_pool_size)),
+                                 owner=self.owner)
         self.queue = WorkQueue(self._run_job, capacity=config.work_queue_size,
                                concurrency=config.worker_concurrency)
         self.queue.start()
+        if self.owner is not None:
+            self._take_over_task = asyncio.create_task(self._record_take_overs(),
+                                                       name="ai-take-over-sending")
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})
 
@@ -262,9 +275,18 @@ class AiRuntime:
                                               batched.dimension))
 
     async def stop(self) -> None:
-        """Stop the workers (queued jobs are left to the rescan) and close the provider."""
+        """Stop the workers and close the provider. Queued jobs are dropped and running ones
+        get the shutdown grace (:meth:`WorkQueue.stop`); what is left is this process's work
+        (recorded owner: the rows it sent or took over, the stages it started), released to
+        every live process's rescan when the process registry ends its lease — after this
+        (SPEC §7.3.1). The last take-over records are written first."""
         if self.queue is not None:
             await self.queue.stop(grace=self.config.shutdown_grace)
+        if self._take_over_task is not None:
+            self._take_over_task.cancel()
+            await asyncio.gather(self._take_over_task, return_exceptions=True)
+            self._take_over_task = None
+            await self._flush_take_overs()
         if self.provider is not None and self._given_provider is not self.provider:
             # our own batcher; the provider inside is closed only if we built it too
             await self.provider.aclose(close_provider=self._given_provider is None)
@@ -285,8 +307,14 @@ class AiRuntime:
         except Exception:  # noqa: BLE001 - not ready, whatever the reason
             return False
 
-    async def submit(self, request: ProcessRequest) -> int:
+    async def submit(self, request: ProcessRequest, *, take_over: bool = False) -> int:
         """The in-process adapter of ``POST /internal/v1/context/process`` (SPEC §5.1).
+
+        Args:
+            take_over: the request came over HTTP (another process sent it): once accepted, this
+                process records itself as the owner of the row's PENDING work, in batches
+                (SPEC §7.3.1), so that its death or stop releases the row at once. In-process
+                submits need nothing: the sender is this process.
 
         Returns:
             202 accepted (queued), 422 text longer than ``PINLOG_MAX_TEXT_CHARS`` (or empty),
@@ -302,7 +330,31 @@ class AiRuntime:
             self._log_refusal(request)
             return 503
         metrics.PROCESS_REQUESTS.labels(outcome="accepted").inc()
+        if take_over and self._take_over_task is not None:
+            self._taken.append(request.context_id)
+            self._take_over_wake.set()
         return 202
+
+    async def _record_take_overs(self) -> None:
+        """Write the take-over records as they come: one statement per batch (whatever was
+        accepted while the previous one ran)."""
+        while True:
+            await self._take_over_wake.wait()
+            self._take_over_wake.clear()
+            await self._flush_take_overs()
+
+    async def _flush_take_overs(self) -> None:
+        """One ``take_over_sending`` for the ids accepted since the last one. A failure only
+        loses the records (the sender's record and the expiry stay the backstop; WARNING)."""
+        ids, self._taken = self._taken, []
+        if not ids or self.owner is None:
+            return
+        try:
+            async with self.engine.begin() as conn:
+                await state.take_over_sending(conn, ids, self.owner)
+        except Exception as exc:  # noqa: BLE001 - an optimisation of recovery, never fatal
+            log.warning("could not record the requests this process took over",
+                        extra={"count": len(ids), "error_class": type(exc).__name__})
 
     def _log_refusal(self, request: ProcessRequest) -> None:
         """One WARNING per :data:`REFUSAL_LOG_INTERVAL` seconds while the work queue refuses

@@ -68,7 +68,8 @@ BUSY_BACKOFF = (0.05, 2.0)
 @cache
 def statements() -> SqlStatements:
     """The statements of ``pinlog/core/rescan.sql`` (loaded once)."""
-    return SqlStatements("pinlog.core", "rescan.sql")
+    return SqlStatements("pinlog.core", "rescan.sql",
+                         fragments_from=("pinlog.db:process_settings.sql",))
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ async def expiry_outlook(engine: AsyncEngine, config: RescanConfig) -> ExpiryOut
     async with engine.connect() as conn:
         row = (await conn.execute(statements()("next_expiry"), {
             "pending_expiry": config.pending_expiry,
-            "processing_expiry": config.processing_expiry})).mappings().one()
+            "processing_expiry": config.processing_expiry,
+            "max_retries": config.max_retries})).mappings().one()
     first = row["first_expires_in"]
     return ExpiryOutlook(int(row["waiting"]), int(row["expired"]),
                          float(first) if first is not None else None)
@@ -304,13 +306,15 @@ async def resend(
     return report
 
 
-def expiry_params(config: RescanConfig) -> dict[str, object]:
-    """Bound parameters of the shared expiry predicate and the retry ceiling (SPEC §7.1)."""
+def expiry_params(config: RescanConfig, owner: str | None = None) -> dict[str, object]:
+    """Bound parameters of the shared expiry predicate, the retry ceiling (SPEC §7.1) and the
+    claimer recorded as the owner (``owner``: a process id, SPEC §7.3.1; None = unknown)."""
     return {
         "pending_expiry": config.pending_expiry,
         "processing_expiry": config.processing_expiry,
         "max_retries": config.max_retries,
         "batch_size": config.batch_size,
+        "owner": owner,
     }
 
 
@@ -321,12 +325,16 @@ class RescanLoop:
         config: interval, expiries, max retries, batch size, concurrency (SPEC §7.1, §13).
         engine: async engine on the shared database.
         client: the process client (HTTP or in-process adapter) used for re-sends.
+        owner: this process's id (``ProcessRegistry.process_id``): the claim records it as the
+            owner of the rows it re-sends (SPEC §7.3.1); None → no owner (expiry backstop).
     """
 
-    def __init__(self, engine: AsyncEngine, config: RescanConfig, client: ProcessClient) -> None:
+    def __init__(self, engine: AsyncEngine, config: RescanConfig, client: ProcessClient, *,
+                 owner: str | None = None) -> None:
         self.config = config
         self.engine = engine
         self.client = client
+        self.owner = owner
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._in_round = False
@@ -366,14 +374,15 @@ class RescanLoop:
         return list(dead), [row["context_id"] for row in finalized]
 
     async def claim(self) -> list[int]:
-        """Step 2, one transaction: spend one retry of each expired row with retries left.
+        """Step 2, one transaction: spend one retry of each expired or released (owner gone,
+        SPEC §7.3.1) row with retries left; this process becomes the rows' owner.
 
         Returns:
             claimed context ids (committed before this returns).
         """
         async with self.engine.begin() as conn:
             rows = (await conn.execute(statements()("claim"),
-                                       expiry_params(self.config))).mappings().all()
+                                       expiry_params(self.config, self.owner))).mappings().all()
         for row in rows:
             log.info("rescan claimed", extra={
                 "context_id": row["context_id"], "attempt": row["retry_count"],

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+from pinlog.ai.state import Claim
 from pinlog.contracts import ProcessRequest
 from pinlog.settings import Settings
+from pinlog.states import Status
 from tests.conftest import make_settings
 
 DIM = 8
@@ -71,12 +73,26 @@ def seed_presets(conn: psycopg.Connection, profile: str = PROFILE, presets=None)
 
 
 def insert_state(conn: psycopg.Connection, context_id: int, embedding: str = "PENDING",
-                 keyword: str = "PENDING", *, age_seconds: float = 0) -> None:
-    """A state row as core creates it (optionally with statuses and an old ``updated_at``)."""
+                 keyword: str = "PENDING", *, age_seconds: float = 0,
+                 owner: str | None = None) -> None:
+    """A state row as core creates it (optionally with statuses and an old ``updated_at``).
+    Its owner record (SPEC §7.3.1) is ``owner`` (default none: unknown) with ``owned_at`` =
+    ``updated_at``, as a start leaves it — so :func:`claim_of` is the claim of the job that
+    started a PROCESSING stage inserted here."""
     conn.execute(
-        "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, updated_at) "
-        "VALUES (%s, %s, %s, now() - make_interval(secs => %s))",
-        (context_id, embedding, keyword, age_seconds))
+        "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, updated_at,"
+        " owner, owned_at) VALUES (%s, %s, %s, now() - make_interval(secs => %s), %s,"
+        " now() - make_interval(secs => %s))",
+        (context_id, embedding, keyword, age_seconds, owner, age_seconds))
+
+
+def claim_of(conn: psycopg.Connection, context_id: int) -> Claim:
+    """The claim held on the row as it is now (its recorded owner, ``owned_at``): what the job
+    that started its PROCESSING stage carries into its writes (SPEC §7.3.1)."""
+    row = conn.execute("SELECT owner, owned_at FROM ai.context_ai_state WHERE context_id = %s",
+                       (context_id,)).fetchone()
+    assert row is not None, f"no state row {context_id}"
+    return Claim(Status.PROCESSING, row[0], row[1])
 
 
 def insert_embedding(conn: psycopg.Connection, context_id: int, vector: list[float], *,
