@@ -85,6 +85,9 @@ class RescanConfig:
         batch_size: rows one round claims (and finalizes) at most.
         concurrency: re-sends in flight at once.
         busy_wait: seconds one re-send keeps retrying while the ai side answers 503.
+        heartbeat_timeout: ``PINLOG_HEARTBEAT_TIMEOUT``, seconds: the longest wait between two
+            rounds while anything is unfinished or may become so (SPEC §7.3.1: a live replica
+            notices the work a dead or stopped process released within about one timeout).
     """
 
     enabled: bool
@@ -95,6 +98,7 @@ class RescanConfig:
     batch_size: int
     concurrency: int
     busy_wait: float
+    heartbeat_timeout: float = 30.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RescanConfig:
@@ -102,7 +106,8 @@ class RescanConfig:
                    pending_expiry=settings.pending_expiry,
                    processing_expiry=settings.processing_expiry,
                    max_retries=settings.max_retries, batch_size=settings.rescan_batch_size,
-                   concurrency=settings.rescan_concurrency, busy_wait=settings.rescan_busy_wait)
+                   concurrency=settings.rescan_concurrency, busy_wait=settings.rescan_busy_wait,
+                   heartbeat_timeout=settings.heartbeat_timeout)
 
 
 @dataclass
@@ -192,14 +197,17 @@ async def expiry_outlook(engine: AsyncEngine, config: RescanConfig) -> ExpiryOut
 
 def next_delay(config: RescanConfig, report: RoundReport | None,
                outlook: ExpiryOutlook | None) -> float:
-    """Seconds the loop waits before its next round (SPEC §7.1, §7.2 "Recovery speed").
+    """Seconds the loop waits before its next round (SPEC §7.1, §7.2 "Recovery speed", §7.3.1).
 
     0 after a round that claimed or finalized a full batch (more is waiting; the round already
     waited for the ai side to accept its re-sends). Otherwise ``rescan_interval``, shortened to
-    the first expiry + :data:`WAKE_SLACK_SECONDS` (at least :data:`MIN_WAKE_SECONDS`); with
-    expired rows still left (locked by another loop) :data:`MIN_WAKE_SECONDS`. ``report`` None
-    (the round failed, e.g. the database was unavailable) → :data:`FAILED_ROUND_RETRY_SECONDS`
-    (at most the interval). Pure: reads ``config.interval`` and ``config.batch_size`` only.
+    the first expiry + :data:`WAKE_SLACK_SECONDS` (at least :data:`MIN_WAKE_SECONDS`; an owner's
+    lease end counts as an expiry, ``next_expiry``) and to ``heartbeat_timeout`` — another
+    process may die or stop at any moment and release work this loop has not seen yet, so it
+    looks at least once per heartbeat timeout (SPEC §7.3.1); with expired rows still left
+    (locked by another loop) :data:`MIN_WAKE_SECONDS`. ``report`` None (the round failed, e.g.
+    the database was unavailable) → :data:`FAILED_ROUND_RETRY_SECONDS` (at most the interval).
+    Pure: reads ``config.interval``, ``config.heartbeat_timeout`` and ``config.batch_size``.
     """
     interval = config.interval.total_seconds()
     if report is None:
@@ -208,13 +216,14 @@ def next_delay(config: RescanConfig, report: RoundReport | None,
     if (report.claimed >= batch or report.finalized >= batch or report.dead_ends >= batch
             or report.half_cancelled >= batch):
         return 0.0
+    longest = min(interval, config.heartbeat_timeout)
     if outlook is None:
-        return interval
+        return longest
     if outlook.expired:
-        return min(interval, MIN_WAKE_SECONDS)
+        return min(longest, MIN_WAKE_SECONDS)
     if outlook.first_expires_in is not None:
-        return min(interval, max(MIN_WAKE_SECONDS, outlook.first_expires_in + WAKE_SLACK_SECONDS))
-    return interval
+        return min(longest, max(MIN_WAKE_SECONDS, outlook.first_expires_in + WAKE_SLACK_SECONDS))
+    return longest
 
 
 async def resend(
