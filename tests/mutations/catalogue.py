@@ -76,6 +76,8 @@ HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 LOGS_PY = "src/pinlog/logs.py"
 WORKER_PY = "src/pinlog/ai/worker.py"
 DISPATCH_PY = "src/pinlog/core/dispatch.py"
+PROCESS_SETTINGS_SQL = "src/pinlog/db/process_settings.sql"
+ENGINE_PY = "src/pinlog/db/engine.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
@@ -121,6 +123,12 @@ BATCHING_T = "tests/unit/ai/test_batching.py"
 LOG_CONTEXT_T = "tests/integration/ai/test_log_context.py"
 DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
 OPS_CLI_T = "tests/acceptance/rescan/test_ops_cli.py"
+CLAIM_OWNER_T = "tests/integration/ai/test_claim_owner.py"
+OWNERSHIP_T = "tests/integration/ai/test_pipeline_ownership.py"
+RELEASED_T = "tests/integration/core/rescan/test_released_rows.py"
+MIXED_T = "tests/integration/test_mixed_fleet.py"
+NEXT_DELAY_T = "tests/unit/core/rescan/test_next_delay.py"
+UNREACHABLE_T = "tests/unit/test_database_unreachable.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -252,6 +260,268 @@ MUTATIONS: tuple[Mutation, ...] = (
         "   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
         " WHERE s.context_id = :context_id\n   AND {owns_claim};",
         (f"{GUARDS}::test_keyword_writes_are_guarded",),
+    ),
+    # ---- re-claim by owner (SPEC §7.3.1): ai/state.sql, core/rescan.sql, the kernel's lease ------
+    Mutation(
+        "start_ignores_a_gone_owner",
+        "SPEC §7.3.1: a PROCESSING stage whose owner is gone is re-claimed at once",
+        STATE_SQL,
+        "          OR s.retry_count > s.{label}_start_retry\n          OR {owner_gone})))",
+        "          OR s.retry_count > s.{label}_start_retry)))",
+        (f"{CLAIM_OWNER_T}::test_a_stage_whose_owner_is_gone_is_reclaimed_at_once",
+         f"{OWNERSHIP_T}::test_a_job_whose_claim_was_taken_over_discards_its_late_result"),
+    ),
+    Mutation(
+        "every_owner_counts_as_gone",
+        "SPEC §7.3.1: only an owner whose heartbeat lease ended is gone (a live owner, however "
+        "slow, keeps its work)",
+        PROCESS_SETTINGS_SQL,
+        "(SELECT ps.process_id FROM ai.process_settings ps WHERE ps.alive_until <= now())",
+        "(SELECT ps.process_id FROM ai.process_settings ps WHERE true)",
+        (f"{CLAIM_OWNER_T}::test_a_live_but_slow_owner_keeps_its_stage_until_the_expiry",
+         f"{RELEASED_T}::test_a_live_owners_rows_wait_for_the_expiry"),
+    ),
+    Mutation(
+        "start_trusts_a_stale_owner_record",
+        "SPEC §7.3.1: an owner record counts only while owned_at >= the row's age (else unknown)",
+        STATE_SQL,
+        "(s.owner IN {gone_owners}\n"
+        " AND s.owned_at >= greatest(s.updated_at, coalesce(s.rescanned_at, s.updated_at)))",
+        "(s.owner IN {gone_owners})",
+        (f"{CLAIM_OWNER_T}::test_an_unknown_owner_is_left_to_the_expiry",
+         f"{MIXED_T}::test_a_stage_an_old_replica_reclaimed_is_never_taken_over_and_no_late_save_lands"),
+    ),
+    Mutation(
+        "start_records_no_owner",
+        "SPEC §7.3.1: the guarded start records the live process that claims the stage",
+        STATE_SQL,
+        "           owner = {live_owner},\n           owned_at = now()",
+        "           owner = NULL,\n           owned_at = now()",
+        (f"{CLAIM_OWNER_T}::test_the_start_records_the_live_process_as_owner_and_returns_the_claim",
+         f"{OWNERSHIP_T}::test_a_job_whose_claim_was_taken_over_discards_its_late_result"),
+        occurrences=2,
+    ),
+    Mutation(
+        "a_process_that_is_not_live_is_recorded",
+        "SPEC §7.3.1: only a live process is recorded as owner (else unknown: the expiry decides)",
+        PROCESS_SETTINGS_SQL,
+        "  WHERE ps.process_id = CAST(:owner AS text) AND ps.alive_until > now())",
+        "  WHERE ps.process_id = CAST(:owner AS text))",
+        (f"{CLAIM_OWNER_T}::test_a_process_that_is_not_live_is_never_recorded",),
+    ),
+    Mutation(
+        "claim_check_ignores_the_owner",
+        "SPEC §7.3.1: the job owns its claim only while the row's owner is the one it recorded",
+        STATE_SQL,
+        "(s.owner IS NOT DISTINCT FROM CAST(:owner AS text)\n AND s.owned_at",
+        "(true\n AND s.owned_at",
+        (f"{CLAIM_OWNER_T}::test_the_claim_is_its_owner_and_its_time_together",),
+    ),
+    Mutation(
+        "claim_check_ignores_a_rescan_claim",
+        "SPEC §7.3.1: a rescan claim (owned_at moved) ends the job's claim, owners unknown or not",
+        STATE_SQL,
+        " AND s.owned_at = CAST(:claimed_at AS timestamptz)\n",
+        "",
+        (f"{CLAIM_OWNER_T}::test_a_claim_by_an_unregistered_rescan_still_ends_an_unregistered_jobs_claim",),
+    ),
+    Mutation(
+        "claim_check_ignores_a_reclaim_without_owner",
+        "SPEC §7.3.1: any later start (updated_at moved; an older version records no owner) "
+        "ends the job's claim",
+        STATE_SQL,
+        "\n AND s.updated_at = CAST(:claimed_at AS timestamptz))",
+        ")",
+        (f"{CLAIM_OWNER_T}::test_a_claim_taken_by_a_start_that_records_no_owner_is_no_longer_the_jobs",
+         f"{MIXED_T}::test_a_stage_an_old_replica_reclaimed_is_never_taken_over_and_no_late_save_lands"),
+    ),
+    Mutation(
+        "upsert_embedding_ignores_the_claim",
+        "SPEC §7.3.1: upsert_embedding writes only while the job still owns its claim",
+        STATE_SQL,
+        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\nON CONFLICT",
+        "   AND s.embedding_status = 'PROCESSING'\nON CONFLICT",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "complete_embedding_ignores_the_claim",
+        "SPEC §7.3.1: complete_embedding writes only while the job still owns its claim",
+        STATE_SQL,
+        "       AND s.embedding_status = 'PROCESSING'\n       AND {owns_claim}\n    RETURNING s.context_id",
+        "       AND s.embedding_status = 'PROCESSING'\n    RETURNING s.context_id",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "delete_keywords_ignores_the_claim",
+        "SPEC §7.3.1: delete_keywords writes only while the job still owns its claim",
+        STATE_SQL,
+        "   AND s.context_id = k.context_id\n   AND s.keyword_status = 'PROCESSING'\n   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
+        "   AND s.context_id = k.context_id\n   AND s.keyword_status = 'PROCESSING'\n   AND s.embedding_status = 'COMPLETED';",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "insert_keywords_ignores_the_claim",
+        "SPEC §7.3.1: insert_keywords writes only while the job still owns its claim",
+        STATE_SQL,
+        "           AS pick(keyword_id, confidence)\n WHERE s.context_id = :context_id\n   AND s.keyword_status = 'PROCESSING'\n   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
+        "           AS pick(keyword_id, confidence)\n WHERE s.context_id = :context_id\n   AND s.keyword_status = 'PROCESSING'\n   AND s.embedding_status = 'COMPLETED';",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "upsert_keyword_analysis_ignores_the_claim",
+        "SPEC §7.3.1: upsert_keyword_analysis writes only while the job still owns its claim",
+        STATE_SQL,
+        '   AND {owns_claim}\nON CONFLICT (context_id) DO UPDATE\n   SET preset_version',
+        'ON CONFLICT (context_id) DO UPDATE\n   SET preset_version',
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "complete_keyword_ignores_the_claim",
+        "SPEC §7.3.1: complete_keyword writes only while the job still owns its claim",
+        STATE_SQL,
+        "       AND s.embedding_status = 'COMPLETED'\n       AND {owns_claim}\n    RETURNING s.context_id",
+        "       AND s.embedding_status = 'COMPLETED'\n    RETURNING s.context_id",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "fail_stage_ignores_the_claim",
+        "SPEC §7.3.1: a taken-over job never fails the new owner's stage",
+        STATE_SQL,
+        "           updated_at = now(),\n           last_error = :error,\n"
+        "           last_error_at = now()\n     WHERE s.context_id = :context_id\n"
+        "       AND s.{stage} = 'PROCESSING'\n       AND {owns_claim}\n",
+        "           updated_at = now(),\n           last_error = :error,\n"
+        "           last_error_at = now()\n     WHERE s.context_id = :context_id\n"
+        "       AND s.{stage} = 'PROCESSING'\n",
+        (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",),
+    ),
+    Mutation(
+        "record_error_ignores_the_claim",
+        "SPEC §7.3.1: a taken-over job never writes last_error onto the new owner's stage",
+        STATE_SQL,
+        "       SET last_error = :error,\n           last_error_at = now()\n"
+        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n"
+        "       AND {owns_claim}\n",
+        "       SET last_error = :error,\n           last_error_at = now()\n"
+        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n",
+        (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",),
+    ),
+    Mutation(
+        "take_over_not_recorded",
+        "SPEC §7.3.1: an ai process takes over sending what it accepted over HTTP",
+        AI_API,
+        "    status = await runtime.submit(body, take_over=True)",
+        "    status = await runtime.submit(body)",
+        (f"{CLAIM_OWNER_T}::test_what_an_ai_process_accepted_over_http_is_released_when_it_stops",),
+    ),
+    Mutation(
+        "take_over_steals_started_work",
+        "SPEC §7.3.1: the take-over changes only PENDING work (never another's live claim)",
+        STATE_SQL,
+        "   AND (s.embedding_status = 'PENDING'\n"
+        "        OR (s.embedding_status = 'COMPLETED' AND s.keyword_status = 'PENDING'))\n",
+        "",
+        (f"{CLAIM_OWNER_T}::test_taking_over_sending_touches_only_pending_work_of_a_live_process",),
+    ),
+    Mutation(
+        "job_step_not_run_again_when_the_database_is_back",
+        "SPEC §7.3.1: work that failed only because the database was unreachable is retried",
+        PIPELINE_PY,
+        "                if not is_database_unreachable(exc) or loop.time() + pause > deadline:",
+        "                if True:",
+        (f"{OWNERSHIP_T}::test_a_save_that_lost_its_database_connection_runs_again_when_it_answers",),
+    ),
+    Mutation(
+        "an_answering_database_counts_as_unreachable",
+        "SPEC §7.3.1: only refused or lost connections are retried (a lock timeout is an answer)",
+        ENGINE_PY,
+        "            return sqlstate[:2] == \"08\" or sqlstate in UNREACHABLE_SQLSTATES",
+        "            return True",
+        (f"{UNREACHABLE_T}::test_an_answering_database_is_not_unreachable",),
+    ),
+    Mutation(
+        "claim_skips_released_rows",
+        "SPEC §7.3.1: the rescan claims a gone owner's rows at once, before their expiry",
+        RESCAN_SQL,
+        "    WHERE retry_count < :max_retries AND {released}\n",
+        "    WHERE false\n",
+        (f"{RELEASED_T}::test_the_rows_of_a_gone_owner_are_claimed_before_their_expiry",),
+    ),
+    Mutation(
+        "released_trusts_a_stale_owner_record",
+        "SPEC §7.3.1: an owner record counts only while owned_at >= the row's age",
+        RESCAN_SQL,
+        "    AND owner IN {gone_owners}\n    AND owned_at >= {age}\n",
+        "    AND owner IN {gone_owners}\n",
+        (f"{RELEASED_T}::test_an_unknown_owner_leaves_the_row_to_the_expiry",
+         f"{MIXED_T}::test_an_old_rescan_claim_makes_the_sender_record_unknown"),
+    ),
+    Mutation(
+        "released_rows_need_not_be_sendable",
+        "SPEC §7.2/§7.3.1: a gone owner never releases a cancelled or dead-end row",
+        RESCAN_SQL,
+        "    AND owned_at >= {age}\n    AND {sendable}\n)",
+        "    AND owned_at >= {age}\n)",
+        (f"{RELEASED_T}::test_a_gone_owner_never_releases_finished_cancelled_or_dead_end_rows",),
+    ),
+    Mutation(
+        "claim_keeps_the_gone_owner",
+        "SPEC §7.3.1: the claimer records itself as the owner of the re-send",
+        RESCAN_SQL,
+        "        owner = {live_owner}, owned_at = now()",
+        "        owner = owner, owned_at = now()",
+        (f"{RELEASED_T}::test_the_rows_of_a_gone_owner_are_claimed_before_their_expiry",),
+    ),
+    Mutation(
+        "core_records_no_sender",
+        "SPEC §7.3.1: the process that creates a row owns its PENDING work",
+        CORE_SQL,
+        "now(), {live_owner}, now())",
+        "now(), NULL, now())",
+        (f"{RELEASED_T}::test_the_process_that_creates_a_row_owns_its_pending_work",),
+    ),
+    Mutation(
+        "outlook_ignores_leases",
+        "SPEC §7.3.1: a loop wakes when a live owner's lease would run out",
+        RESCAN_SQL,
+        "                    THEN (SELECT ps.alive_until FROM ai.process_settings ps\n"
+        "                           WHERE ps.process_id = owner) END) AS expires_at",
+        "                    THEN CAST(NULL AS timestamptz) END) AS expires_at",
+        (f"{RELEASED_T}::test_the_outlook_wakes_the_loop_when_a_live_owners_lease_would_end",),
+    ),
+    Mutation(
+        "outlook_counts_exhausted_releases",
+        "SPEC §7.3.1 + §7.2: the outlook counts what the round takes (no retries left → not due)",
+        RESCAN_SQL,
+        "               CASE WHEN retry_count < :max_retries AND owned_at >= {age} AND {sendable}",
+        "               CASE WHEN owned_at >= {age} AND {sendable}",
+        (f"{RELEASED_T}::test_the_outlook_agrees_with_the_round_for_every_status_pair_and_owner",),
+    ),
+    Mutation(
+        "loop_sleeps_the_whole_interval",
+        "SPEC §7.3.1: a loop looks at least once per heartbeat timeout",
+        RESCAN_PY,
+        "    longest = min(interval, config.heartbeat_timeout)",
+        "    longest = interval",
+        (f"{NEXT_DELAY_T}::test_the_loop_looks_at_least_once_per_heartbeat_timeout",),
+    ),
+    Mutation(
+        "stop_keeps_the_lease",
+        "SPEC §7.3.1: a clean stop ends the lease at once (its work is handed back)",
+        PROCESS_SETTINGS_SQL,
+        "    UPDATE ai.process_settings SET alive_until = now() WHERE process_id = :process_id",
+        "    UPDATE ai.process_settings SET alive_until = alive_until WHERE process_id = :process_id",
+        (f"{PROCESS_SETTINGS_T}::"
+         "test_the_registry_keeps_a_lease_of_its_own_timeout_and_ends_it_when_it_stops",),
+    ),
+    Mutation(
+        "heartbeat_keeps_the_old_lease",
+        "SPEC §7.3.1: each heartbeat extends the lease by the process's own timeout",
+        PROCESS_SETTINGS_SQL,
+        "   SET seen_at = now(), alive_until = now() + make_interval(secs => :lease_seconds)",
+        "   SET seen_at = now()",
+        (f"{PROCESS_SETTINGS_T}::"
+         "test_the_registry_keeps_a_lease_of_its_own_timeout_and_ends_it_when_it_stops",),
     ),
     # ---- rescan / finalizer (core/rescan.sql, SPEC §7) ---------------------------------------
     Mutation(

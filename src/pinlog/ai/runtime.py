@@ -352,6 +352,9 @@ class AiRuntime:
         try:
             async with self.engine.begin() as conn:
                 await state.take_over_sending(conn, ids, self.owner)
+        except asyncio.CancelledError:  # stopping: the final flush in stop() writes them
+            self._taken[:0] = ids
+            raise
         except Exception as exc:  # noqa: BLE001 - an optimisation of recovery, never fatal
             log.warning("could not record the requests this process took over",
                         extra={"count": len(ids), "error_class": type(exc).__name__})

@@ -257,3 +257,78 @@ async def test_what_an_ai_process_accepted_over_http_is_released_when_it_stops(
     assert owner_of(sync_conn, 1)[0] == me and owner_of(sync_conn, 2)[0] == me
     rescan = RescanLoop(engine, config_of(settings).core.rescan, RecordingClient())
     assert sorted(await rescan.claim()) == [1, 2]
+
+
+async def test_every_single_write_of_a_taken_over_job_affects_no_row(engine, sync_conn):
+    """Each guarded statement on its own (the save groups roll back on any 0-row guard, so every
+    one must hold by itself): the taken-over claim upserts no vector, deletes and inserts no
+    keyword, writes no analysis row and completes nothing."""
+    seed_presets(sync_conn)
+    late, current = await _take_over(engine, sync_conn, Stage.KEYWORD)
+    sync_conn.execute("INSERT INTO ai.context_keyword VALUES (1, 101, 0.5, 1)")  # an earlier pick
+    async with engine.begin() as conn:
+        await state.lock_state(conn, 1)
+        assert await state.replace_keywords(conn, 1, [(301, 0.9)], 2, late) == 0
+        assert not await state.upsert_keyword_analysis(conn, 1, preset_version=2,
+                                                       unmatched_concepts=[], model_profile="m",
+                                                       claim=late)
+        assert not await state.complete_stage(conn, 1, Stage.KEYWORD, late)
+    assert [k for k, *_ in keyword_rows(sync_conn, 1)] == [101]  # not even deleted
+    assert sync_conn.execute("SELECT count(*) FROM ai.context_keyword_analysis").fetchone()[0] == 0
+    assert statuses(sync_conn, 1) == ("COMPLETED", "PROCESSING")
+    # the embedding stage likewise (a fresh row)
+    sync_conn.execute("TRUNCATE ai.context_ai_state, ai.context_ai_event, ai.context_keyword")
+    late, current = await _take_over(engine, sync_conn, Stage.EMBEDDING)
+    async with engine.begin() as conn:
+        await state.lock_state(conn, 1)
+        assert not await state.upsert_embedding(
+            conn, context_id=1, user_id=7, record_id=70,
+            vector=np.asarray(basis(0), dtype=np.float32), profile="p",
+            text_sha256=b"\x01" * 32, claim=late)
+        assert not await state.complete_stage(conn, 1, Stage.EMBEDDING, late)
+    assert embedding_rows(sync_conn, 1) == [] and statuses(sync_conn, 1)[0] == "PROCESSING"
+
+
+async def test_the_claim_is_its_owner_and_its_time_together(engine, sync_conn):
+    """A claim of the same moment but another owner is not this job's (the owner is checked,
+    not only the time)."""
+    me = add_process(sync_conn)
+    insert_state(sync_conn, 1)
+    claim = await _start(engine, 1, Stage.EMBEDDING, me)
+    assert claim is not None
+    forged = replace(claim, owner=add_process(sync_conn))
+    assert await _save_embedding(engine, forged) is False
+    assert await _save_embedding(engine, claim) is True
+
+
+async def test_a_claim_by_an_unregistered_rescan_still_ends_an_unregistered_jobs_claim(
+        engine, sync_conn):
+    """Neither the job's process nor the claiming one is live-registered (one-shot commands):
+    both owners are unknown (NULL), yet the claim moved owned_at — the job's save is refused."""
+    insert_state(sync_conn, 1)
+    claim = await _start(engine, 1, Stage.EMBEDDING, None)
+    assert claim is not None and claim.owner is None
+    sync_conn.execute("UPDATE ai.context_ai_state SET retry_count = retry_count + 1, "
+                      "rescanned_at = now(), owner = NULL, owned_at = now()")
+    assert await _save_embedding(engine, claim) is False
+
+
+async def test_taking_over_sending_touches_only_pending_work_of_a_live_process(engine, sync_conn):
+    """The HTTP take-over never changes the owner of a started stage (another process's live
+    claim), of finished, cancelled or dead-end rows — and records nothing for a gone process."""
+    me, other = add_process(sync_conn), add_process(sync_conn)
+    rows = {1: {"embedding": "PENDING"}, 2: {"embedding": "COMPLETED", "keyword": "PENDING"},
+            3: {"embedding": "PROCESSING"}, 4: {"embedding": "COMPLETED", "keyword": "PROCESSING"},
+            5: {"embedding": "COMPLETED", "keyword": "COMPLETED"},
+            6: {"embedding": "FAILED", "keyword": "PENDING"},
+            7: {"embedding": "PENDING", "keyword": "CANCELLED"}}
+    for cid, row in rows.items():
+        insert_state(sync_conn, cid, owner=other, **row)
+    async with engine.begin() as conn:
+        assert sorted(await state.take_over_sending(conn, list(rows), me)) == [1, 2]
+    assert {cid: owner_of(sync_conn, cid)[0] for cid in rows} == {
+        1: me, 2: me, 3: other, 4: other, 5: other, 6: other, 7: other}
+    end_lease(sync_conn, me)
+    insert_state(sync_conn, 8, owner=other)
+    async with engine.begin() as conn:
+        assert await state.take_over_sending(conn, [8], me) == []

@@ -169,3 +169,22 @@ async def test_the_outlook_wakes_the_loop_when_a_live_owners_lease_would_end(
     end_lease(sync_conn, owner)
     outlook = await expiry_outlook(engine, config_of(settings).core.rescan)
     assert (outlook.waiting, outlook.expired) == (0, 1)
+
+
+async def test_the_process_that_creates_a_row_owns_its_pending_work(sync_conn, engine,
+                                                                   make_rescan_config, client):
+    """core records itself as the sender of a new row's PENDING work: when it dies before the
+    work starts (a SIGKILL with notes queued in memory), the row is released at once."""
+    from pinlog.core.services import CoreService, PlaceInput, ServiceConfig
+
+    creator = add_process(sync_conn)
+    service = CoreService(engine, None, ServiceConfig(max_text_chars=2000), owner=creator)
+    member = await service.create_member()
+    _, cid = await service.create_record(
+        member, PlaceInput(external_place_id="p-own", name="카페", lat=37.5, lng=127.0),
+        "창가 자리가 조용한 카페")
+    assert owner_of(sync_conn, cid)[0] == creator
+    loop = RescanLoop(engine, make_rescan_config(), client)
+    assert await loop.claim() == []
+    end_lease(sync_conn, creator)
+    assert await loop.claim() == [cid]
