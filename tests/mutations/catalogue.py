@@ -233,8 +233,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
         "           last_error = :error,\n           last_error_at = now()\n"
         "     WHERE s.context_id = :context_id\n       AND s.{stage} <> 'COMPLETED'\n",
-        (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",
-         f"{PIPELINE}::test_scenario_11_judge_failure_after_delete_never_overwrites_cancelled"),
+        (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",),
     ),
     Mutation(
         "embedding_upsert_revives_deleted",

