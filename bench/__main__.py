@@ -14,7 +14,9 @@ within one run from paired rounds):
    create → both stages COMPLETED latency at a steady low rate vs one context's model time;
 5. ``rescan`` — round time with 100 stale rows among 10k vs 1M state rows (bench/bench_rescan.py);
 6. ``search`` — p50/p95 at 1k and 10k contexts per member among 1M rows, split into query
-   embedding / the rest (SQL, decision, re-verification) (bench/bench_search.py).
+   embedding / the rest (SQL, decision, re-verification) (bench/bench_search.py);
+7. ``recovery`` — with the default expiries: every context final after a SIGKILL with N in
+   flight, after a SIGTERM with queued jobs, after a 10 s database outage (bench/bench_recovery.py).
 
 ``--quick`` runs small sizes, 1-2 rounds, writes to a temporary file (or ``--out``) and checks no
 threshold: it only proves the benchmarks still run (CI). The raw figures go to a JSON file next
@@ -48,7 +50,7 @@ from common import cpu_model, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search")
+MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "recovery")
 
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
@@ -57,7 +59,7 @@ FULL: dict[str, Any] = {
     "serve_burst": 200, "serve_rounds": 3, "steady_rate": 2.0, "steady_seconds": 40,
     "rescan_sizes": [10_000, 1_000_000], "rescan_rounds": 7,
     "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
-    "search_passes": 3,
+    "search_passes": 3, "recovery_n": 300, "recovery_burst": 150,
 }
 QUICK: dict[str, Any] = {
     "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
@@ -66,6 +68,7 @@ QUICK: dict[str, Any] = {
     "serve_burst": 20, "serve_rounds": 1, "steady_rate": 4.0, "steady_seconds": 2,
     "rescan_sizes": [1_000, 5_000], "rescan_rounds": 2,
     "search_sizes": [100, 500], "search_total": 3_000, "search_queries": 10, "search_passes": 1,
+    "recovery_n": 40, "recovery_burst": 40,
 }
 
 _T0 = time.monotonic()
@@ -368,10 +371,18 @@ def measure_search(cfg: dict[str, Any]) -> dict[str, Any]:
             "wait_ms": settings.embedding_batch_wait_ms, "sizes": sizes}
 
 
+# --- measure 7: recovery with the default expiries ----------------------------------------------
+def measure_recovery(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_recovery
+
+    return bench_recovery.run(["sigkill", "sigterm", "outage"], cfg["recovery_n"],
+                              cfg["recovery_burst"], log=log)
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pipeline": measure_pipeline, "orchestration": measure_orchestration,
     "import": measure_import, "serve": measure_serve, "rescan": measure_rescan,
-    "search": measure_search,
+    "search": measure_search, "recovery": measure_recovery,
 }
 
 

@@ -169,11 +169,10 @@ async def _stream_with_outage(url: str, token: str, db_env: dict[str, str], rate
 
     async def bounce() -> None:
         await asyncio.sleep(seconds / 3)
-        t0 = time.monotonic()
         await asyncio.to_thread(run_pinlog, ["db", "stop"], db_env)
-        stopped = time.monotonic()
-        await asyncio.sleep(max(0.0, down_s - (stopped - t0)))
-        await asyncio.to_thread(run_pinlog, ["db", "start"], db_env)
+        stopped = time.monotonic()  # the server is down from here …
+        await asyncio.sleep(down_s)
+        await asyncio.to_thread(run_pinlog, ["db", "start"], db_env)  # … until this returns
         box["back"] = time.monotonic()
         box["down_measured_s"] = box["back"] - stopped
 
@@ -201,8 +200,11 @@ async def _stream_with_outage(url: str, token: str, db_env: dict[str, str], rate
     return created
 
 
-def run(only: list[str], n: int, log: Callable[[str], None] = _log) -> dict[str, Any]:
-    """The selected scenarios; each on a fresh scratch database (outage: its own server)."""
+def run(only: list[str], n: int, burst: int = 150,
+        log: Callable[[str], None] = _log) -> dict[str, Any]:
+    """The selected scenarios; each on a fresh scratch database (outage: its own server).
+    ``n``: records posted before the SIGKILL; ``burst``: records posted before the SIGTERM
+    (sized so that some 40–100 are still queued when it lands; the count is reported)."""
     from scratch_db import scratch_database
 
     out: dict[str, Any] = {"targets": TARGETS}
@@ -214,10 +216,10 @@ def run(only: list[str], n: int, log: Callable[[str], None] = _log) -> dict[str,
             out["sigkill"] = sigkill(url, work, n)
         log(f"recovery: sigkill {out['sigkill']}")
     if "sigterm" in only:
-        log(f"recovery: SIGTERM right after a burst of {n} records, restart")
+        log(f"recovery: SIGTERM right after a burst of {burst} records, restart")
         with scratch_database() as url:
             run_pinlog(["presets", "load"], serve_env(url, work / "data", free_port()))
-            out["sigterm"] = sigterm(url, work, n)
+            out["sigterm"] = sigterm(url, work, burst)
         log(f"recovery: sigterm {out['sigterm']}")
     if "outage" in only:
         log("recovery: 10 s database outage under a steady 10 records/s for 30 s")
@@ -230,8 +232,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="sigkill,sigterm,outage")
     parser.add_argument("--contexts", type=int, default=300)
+    parser.add_argument("--burst", type=int, default=150)
     args = parser.parse_args()
-    result = run([s.strip() for s in args.only.split(",")], args.contexts)
+    result = run([s.strip() for s in args.only.split(",")], args.contexts, args.burst)
     print(json.dumps(result, indent=1))
     missed = [k for k, target in TARGETS.items() if k in result and (
         result[k].get("final_after_restart_s", result[k].get("final_after_back_s")) is None
