@@ -75,8 +75,9 @@ def _print_round(report: RoundReport) -> None:
                       "(beyond the batch size, or locked by another rescan)")
     if report.waiting:
         first = report.first_expires_in or 0.0
-        console.print(f"{report.waiting} unfinished row(s) not expired yet (not claimed before "
-                      f"their PENDING/PROCESSING expiry); the first expires in {_fmt_age(first)}")
+        console.print(f"{report.waiting} unfinished row(s) not expired yet (claimed when their "
+                      "PENDING/PROCESSING expiry passes, or at once when the process that owns "
+                      f"them is gone); the first expires in {_fmt_age(first)}")
     elif not report.expired_left:
         console.print("no unfinished row is waiting for an expiry")
 

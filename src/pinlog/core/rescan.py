@@ -6,8 +6,10 @@ One round (:meth:`RescanLoop.run_round`), in this order (SPEC §7.2):
    unfinished — an anomaly) end CANCELLED; dead-end keyword stages (keyword PENDING while the
    embedding FAILED) end FAILED whatever their retry count; then expired rows whose retries are exhausted
    (``retry_count >= max``) have their PENDING/PROCESSING stages set FAILED (whitelist).
-2. **claim** — own transaction: expired rows with retries left get ``retry_count + 1`` and
-   ``rescanned_at = now()`` (never ``updated_at``: SPEC §7.3), then commit.
+2. **claim** — own transaction: expired rows with retries left — and *released* ones, whose
+   recorded owner process is gone (its heartbeat lease ended: SPEC §7.3.1), whatever their age —
+   get ``retry_count + 1`` and ``rescanned_at = now()`` (never ``updated_at``: SPEC §7.3), this
+   process as their owner, then commit.
 3. **re-send** — for each claimed row, outside any transaction and holding no lock: re-read the
    context from core (deleted/superseded → no call, WARN if its state is not CANCELLED), then send
    a normal :class:`~pinlog.contracts.ProcessRequest` through the process client, with bounded
@@ -25,10 +27,13 @@ ended), and less when
   the ai side because a round ends only when the ai side has *accepted* its re-sends: a busy
   answer (503, its queue is full) is retried within the round with capped backoff
   (up to ``PINLOG_RESCAN_BUSY_WAIT`` seconds per re-send), so back-to-back rounds are paced by the ai side's queue;
-* an unfinished row expires before the interval is over (``next_expiry`` in ``rescan.sql``) —
-  the loop wakes :data:`WAKE_SLACK_SECONDS` after that expiry.
+* an unfinished row expires before the interval is over (``next_expiry`` in ``rescan.sql``;
+  a known owner's lease end counts as one) — the loop wakes :data:`WAKE_SLACK_SECONDS` after it;
+* ``PINLOG_HEARTBEAT_TIMEOUT`` is shorter: another process may die or stop at any moment and
+  release rows this loop has not seen, so it looks at least once per timeout (SPEC §7.3.1).
 
-So a crash backlog is re-sent within seconds of its expiry, whatever the interval.
+So a crash backlog is re-sent within seconds of its owner's lease ending (or, owner unknown, of
+its expiry), whatever the interval.
 """
 
 from __future__ import annotations
