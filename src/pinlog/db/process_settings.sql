@@ -11,11 +11,14 @@
 -- replicas (a replica with a shorter expiry re-claims another's live work). Each process records
 -- its values when it starts; seen_at is refreshed by its heartbeat. SPEC §7.3.1: the row's lease
 -- (alive_until) starts here; a re-registration (the row vanished) takes it up again.
-INSERT INTO ai.process_settings (process_id, host, pid, components, settings, alive_until)
-VALUES (:process_id, :host, :pid, :components, CAST(:settings AS jsonb),
+-- version: the pinlog version it runs (shown by the console, never compared).
+INSERT INTO ai.process_settings (process_id, host, pid, components, settings, version,
+                                 alive_until)
+VALUES (:process_id, :host, :pid, :components, CAST(:settings AS jsonb), :version,
         now() + make_interval(secs => :lease_seconds))
 ON CONFLICT (process_id) DO UPDATE
-   SET settings = EXCLUDED.settings, seen_at = now(), alive_until = EXCLUDED.alive_until;
+   SET settings = EXCLUDED.settings, version = EXCLUDED.version, seen_at = now(),
+       alive_until = EXCLUDED.alive_until;
 
 
 -- name: heartbeat
@@ -32,7 +35,7 @@ RETURNING process_id;
 -- name: live_processes
 -- Rule: the live processes (heartbeat within :live_seconds and lease not ended by a clean stop;
 -- a row written by an older version has no lease: NULL), oldest first, with their values.
-SELECT process_id, host, pid, components, settings, started_at, seen_at
+SELECT process_id, host, pid, components, settings, started_at, seen_at, version
   FROM ai.process_settings
  WHERE seen_at > now() - make_interval(secs => :live_seconds)
    AND (alive_until IS NULL OR alive_until > now())

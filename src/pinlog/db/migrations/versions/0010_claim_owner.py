@@ -19,8 +19,8 @@ rewrite; NULL = owner unknown, exactly the rows claimed before the upgrade) and 
 
 from alembic import op
 
-revision = "0007_claim_owner"
-down_revision = "0005_preset_categories"
+revision = "0010_claim_owner"
+down_revision = "0008_operator_console"
 
 UPGRADE = """
 ALTER TABLE ai.context_ai_state
