@@ -169,7 +169,7 @@ async def _stream_with_outage(url: str, token: str, db_env: dict[str, str], rate
 
     async def bounce() -> None:
         await asyncio.sleep(seconds / 3)
-        await asyncio.to_thread(run_pinlog, ["db", "stop"], db_env)
+        await asyncio.to_thread(run_pinlog, ["db", "stop", "--force"], db_env)  # under serve
         stopped = time.monotonic()  # the server is down from here …
         await asyncio.sleep(down_s)
         await asyncio.to_thread(run_pinlog, ["db", "start"], db_env)  # … until this returns
