@@ -84,45 +84,45 @@ def _retries(db_url: str, ids: list[int]) -> dict[str, int]:
     return {**{f"retry_{r}": n for r, n in rows}, "failed": failed}
 
 
-def sigkill(db_url: str, work: Path, n: int) -> dict[str, Any]:
+def _stop_and_restart(db_url: str, work: Path, n: int, *, signal: str, member: str,
+                      concurrency: int = 8) -> dict[str, Any]:
+    """Post ``n`` records into a serve, stop it (``signal``: "kill" → SIGKILL, "term" →
+    SIGTERM) as soon as the last POST answered, restart it at once and wait until every
+    confirmed context is final. Returns the counts and the seconds from the restart."""
     env = serve_env(db_url, work / "data", free_port())
-    token = token_for(db_url, make_member(db_url, "recovery-kill"))
-    first = Serve(env, work / "kill.log")
+    token = token_for(db_url, make_member(db_url, member))
+    first = Serve(env, work / f"{signal}.log")
     first.wait_ready()
-    ids = asyncio.run(post_records(first.url, token, note_texts(n)))
-    first.kill()
-    in_flight = unfinished(db_url, ids)
+    ids = asyncio.run(post_records(first.url, token, note_texts(n), concurrency=concurrency))
+    if signal == "kill":
+        first.kill()
+    else:
+        first.terminate()  # SIGTERM: graceful (grace 10 s), queued jobs dropped and handed back
+    left = unfinished(db_url, ids)
     restarted_at = time.monotonic()
-    second = Serve(env, work / "kill.log")
+    second = Serve(env, work / f"{signal}.log")
     try:
         ready = second.wait_ready()
         drained = _wait_final(db_url, ids)
         after = time.monotonic() - restarted_at
     finally:
         second.terminate()
-    return {"contexts": len(ids), "in_flight": in_flight, "ready_s": ready,
+    return {"contexts": len(ids), "left": left, "ready_s": ready,
             "final_after_restart_s": None if drained is None else after,
             **_retries(db_url, ids)}
 
 
+def sigkill(db_url: str, work: Path, n: int) -> dict[str, Any]:
+    """SIGKILL with ``n`` records just posted (``in_flight``: not final when it landed)."""
+    out = _stop_and_restart(db_url, work, n, signal="kill", member="recovery-kill")
+    return {"in_flight": out.pop("left"), **out}
+
+
 def sigterm(db_url: str, work: Path, n: int) -> dict[str, Any]:
-    env = serve_env(db_url, work / "data", free_port())
-    token = token_for(db_url, make_member(db_url, "recovery-term"))
-    first = Serve(env, work / "term.log")
-    first.wait_ready()
-    ids = asyncio.run(post_records(first.url, token, note_texts(n), concurrency=16))
-    first.terminate()  # SIGTERM: graceful (grace 10 s), queued jobs dropped and handed back
-    left = unfinished(db_url, ids)
-    restarted_at = time.monotonic()
-    second = Serve(env, work / "term.log")
-    try:
-        ready = second.wait_ready()
-        drained = _wait_final(db_url, ids)
-        after = time.monotonic() - restarted_at
-    finally:
-        second.terminate()
-    return {"contexts": len(ids), "left_at_stop": left, "ready_s": ready,
-            "final_after_restart_s": None if drained is None else after, **_retries(db_url, ids)}
+    """SIGTERM right after a burst of ``n`` records (``left_at_stop``: not final then)."""
+    out = _stop_and_restart(db_url, work, n, signal="term", member="recovery-term",
+                            concurrency=16)
+    return {"left_at_stop": out.pop("left"), **out}
 
 
 def outage(work: Path, rate: float, seconds: float, down_s: float) -> dict[str, Any]:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import numpy as np
-
 from pinlog.ai import state
 from pinlog.core.rescan import RescanLoop, statements
 from pinlog.db.process_settings import live_processes
 from pinlog.states import Stage, Status
-from tests.integration.ai.support import basis, events, statuses
+from tests.integration.ai.support import events, save_claimed_embedding, statuses
 from tests.integration.core.rescan.factory import RecordingClient, make_context
 from tests.support.owners import add_process, end_lease, owner_of
 
@@ -55,19 +53,13 @@ def _old_claim(conn) -> list[int]:
     return [r[0] for r in conn.execute(sql)]
 
 
+#: the row ``make_context`` gives context 1 (member 1, record 1), for the embedding save
+FLEET_ROW = {"user_id": 1, "record_id": 1, "text_sha256": b"\x02" * 32}
+
+
 async def _start(engine, cid: int, owner: str | None) -> state.Claim | None:
     async with engine.begin() as conn:
         return await state.start_stage(conn, cid, Stage.EMBEDDING, EXPIRY, owner)
-
-
-async def _save(engine, claim: state.Claim) -> bool:
-    async with engine.connect() as conn:
-        transaction = await conn.begin()
-        saved = await state.save_embedding(conn, context_id=1, user_id=1, record_id=1,
-                                           vector=np.asarray(basis(0), dtype=np.float32),
-                                           profile="p", text_sha256=b"\x02" * 32, claim=claim)
-        await (transaction.commit() if saved else transaction.rollback())
-    return saved
 
 
 async def test_a_stage_an_old_replica_reclaimed_is_never_taken_over_and_no_late_save_lands(
@@ -88,10 +80,10 @@ async def test_a_stage_an_old_replica_reclaimed_is_never_taken_over_and_no_late_
     assert await RescanLoop(engine, _config(), RecordingClient()).claim() == []
     # A's late result is refused; the old replica's save lands
     late = state.Claim(Status.PENDING, new_a, claim.claimed_at - timedelta(hours=1))
-    assert await _save(engine, late) is False
+    assert await save_claimed_embedding(engine, late, **FLEET_ROW) is False
     assert sync_conn.execute(OLD_COMPLETE, (1,)).fetchall() == [(1,)]
     assert statuses(sync_conn, 1) == ("COMPLETED", "PENDING")
-    assert await _save(engine, late) is False  # never a late overwrite
+    assert await save_claimed_embedding(engine, late, **FLEET_ROW) is False  # never a late overwrite
 
 
 async def test_rows_an_old_core_creates_wait_for_the_expiry_and_a_new_start_owns_them(

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+from pinlog.ai import state
 from pinlog.ai.state import Claim
 from pinlog.contracts import ProcessRequest
 from pinlog.settings import Settings
@@ -105,6 +106,20 @@ def insert_embedding(conn: psycopg.Connection, context_id: int, vector: list[flo
         "embedding_profile, text_sha256, is_deleted) VALUES (%s, %s, %s, %s::vector, %s, %s, %s)",
         (context_id, user_id, record_id, vec_text(vector), profile,
          hashlib.sha256(text.encode()).digest(), is_deleted))
+
+
+async def save_claimed_embedding(engine, claim: Claim, *, user_id: int = 7, record_id: int = 70,
+                                 text_sha256: bytes = b"\x01" * 32) -> bool:
+    """Run the guarded embedding save of context 1 (vector ``basis(0)``, profile "p") under
+    ``claim`` in its own transaction: committed when it saved (True), rolled back when the
+    claim no longer holds (False, nothing written; SPEC §7.3.1)."""
+    async with engine.connect() as conn:
+        transaction = await conn.begin()
+        saved = await state.save_embedding(conn, context_id=1, user_id=user_id, record_id=record_id,
+                                           vector=np.asarray(basis(0), dtype=np.float32),
+                                           profile="p", text_sha256=text_sha256, claim=claim)
+        await (transaction.commit() if saved else transaction.rollback())
+    return saved
 
 
 def core_cancel(conn: psycopg.Connection, context_id: int) -> None:

@@ -18,7 +18,8 @@ import pytest
 from pinlog.ai import state
 from pinlog.states import Stage, Status
 from tests.integration.ai.support import (basis, embedding_rows, events, insert_state,
-                                          keyword_rows, seed_presets, statuses)
+                                          keyword_rows, save_claimed_embedding, seed_presets,
+                                          statuses)
 from tests.support.owners import add_process, end_lease, owner_of
 
 EXPIRY = timedelta(minutes=10)
@@ -128,16 +129,6 @@ async def _take_over(engine, sync_conn, stage: Stage) -> tuple[state.Claim, stat
     return first, second
 
 
-async def _save_embedding(engine, claim: state.Claim) -> bool:
-    async with engine.connect() as conn:
-        transaction = await conn.begin()
-        saved = await state.save_embedding(conn, context_id=1, user_id=7, record_id=70,
-                                           vector=np.asarray(basis(0), dtype=np.float32),
-                                           profile="p", text_sha256=b"\x01" * 32, claim=claim)
-        await (transaction.commit() if saved else transaction.rollback())
-    return saved
-
-
 async def _save_keywords(engine, claim: state.Claim) -> bool:
     async with engine.connect() as conn:
         transaction = await conn.begin()
@@ -149,11 +140,11 @@ async def _save_keywords(engine, claim: state.Claim) -> bool:
 
 async def test_a_taken_over_embedding_save_is_refused_and_the_new_owner_saves(engine, sync_conn):
     late, current = await _take_over(engine, sync_conn, Stage.EMBEDDING)
-    assert await _save_embedding(engine, late) is False   # the late save: nothing written
+    assert await save_claimed_embedding(engine, late) is False   # the late save: nothing written
     assert embedding_rows(sync_conn, 1) == [] and statuses(sync_conn, 1)[0] == "PROCESSING"
-    assert await _save_embedding(engine, current) is True
+    assert await save_claimed_embedding(engine, current) is True
     assert statuses(sync_conn, 1) == ("COMPLETED", "PENDING")
-    assert await _save_embedding(engine, late) is False   # never a late overwrite
+    assert await save_claimed_embedding(engine, late) is False   # never a late overwrite
 
 
 async def test_a_taken_over_keyword_save_is_refused(engine, sync_conn):
@@ -188,10 +179,10 @@ async def test_a_claim_taken_by_the_rescan_is_no_longer_the_jobs(engine, sync_co
     assert claim is not None
     sync_conn.execute("UPDATE ai.context_ai_state SET retry_count = retry_count + 1, "
                       "rescanned_at = now(), owner = %s, owned_at = now()", (rescan,))
-    assert await _save_embedding(engine, claim) is False
+    assert await save_claimed_embedding(engine, claim) is False
     resend = await _start(engine, 1, Stage.EMBEDDING, job)
     assert resend is not None and resend.previous is Status.PROCESSING
-    assert await _save_embedding(engine, resend) is True
+    assert await save_claimed_embedding(engine, resend) is True
 
 
 async def test_a_claim_taken_by_a_start_that_records_no_owner_is_no_longer_the_jobs(
@@ -204,7 +195,7 @@ async def test_a_claim_taken_by_a_start_that_records_no_owner_is_no_longer_the_j
     assert claim is not None
     sync_conn.execute("UPDATE ai.context_ai_state SET updated_at = now(), "
                       "embedding_start_retry = retry_count WHERE context_id = 1")
-    assert await _save_embedding(engine, claim) is False
+    assert await save_claimed_embedding(engine, claim) is False
     assert owner_of(sync_conn, 1)[0] == job  # the stale record …
     end_lease(sync_conn, job)
     # … no longer counts: the other process's live stage is not released by the job's death
@@ -223,8 +214,8 @@ async def test_an_unowned_job_still_loses_its_claim_to_a_reclaim(engine, sync_co
     claim = replace(claim, claimed_at=claim.claimed_at - timedelta(hours=1))
     other = await _start(engine, 1, Stage.EMBEDDING, None)  # expiry re-claim, also unowned
     assert other is not None
-    assert await _save_embedding(engine, claim) is False
-    assert await _save_embedding(engine, other) is True
+    assert await save_claimed_embedding(engine, claim) is False
+    assert await save_claimed_embedding(engine, other) is True
 
 
 # --- the ai side takes over sending what it accepts over HTTP --------------------------------------
@@ -297,8 +288,8 @@ async def test_the_claim_is_its_owner_and_its_time_together(engine, sync_conn):
     claim = await _start(engine, 1, Stage.EMBEDDING, me)
     assert claim is not None
     forged = replace(claim, owner=add_process(sync_conn))
-    assert await _save_embedding(engine, forged) is False
-    assert await _save_embedding(engine, claim) is True
+    assert await save_claimed_embedding(engine, forged) is False
+    assert await save_claimed_embedding(engine, claim) is True
 
 
 async def test_a_claim_by_an_unregistered_rescan_still_ends_an_unregistered_jobs_claim(
@@ -310,7 +301,7 @@ async def test_a_claim_by_an_unregistered_rescan_still_ends_an_unregistered_jobs
     assert claim is not None and claim.owner is None
     sync_conn.execute("UPDATE ai.context_ai_state SET retry_count = retry_count + 1, "
                       "rescanned_at = now(), owner = NULL, owned_at = now()")
-    assert await _save_embedding(engine, claim) is False
+    assert await save_claimed_embedding(engine, claim) is False
 
 
 async def test_taking_over_sending_touches_only_pending_work_of_a_live_process(engine, sync_conn):
