@@ -209,18 +209,17 @@ def run(only: list[str], n: int, burst: int = 150,
 
     out: dict[str, Any] = {"targets": TARGETS}
     work = Path(tempfile.mkdtemp(prefix="pinlog-recovery-"))
-    if "sigkill" in only:
-        log(f"recovery: SIGKILL with {n} records just posted, restart at once")
+    for name, scenario, count, what in (
+            ("sigkill", sigkill, n, f"SIGKILL with {n} records just posted, restart at once"),
+            ("sigterm", sigterm, burst,
+             f"SIGTERM right after a burst of {burst} records, restart")):
+        if name not in only:
+            continue
+        log(f"recovery: {what}")
         with scratch_database() as url:
             run_pinlog(["presets", "load"], serve_env(url, work / "data", free_port()))
-            out["sigkill"] = sigkill(url, work, n)
-        log(f"recovery: sigkill {out['sigkill']}")
-    if "sigterm" in only:
-        log(f"recovery: SIGTERM right after a burst of {burst} records, restart")
-        with scratch_database() as url:
-            run_pinlog(["presets", "load"], serve_env(url, work / "data", free_port()))
-            out["sigterm"] = sigterm(url, work, burst)
-        log(f"recovery: sigterm {out['sigterm']}")
+            out[name] = scenario(url, work, count)
+        log(f"recovery: {name} {out[name]}")
     if "outage" in only:
         log("recovery: 10 s database outage under a steady 10 records/s for 30 s")
         out["outage"] = outage(work, rate=10.0, seconds=30.0, down_s=10.0)
