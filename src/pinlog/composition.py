@@ -256,6 +256,7 @@ async def running_components(
     retention: bool | None = None,
     ai_kwargs: dict[str, Any] | None = None,
     core_kwargs: dict[str, Any] | None = None,
+    owner: str | None = None,
 ) -> AsyncIterator[Components]:
     """Start the ai runtime (if ``ai``), then the core runtime (if ``core``), then the
     retention loop over :func:`retention_parts`; stop in reverse.
@@ -263,6 +264,11 @@ async def running_components(
     Args:
         rescan: whether core runs its rescan loop (default ``PINLOG_RESCAN_ENABLED``); one-shot
             commands pass False.
+        owner: this process's id in ``ai.process_settings`` (its
+            :class:`~pinlog.db.process_settings.ProcessRegistry`, started before and stopped
+            after the components): what the rows it creates, claims and starts record as their
+            owner (SPEC §7.3.1). None (one-shot commands) → no owner; the expiries are the
+            backstop.
         retention: whether the retention loop runs (default ``PINLOG_RETENTION_ENABLED``);
             one-shot commands pass False.
         ai_kwargs: extra keyword arguments for ``AiRuntime`` (tests pass fake providers).
@@ -279,7 +285,7 @@ async def running_components(
         if ai:
             from pinlog.ai.runtime import AiRuntime
 
-            ai_runtime = AiRuntime(engine, config.ai, **(ai_kwargs or {}))
+            ai_runtime = AiRuntime(engine, config.ai, owner=owner, **(ai_kwargs or {}))
             await ai_runtime.start()
             started.append(ai_runtime)
         if core:
@@ -290,7 +296,7 @@ async def running_components(
                 engine, config.core,
                 in_process_submit=local.submit if local is not None else None,
                 in_process_search=in_process_search(local) if local is not None else None,
-                rescan=rescan, **(core_kwargs or {}),
+                rescan=rescan, owner=owner, **(core_kwargs or {}),
             )
             await core_runtime.start()
             started.append(core_runtime)

@@ -190,6 +190,12 @@ class Settings(BaseSettings):
     rescan_busy_wait: float = Field(
         60.0, ge=0, le=3600, description="Seconds one re-send keeps retrying (capped backoff) "
         "while the ai side answers 503 (queue full), so back-to-back rounds never flood it.")
+    heartbeat_timeout: float = Field(
+        30.0, ge=3, le=3600, description="Seconds a process may go without a heartbeat before "
+        "it counts as gone (SPEC §7.3.1): its PROCESSING stages and the PENDING rows it was to "
+        "send are then re-sent at once, before their expiry. It heartbeats every third of this; "
+        "a clean stop releases its work at once. Each process's own value is recorded with its "
+        "heartbeat, so replicas never judge each other by their own setting.")
 
     # --- retention (issue 31) ---------------------------------------------------------------
     retention_enabled: bool = Field(

@@ -38,7 +38,10 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                             "last_error_at": TS_NULL,
                             # SPEC §7.3 re-claim after the backend's rescan (0005_stage_start_retry)
                             "embedding_start_retry": ("integer", True),
-                            "keyword_start_retry": ("integer", True)},
+                            "keyword_start_retry": ("integer", True),
+                            # SPEC §7.3.1 re-claim by owner (0010_claim_owner)
+                            "owner": ("text", True),
+                            "owned_at": TS_NULL},
     "ai.context_embedding": {"context_id": ("bigint", False), "user_id": ("bigint", False),
                              "record_id": ("bigint", False), "embedding": ("vector", False),
                              "embedding_profile": ("text", False), "text_sha256": ("bytea", False),
@@ -74,7 +77,8 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                             "settings": ("jsonb", False),
                             "started_at": TS,
                             "seen_at": TS,
-                            "version": ("text", True)},  # 0008_operator_console
+                            "version": ("text", True),  # 0008_operator_console
+                            "alive_until": TS_NULL},  # 0010_claim_owner: heartbeat lease
     # 0008_operator_console: the maintained state counts and the console's action log
     "ai.state_count": {"stage": ("text", False), "status": ("text", False),
                        "n": ("bigint", False)},
@@ -140,6 +144,9 @@ def test_migrate_creates_exactly_the_spec_schema(sync_conn):
     rescan = indexes["context_ai_state_rescan_idx"]
     assert "GREATEST(updated_at, COALESCE(rescanned_at, updated_at))" in rescan
     assert "WHERE ((embedding_status = ANY" in rescan and "keyword_status = ANY" in rescan
+    # SPEC §7.3.1: the rescan finds the rows of gone owners by owner, among unfinished rows only
+    owner = indexes["context_ai_state_owner_idx"]
+    assert "(owner)" in owner and owner.split("WHERE", 1)[1] == rescan.split("WHERE", 1)[1]
     assert "WHERE (NOT is_deleted)" in indexes["context_embedding_user_idx"]
     assert "(record_id)" in indexes["context_embedding_record_idx"]
     assert "(keyword_id)" in indexes["context_keyword_keyword_idx"]

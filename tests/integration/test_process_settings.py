@@ -129,3 +129,78 @@ async def test_pinlog_status_shows_the_disagreement(tmp_path, db_url, engine):
     assert result.returncode == 0, result.stderr
     assert "live processes" in result.stdout
     assert "PINLOG_PENDING_EXPIRY: 300.0" in result.stderr and "30.0" in result.stderr
+
+
+# --- the heartbeat lease of the owner rule (SPEC §7.3.1) -------------------------------------------
+def _lease(sync_conn, process_id: str):
+    return sync_conn.execute(
+        "SELECT alive_until - now() FROM ai.process_settings WHERE process_id = %s",
+        (process_id,)).fetchone()
+
+
+async def test_the_registry_keeps_a_lease_of_its_own_timeout_and_ends_it_when_it_stops(
+        tmp_path, db_url, engine, sync_conn):
+    """Each beat extends the lease by the process's OWN timeout (replicas never judge each other
+    by their own setting); a clean stop ends it at once — the row stays as a tombstone, which is
+    what makes its owner "gone" (its work is released) — and it leaves `live_processes`."""
+    from datetime import timedelta
+
+    one = ProcessRegistry(engine, replica_rules(config_of(make_settings(tmp_path, db_url)),
+                                                ("ai",)), ("ai",), lease=300)
+    assert one.heartbeat == 100  # a third of the lease
+    await one.start()
+    try:
+        (left,) = _lease(sync_conn, one.process_id)
+        assert timedelta(seconds=200) < left <= timedelta(seconds=300)
+        sync_conn.execute("UPDATE ai.process_settings SET alive_until = now() "
+                          "WHERE process_id = %s", (one.process_id,))
+        await one.beat()
+        (left,) = _lease(sync_conn, one.process_id)
+        assert timedelta(seconds=200) < left <= timedelta(seconds=300)
+    finally:
+        await one.stop()
+    (left,) = _lease(sync_conn, one.process_id)
+    assert left <= timedelta(0)  # released
+    assert await live_processes(engine) == []
+
+
+async def test_a_heartbeat_whose_row_vanished_registers_again(tmp_path, db_url, engine,
+                                                              sync_conn):
+    one = registry(engine, make_settings(tmp_path, db_url), ("core",))
+    await one.start()
+    try:
+        sync_conn.execute("DELETE FROM ai.process_settings")
+        await one.beat()
+        assert [p.process_id for p in await live_processes(engine)] == [one.process_id]
+        assert _lease(sync_conn, one.process_id)[0].total_seconds() > 0
+    finally:
+        await one.stop()
+
+
+async def test_the_heartbeat_keeps_trying_when_the_first_registration_failed(
+        tmp_path, db_url, engine):
+    """A process that starts while the database is unreachable registers as soon as it answers
+    (its claims record an owner from then on), instead of never."""
+    import asyncio
+
+    one = registry(engine, make_settings(tmp_path, db_url), ("core",))
+    one.heartbeat = 0.05
+    registered = asyncio.Event()
+    real_register = one._register
+    calls = 0
+
+    async def flaky_register() -> None:  # the database refuses the first connection
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ConnectionError("database unreachable")
+        await real_register()
+        registered.set()
+
+    one._register = flaky_register  # type: ignore[method-assign]
+    try:
+        assert await one.start() == []
+        await asyncio.wait_for(registered.wait(), timeout=30)  # the heartbeat registered it
+        assert [p.process_id for p in await live_processes(engine)] == [one.process_id]
+    finally:
+        await one.stop()

@@ -80,6 +80,8 @@ PROFILES_SQL = "src/pinlog/ai/profiles.sql"
 PROFILES_PY = "src/pinlog/ai/profiles.py"
 ROUTING_PY = "src/pinlog/ai/routing.py"
 STATE_PY = "src/pinlog/ai/state.py"
+PROCESS_SETTINGS_SQL = "src/pinlog/db/process_settings.sql"
+ENGINE_PY = "src/pinlog/db/engine.py"
 AI_RETENTION_SQL = "src/pinlog/ai/retention.sql"
 AI_RETENTION_PY = "src/pinlog/ai/retention.py"
 CORE_RETENTION_SQL = "src/pinlog/core/retention.sql"
@@ -150,6 +152,12 @@ DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
 OPS_CLI_T = "tests/acceptance/rescan/test_ops_cli.py"
 PROFILES_T = "tests/integration/ai/test_profiles.py"
 NEXT_PROFILE_T = "tests/unit/ai/test_next_profile.py"
+CLAIM_OWNER_T = "tests/integration/ai/test_claim_owner.py"
+OWNERSHIP_T = "tests/integration/ai/test_pipeline_ownership.py"
+RELEASED_T = "tests/integration/core/rescan/test_released_rows.py"
+MIXED_T = "tests/integration/test_mixed_fleet.py"
+NEXT_DELAY_T = "tests/unit/core/rescan/test_next_delay.py"
+UNREACHABLE_T = "tests/unit/test_database_unreachable.py"
 PURGE_T = "tests/integration/retention/test_purge.py"
 LATE_T = "tests/integration/retention/test_late_results.py"
 PURGE_REPLICAS_T = "tests/integration/retention/test_replicas.py"
@@ -188,91 +196,82 @@ def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutati
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- guarded transitions of the ai side (ai/state.sql, SPEC §3) -------------------------
+    # the start predicate is ONE fragment of both stages' starts (state.sql `startable`)
     Mutation(
-        "start_embedding_reclaims_live_processing",
-        "SPEC §3 start (embedding): a PROCESSING stage is re-claimed only after the expiry",
+        "start_reclaims_live_processing",
+        "SPEC §3 start (both stages): a PROCESSING stage is re-claimed only after the expiry "
+        "(or the retry/owner rules)",
         STATE_SQL,
-        "OR (s.embedding_status = 'PROCESSING'\n                AND (s.updated_at < now() - :expiry\n",
-        "OR (s.embedding_status = 'PROCESSING'\n                AND (true\n",
+        " OR (s.{stage} = 'PROCESSING'\n     AND (s.updated_at < now() - :expiry\n",
+        " OR (s.{stage} = 'PROCESSING'\n     AND (true\n",
         (f"{GUARDS}::test_embedding_start_only_from_pending",
-         f"{GUARDS}::test_processing_younger_than_expiry_is_not_reclaimed"),
+         f"{GUARDS}::test_processing_younger_than_expiry_is_not_reclaimed",
+         f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed"),
     ),
     Mutation(
-        "start_embedding_reclaims_on_any_retry_count",
+        "start_reclaims_on_any_retry_count",
         "SPEC §7.3 (last paragraph): only a retry_count HIGHER than at the stage's start re-claims",
         STATE_SQL,
-        "OR s.retry_count > s.embedding_start_retry)))",
-        "OR s.retry_count >= s.embedding_start_retry)))",
+        "OR s.retry_count > s.{label}_start_retry",
+        "OR s.retry_count >= s.{label}_start_retry",
         (f"{RECLAIM}::test_backend_claim_after_a_crash_lets_the_resend_reclaim",),
     ),
     Mutation(
-        "start_embedding_from_failed_or_cancelled",
-        "SPEC §3 start (embedding): only from PENDING (never FAILED → PROCESSING, never out of "
+        "start_from_failed_or_cancelled",
+        "SPEC §3 start (both stages): only from PENDING (never FAILED → PROCESSING, never out of "
         "CANCELLED)",
         STATE_SQL,
-        "AND (s.embedding_status = 'PENDING'",
-        "AND (s.embedding_status IN ('PENDING', 'FAILED', 'CANCELLED')",
+        "(s.{stage} = 'PENDING'\n OR (s.{stage} = 'PROCESSING'",
+        "(s.{stage} IN ('PENDING', 'FAILED', 'CANCELLED')\n OR (s.{stage} = 'PROCESSING'",
         (f"{GUARDS}::test_embedding_start_only_from_pending",),
     ),
     Mutation(
         "start_keyword_without_completed_embedding",
         "SPEC §3 start (keyword): requires embedding_status = COMPLETED",
         STATE_SQL,
-        "       AND s.embedding_status = 'COMPLETED'\n       AND (s.keyword_status = 'PENDING'",
-        "       AND (s.keyword_status = 'PENDING'",
+        "       AND s.embedding_status = 'COMPLETED'\n       AND {startable}",
+        "       AND {startable}",
         (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
          f"{GUARDS}::test_keyword_reclaim_also_needs_embedding_completed"),
     ),
     Mutation(
-        "start_keyword_from_completed",
-        "SPEC §3: the ai side never changes a COMPLETED stage (keyword start only from PENDING)",
+        "start_from_completed",
+        "SPEC §3: the ai side never changes a COMPLETED stage (a start only from PENDING)",
         STATE_SQL,
-        "AND (s.keyword_status = 'PENDING'",
-        "AND (s.keyword_status IN ('PENDING', 'COMPLETED')",
+        "(s.{stage} = 'PENDING'\n OR (s.{stage} = 'PROCESSING'",
+        "(s.{stage} IN ('PENDING', 'COMPLETED')\n OR (s.{stage} = 'PROCESSING'",
         (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
          f"{PIPELINE}::test_a_finished_keyword_stage_is_never_restarted_by_the_job"),
-    ),
-    Mutation(
-        "start_keyword_reclaims_live_processing",
-        "SPEC §3 start (keyword): a PROCESSING stage is re-claimed only after the expiry",
-        STATE_SQL,
-        "OR (s.keyword_status = 'PROCESSING'\n                AND (s.updated_at < now() - :expiry\n",
-        "OR (s.keyword_status = 'PROCESSING'\n                AND (true\n",
-        (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",),
-    ),
-    Mutation(
-        "start_keyword_reclaims_on_any_retry_count",
-        "SPEC §7.3 (last paragraph): only a retry_count HIGHER than at the stage's start re-claims",
-        STATE_SQL,
-        "OR s.retry_count > s.keyword_start_retry)))",
-        "OR s.retry_count >= s.keyword_start_retry)))",
-        (f"{RECLAIM}::test_backend_claim_after_a_crash_lets_the_resend_reclaim",),
     ),
     Mutation(
         "complete_embedding_not_only_from_processing",
         "SPEC §3 complete (embedding): only from PROCESSING (never revives CANCELLED)",
         STATE_SQL,
-        "       AND embedding_status = 'PROCESSING'\n    RETURNING context_id",
-        "       AND embedding_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n    RETURNING context_id",
+        "       AND s.embedding_status = 'PROCESSING'\n       AND {owns_claim}\n"
+        "    RETURNING s.context_id",
+        "       AND s.embedding_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
+        "       AND {owns_claim}\n    RETURNING s.context_id",
         (f"{GUARDS}::test_complete_embedding_only_from_processing",),
     ),
     Mutation(
         "complete_keyword_not_only_from_processing",
         "SPEC §3 complete (keyword): only from PROCESSING",
         STATE_SQL,
-        "       AND keyword_status = 'PROCESSING'\n       AND embedding_status = 'COMPLETED'\n"
-        "    RETURNING context_id",
-        "       AND keyword_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
-        "       AND embedding_status = 'COMPLETED'\n    RETURNING context_id",
+        "       AND s.keyword_status = 'PROCESSING'\n       AND s.embedding_status = 'COMPLETED'\n"
+        "       AND {owns_claim}\n    RETURNING s.context_id",
+        "       AND s.keyword_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
+        "       AND s.embedding_status = 'COMPLETED'\n       AND {owns_claim}\n"
+        "    RETURNING s.context_id",
         (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",),
     ),
     Mutation(
         "complete_keyword_without_completed_embedding",
         "SPEC §3 complete (keyword): and embedding_status = COMPLETED",
         STATE_SQL,
-        "       AND keyword_status = 'PROCESSING'\n       AND embedding_status = 'COMPLETED'\n"
-        "    RETURNING context_id",
-        "       AND keyword_status = 'PROCESSING'\n    RETURNING context_id",
+        "       AND s.keyword_status = 'PROCESSING'\n       AND s.embedding_status = 'COMPLETED'\n"
+        "       AND {owns_claim}\n    RETURNING s.context_id",
+        "       AND s.keyword_status = 'PROCESSING'\n       AND {owns_claim}\n"
+        "    RETURNING s.context_id",
         (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",),
     ),
     Mutation(
@@ -281,12 +280,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         STATE_SQL,
         "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
         "           last_error = :error,\n           last_error_at = now()\n"
-        "     WHERE context_id = :context_id\n       AND {stage} = 'PROCESSING'\n",
+        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n",
         "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
         "           last_error = :error,\n           last_error_at = now()\n"
-        "     WHERE context_id = :context_id\n       AND {stage} <> 'COMPLETED'\n",
-        (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",
-         f"{PIPELINE}::test_scenario_11_judge_failure_after_delete_never_overwrites_cancelled"),
+        "     WHERE s.context_id = :context_id\n       AND s.{stage} <> 'COMPLETED'\n",
+        (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",),
     ),
     Mutation(
         "embedding_upsert_revives_deleted",
@@ -300,9 +298,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "embedding_upsert_without_processing_guard",
         "SPEC §5.2 save: store the vector only while embedding_status = PROCESSING",
         STATE_SQL,
-        "   AND s.embedding_status = 'PROCESSING'\n   AND NOT EXISTS (SELECT 1 FROM "
-        "ai.embedding_profile p",
-        "   AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile p",
+        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 "
+        "FROM ai.embedding_profile p",
+        "   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile p",
         (f"{GUARDS}::test_embedding_upsert_only_while_processing",),
     ),
     Mutation(
@@ -310,17 +308,283 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §5.2 step 3 save: keyword rows only while keyword PROCESSING and embedding COMPLETED",
         STATE_SQL,
         " WHERE s.context_id = :context_id\n   AND s.keyword_status = 'PROCESSING'\n"
-        "   AND s.embedding_status = 'COMPLETED';",
-        " WHERE s.context_id = :context_id;",
+        "   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
+        " WHERE s.context_id = :context_id\n   AND {owns_claim};",
         (f"{GUARDS}::test_keyword_writes_are_guarded",),
+    ),
+    # ---- re-claim by owner (SPEC §7.3.1): ai/state.sql, core/rescan.sql, the kernel's lease ------
+    Mutation(
+        "start_ignores_a_gone_owner",
+        "SPEC §7.3.1: a PROCESSING stage whose owner is gone is re-claimed at once",
+        STATE_SQL,
+        "          OR s.retry_count > s.{label}_start_retry\n          OR {owner_gone})))",
+        "          OR s.retry_count > s.{label}_start_retry)))",
+        (f"{CLAIM_OWNER_T}::test_a_stage_whose_owner_is_gone_is_reclaimed_at_once",
+         f"{OWNERSHIP_T}::test_a_job_whose_claim_was_taken_over_discards_its_late_result"),
+    ),
+    Mutation(
+        "every_owner_counts_as_gone",
+        "SPEC §7.3.1: only an owner whose heartbeat lease ended is gone (a live owner, however "
+        "slow, keeps its work)",
+        PROCESS_SETTINGS_SQL,
+        "(SELECT ps.process_id FROM ai.process_settings ps WHERE ps.alive_until <= now())",
+        "(SELECT ps.process_id FROM ai.process_settings ps WHERE true)",
+        (f"{CLAIM_OWNER_T}::test_a_live_but_slow_owner_keeps_its_stage_until_the_expiry",
+         f"{RELEASED_T}::test_a_live_owners_rows_wait_for_the_expiry"),
+    ),
+    Mutation(
+        "start_trusts_a_stale_owner_record",
+        "SPEC §7.3.1: an owner record counts only while owned_at >= the row's age (else unknown)",
+        STATE_SQL,
+        "(s.owner IN {gone_owners}\n"
+        " AND s.owned_at >= greatest(s.updated_at, coalesce(s.rescanned_at, s.updated_at)))",
+        "(s.owner IN {gone_owners})",
+        (f"{CLAIM_OWNER_T}::test_an_unknown_owner_is_left_to_the_expiry",
+         f"{MIXED_T}::test_a_stage_an_old_replica_reclaimed_is_never_taken_over_and_no_late_save_lands"),
+    ),
+    Mutation(
+        "start_records_no_owner",
+        "SPEC §7.3.1: the guarded start records the live process that claims the stage",
+        STATE_SQL,
+        "           owner = {live_owner},\n           owned_at = now()",
+        "           owner = NULL,\n           owned_at = now()",
+        (f"{CLAIM_OWNER_T}::test_the_start_records_the_live_process_as_owner_and_returns_the_claim",
+         f"{OWNERSHIP_T}::test_a_job_whose_claim_was_taken_over_discards_its_late_result"),
+        occurrences=2,
+    ),
+    Mutation(
+        "a_process_that_is_not_live_is_recorded",
+        "SPEC §7.3.1: only a live process is recorded as owner (else unknown: the expiry decides)",
+        PROCESS_SETTINGS_SQL,
+        "  WHERE ps.process_id = CAST(:owner AS text) AND ps.alive_until > now())",
+        "  WHERE ps.process_id = CAST(:owner AS text))",
+        (f"{CLAIM_OWNER_T}::test_a_process_that_is_not_live_is_never_recorded",),
+    ),
+    Mutation(
+        "claim_check_ignores_the_owner",
+        "SPEC §7.3.1: the job owns its claim only while the row's owner is the one it recorded",
+        STATE_SQL,
+        "(s.owner IS NOT DISTINCT FROM CAST(:owner AS text)\n AND s.owned_at",
+        "(true\n AND s.owned_at",
+        (f"{CLAIM_OWNER_T}::test_the_claim_is_its_owner_and_its_time_together",),
+    ),
+    Mutation(
+        "claim_check_ignores_a_rescan_claim",
+        "SPEC §7.3.1: a rescan claim (owned_at moved) ends the job's claim, owners unknown or not",
+        STATE_SQL,
+        " AND s.owned_at = CAST(:claimed_at AS timestamptz)\n",
+        "",
+        (f"{CLAIM_OWNER_T}::test_a_claim_by_an_unregistered_rescan_still_ends_an_unregistered_jobs_claim",),
+    ),
+    Mutation(
+        "claim_check_ignores_a_reclaim_without_owner",
+        "SPEC §7.3.1: any later start (updated_at moved; an older version records no owner) "
+        "ends the job's claim",
+        STATE_SQL,
+        "\n AND s.updated_at = CAST(:claimed_at AS timestamptz))",
+        ")",
+        (f"{CLAIM_OWNER_T}::test_a_claim_taken_by_a_start_that_records_no_owner_is_no_longer_the_jobs",
+         f"{MIXED_T}::test_a_stage_an_old_replica_reclaimed_is_never_taken_over_and_no_late_save_lands"),
+    ),
+    Mutation(
+        "upsert_embedding_ignores_the_claim",
+        "SPEC §7.3.1: upsert_embedding writes only while the job still owns its claim",
+        STATE_SQL,
+        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\n   AND NOT EXISTS",
+        "   AND s.embedding_status = 'PROCESSING'\n   AND NOT EXISTS",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "complete_embedding_ignores_the_claim",
+        "SPEC §7.3.1: complete_embedding writes only while the job still owns its claim",
+        STATE_SQL,
+        "       AND s.embedding_status = 'PROCESSING'\n       AND {owns_claim}\n    RETURNING s.context_id",
+        "       AND s.embedding_status = 'PROCESSING'\n    RETURNING s.context_id",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "delete_keywords_ignores_the_claim",
+        "SPEC §7.3.1: delete_keywords writes only while the job still owns its claim",
+        STATE_SQL,
+        "   AND s.context_id = k.context_id\n   AND s.keyword_status = 'PROCESSING'\n"
+        "   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
+        "   AND s.context_id = k.context_id\n   AND s.keyword_status = 'PROCESSING'\n"
+        "   AND s.embedding_status = 'COMPLETED';",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "insert_keywords_ignores_the_claim",
+        "SPEC §7.3.1: insert_keywords writes only while the job still owns its claim",
+        STATE_SQL,
+        "           AS pick(keyword_id, confidence)\n WHERE s.context_id = :context_id\n"
+        "   AND s.keyword_status = 'PROCESSING'\n   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
+        "           AS pick(keyword_id, confidence)\n WHERE s.context_id = :context_id\n"
+        "   AND s.keyword_status = 'PROCESSING'\n   AND s.embedding_status = 'COMPLETED';",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "upsert_keyword_analysis_ignores_the_claim",
+        "SPEC §7.3.1: upsert_keyword_analysis writes only while the job still owns its claim",
+        STATE_SQL,
+        "   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim}\n{analysis_replaced}",
+        "   AND s.embedding_status = 'COMPLETED'\n{analysis_replaced}",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "complete_keyword_ignores_the_claim",
+        "SPEC §7.3.1: complete_keyword writes only while the job still owns its claim",
+        STATE_SQL,
+        "       AND s.embedding_status = 'COMPLETED'\n       AND {owns_claim}\n    RETURNING s.context_id",
+        "       AND s.embedding_status = 'COMPLETED'\n    RETURNING s.context_id",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "fail_stage_ignores_the_claim",
+        "SPEC §7.3.1: a taken-over job never fails the new owner's stage",
+        STATE_SQL,
+        "           updated_at = now(),\n           last_error = :error,\n"
+        "           last_error_at = now()\n     WHERE s.context_id = :context_id\n"
+        "       AND s.{stage} = 'PROCESSING'\n       AND {owns_claim}\n",
+        "           updated_at = now(),\n           last_error = :error,\n"
+        "           last_error_at = now()\n     WHERE s.context_id = :context_id\n"
+        "       AND s.{stage} = 'PROCESSING'\n",
+        (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",),
+    ),
+    Mutation(
+        "record_error_ignores_the_claim",
+        "SPEC §7.3.1: a taken-over job never writes last_error onto the new owner's stage",
+        STATE_SQL,
+        "       SET last_error = :error,\n           last_error_at = now()\n"
+        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n"
+        "       AND {owns_claim}\n",
+        "       SET last_error = :error,\n           last_error_at = now()\n"
+        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n",
+        (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",),
+    ),
+    Mutation(
+        "take_over_not_recorded",
+        "SPEC §7.3.1: an ai process takes over sending what it accepted over HTTP",
+        AI_API,
+        "    status = await runtime.submit(body, take_over=True)",
+        "    status = await runtime.submit(body)",
+        (f"{CLAIM_OWNER_T}::test_what_an_ai_process_accepted_over_http_is_released_when_it_stops",),
+    ),
+    Mutation(
+        "take_over_steals_started_work",
+        "SPEC §7.3.1: the take-over changes only PENDING work (never another's live claim)",
+        STATE_SQL,
+        "   AND (s.embedding_status = 'PENDING'\n"
+        "        OR (s.embedding_status = 'COMPLETED' AND s.keyword_status = 'PENDING'))\n",
+        "",
+        (f"{CLAIM_OWNER_T}::test_taking_over_sending_touches_only_pending_work_of_a_live_process",),
+    ),
+    Mutation(
+        "job_step_not_run_again_when_the_database_is_back",
+        "SPEC §7.3.1: work that failed only because the database was unreachable is retried",
+        PIPELINE_PY,
+        "                if not is_database_unreachable(exc) or loop.time() + pause > deadline:",
+        "                if True:",
+        (f"{OWNERSHIP_T}::test_a_save_that_lost_its_database_connection_runs_again_when_it_answers",),
+    ),
+    Mutation(
+        "an_answering_database_counts_as_unreachable",
+        "SPEC §7.3.1: only refused or lost connections are retried (a lock timeout is an answer)",
+        ENGINE_PY,
+        "            return sqlstate[:2] == \"08\" or sqlstate in UNREACHABLE_SQLSTATES",
+        "            return True",
+        (f"{UNREACHABLE_T}::test_an_answering_database_is_not_unreachable",),
+    ),
+    Mutation(
+        "claim_skips_released_rows",
+        "SPEC §7.3.1: the rescan claims a gone owner's rows at once, before their expiry",
+        RESCAN_SQL,
+        "    WHERE retry_count < :max_retries AND {released}\n",
+        "    WHERE false\n",
+        (f"{RELEASED_T}::test_the_rows_of_a_gone_owner_are_claimed_before_their_expiry",),
+    ),
+    Mutation(
+        "released_trusts_a_stale_owner_record",
+        "SPEC §7.3.1: an owner record counts only while owned_at >= the row's age",
+        RESCAN_SQL,
+        "    AND owner IN {gone_owners}\n    AND owned_at >= {age}\n",
+        "    AND owner IN {gone_owners}\n",
+        (f"{RELEASED_T}::test_an_unknown_owner_leaves_the_row_to_the_expiry",
+         f"{MIXED_T}::test_an_old_rescan_claim_makes_the_sender_record_unknown"),
+    ),
+    Mutation(
+        "released_rows_need_not_be_sendable",
+        "SPEC §7.2/§7.3.1: a gone owner never releases a cancelled or dead-end row",
+        RESCAN_SQL,
+        "    AND owned_at >= {age}\n    AND {sendable}\n)",
+        "    AND owned_at >= {age}\n)",
+        (f"{RELEASED_T}::test_a_gone_owner_never_releases_finished_cancelled_or_dead_end_rows",),
+    ),
+    Mutation(
+        "claim_keeps_the_gone_owner",
+        "SPEC §7.3.1: the claimer records itself as the owner of the re-send",
+        RESCAN_SQL,
+        "        owner = {live_owner}, owned_at = now()",
+        "        owner = owner, owned_at = now()",
+        (f"{RELEASED_T}::test_the_rows_of_a_gone_owner_are_claimed_before_their_expiry",),
+    ),
+    Mutation(
+        "core_records_no_sender",
+        "SPEC §7.3.1: the process that creates a row owns its PENDING work",
+        CORE_SQL,
+        "now(), {live_owner}, now())",
+        "now(), NULL, now())",
+        (f"{RELEASED_T}::test_the_process_that_creates_a_row_owns_its_pending_work",),
+    ),
+    Mutation(
+        "outlook_ignores_leases",
+        "SPEC §7.3.1: a loop wakes when a live owner's lease would run out",
+        RESCAN_SQL,
+        "                    THEN (SELECT ps.alive_until FROM ai.process_settings ps\n"
+        "                           WHERE ps.process_id = owner) END) AS expires_at",
+        "                    THEN CAST(NULL AS timestamptz) END) AS expires_at",
+        (f"{RELEASED_T}::test_the_outlook_wakes_the_loop_when_a_live_owners_lease_would_end",),
+    ),
+    Mutation(
+        "outlook_counts_exhausted_releases",
+        "SPEC §7.3.1 + §7.2: the outlook counts what the round takes (no retries left → not due)",
+        RESCAN_SQL,
+        "               CASE WHEN retry_count < :max_retries AND owned_at >= {age} AND {sendable}",
+        "               CASE WHEN owned_at >= {age} AND {sendable}",
+        (f"{RELEASED_T}::test_the_outlook_agrees_with_the_round_for_every_status_pair_and_owner",),
+    ),
+    Mutation(
+        "loop_sleeps_the_whole_interval",
+        "SPEC §7.3.1: a loop looks at least once per heartbeat timeout",
+        RESCAN_PY,
+        "    longest = min(interval, config.heartbeat_timeout)",
+        "    longest = interval",
+        (f"{NEXT_DELAY_T}::test_the_loop_looks_at_least_once_per_heartbeat_timeout",),
+    ),
+    Mutation(
+        "stop_keeps_the_lease",
+        "SPEC §7.3.1: a clean stop ends the lease at once (its work is handed back)",
+        PROCESS_SETTINGS_SQL,
+        "    UPDATE ai.process_settings SET alive_until = now() WHERE process_id = :process_id",
+        "    UPDATE ai.process_settings SET alive_until = alive_until WHERE process_id = :process_id",
+        (f"{PROCESS_SETTINGS_T}::"
+         "test_the_registry_keeps_a_lease_of_its_own_timeout_and_ends_it_when_it_stops",),
+    ),
+    Mutation(
+        "heartbeat_keeps_the_old_lease",
+        "SPEC §7.3.1: each heartbeat extends the lease by the process's own timeout",
+        PROCESS_SETTINGS_SQL,
+        "   SET seen_at = now(), alive_until = now() + make_interval(secs => :lease_seconds)",
+        "   SET seen_at = now()",
+        (f"{PROCESS_SETTINGS_T}::"
+         "test_the_registry_keeps_a_lease_of_its_own_timeout_and_ends_it_when_it_stops",),
     ),
     # ---- rescan / finalizer (core/rescan.sql, SPEC §7) ---------------------------------------
     Mutation(
         "claim_waits_on_locked_rows",
         "SPEC §7.2/§7.4: the claim is FOR UPDATE SKIP LOCKED (a locked row is skipped)",
         RESCAN_SQL,
-        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), claimed AS (",
-        "    LIMIT :batch_size\n    FOR UPDATE\n), claimed AS (",
+        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), by_owner AS (",
+        "    LIMIT :batch_size\n    FOR UPDATE\n), by_owner AS (",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",
          f"{STATEMENTS}::test_claim_orders_by_exactly_the_partial_index_expression_and_skips_locked_rows"),
     ),
@@ -328,8 +592,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim_without_row_lock",
         "SPEC §7.2/§7.4: the claim locks what it picks (FOR UPDATE SKIP LOCKED)",
         RESCAN_SQL,
-        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), claimed AS (",
-        "    LIMIT :batch_size\n), claimed AS (",
+        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), by_owner AS (",
+        "    LIMIT :batch_size\n), by_owner AS (",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",),
     ),
     Mutation(
@@ -441,8 +705,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "rescan.sql `expired`: a PENDING keyword waits for a live embedding (its clock is the "
         "embedding's PROCESSING expiry)",
         RESCAN_SQL,
-        "OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'",
-        "OR (keyword_status = 'PENDING'",
+        "OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'\n",
+        "OR (keyword_status = 'PENDING'\n",
         (f"{ROUND}::test_pending_and_processing_expiries_differ_and_come_from_settings",
          "tests/integration/core/rescan/test_recovery_speed.py::"
          "test_the_outlook_agrees_with_the_expired_predicate_for_every_status_pair"),
@@ -1315,8 +1579,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "keywords_judged_profile_not_recorded",
         "SPEC §9.1: the analysis row records the profile the keywords were judged with",
         STATE_PY,
-        "            embedding_profile))\n        complete = await _execute(conn, \"complete_keyword\",",
-        "            None))\n        complete = await _execute(conn, \"complete_keyword\",",
+        "            embedding_profile), **owned})\n        complete = await _execute(conn, \"complete_keyword\",",
+        "            None), **owned})\n        complete = await _execute(conn, \"complete_keyword\",",
         (f"{PROFILES_T}::test_a_keyword_stage_after_an_activation_re_reads_the_roles",),
     ),
     Mutation(

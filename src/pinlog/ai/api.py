@@ -73,7 +73,9 @@ async def process_context(request: Request) -> Response:
     except ValidationError:
         metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
         return JSONResponse(INVALID, status_code=422)
-    status = await runtime.submit(body)  # the request id rides in the logging context
+    # the request id rides in the logging context; another process sent it: this one takes
+    # over sending it once accepted (SPEC §7.3.1)
+    status = await runtime.submit(body, take_over=True)
     if status == 202:
         return Response(status_code=202)
     if status == 503:

@@ -16,11 +16,21 @@ Errors (SPEC §5.5, §6): transient → the stage stays PROCESSING, ``last_error
 permanent → that stage FAILED (guarded), ``last_error`` + event row, ERROR. 0-row guards,
 discarded saves, missing rows, cancellation, zero candidates and zero picks are not errors.
 Logs carry ids only, never the text.
+
+Ownership (SPEC §7.3.1): each guarded start records this process (``owner``, its
+:class:`~pinlog.db.process_settings.ProcessRegistry` id) and returns a
+:class:`~pinlog.ai.state.Claim`; every later write of that stage carries it, so a job whose claim
+was taken over (its process looked gone, the rescan or another start took the stage) writes
+nothing — the save is discarded (INFO). A step that fails only because the database is
+unreachable is run again when the database is back (:meth:`Pipeline._db`, for at most the
+processing expiry), with the same claim: the model result is not lost and nobody else can have
+saved meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -49,9 +59,10 @@ from pinlog.ai.errors import (
 )
 from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pick, PresetSnapshot
 from pinlog.ai.presets import load_snapshot
-from pinlog.ai.routing import ProfileModels, ProfileRouter
+from pinlog.ai.routing import ProfileModels, ProfileNotServed, ProfileRouter
 from pinlog.ai.vectors import check_embeddings
 from pinlog.contracts import ProcessRequest
+from pinlog.db.engine import is_database_unreachable
 from pinlog.settings import RetryPolicy, Settings
 from pinlog.states import Stage, Status
 
@@ -60,6 +71,9 @@ T = TypeVar("T")
 
 #: ``model_profile`` of the analysis row when there were zero candidates (no judge answered).
 NO_CANDIDATES_PROFILE = "none:no-candidates"
+#: First and longest pause (seconds) between two tries of a job's database step while the
+#: database is unavailable (:meth:`Pipeline._db`).
+DB_RETRY_PAUSE = (0.5, 5.0)
 
 
 class _Discard(Exception):
@@ -162,13 +176,18 @@ class Pipeline:
             stage uses the active profile's models, and also embeds for the building profile
             when this replica has its provider; the keyword stage uses the models (judge,
             candidate floor, most picks) of the stored vector's profile.
+        owner: this process's id (``ProcessRegistry.process_id``) that the guarded starts record
+            as the owner of their claims (SPEC §7.3.1); None → recorded as unknown (the expiry
+            is then the only backstop).
     """
 
     def __init__(self, engine: AsyncEngine, config: PipelineConfig, provider: EmbeddingProvider,
                  judge: Judge, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 db_slots: int | None = None, profiles: ProfileRouter | None = None) -> None:
+                 db_slots: int | None = None, profiles: ProfileRouter | None = None,
+                 owner: str | None = None) -> None:
         self.config = config
         self.engine = engine
+        self.owner = owner
         self.profiles = profiles or ProfileRouter([ProfileModels(
             provider.profile, provider, replace(GENERIC, candidate_floor=config.candidate_floor,
                                                 max_picks=config.max_picks), judge)])
@@ -229,38 +248,47 @@ class Pipeline:
         sha = text_sha256(request.text)
         stage = Stage.EMBEDDING
         step = "pre-check"
-        try:
+
+        async def first_step() -> tuple[str | None, bool, state.Claim | None]:
             # Step 1 and the embedding stage's guarded start share one short checkout.
+            nonlocal step
+            step = "pre-check"
             async with self._connection(autocommit=True) as conn:
                 pre = await state.precheck(conn, cid)
                 stopped = self._stop_reason(pre, sha)
                 if stopped is not None:
-                    return JobResult("skipped", "skipped", stopped=stopped)
+                    return stopped, False, None
                 assert pre is not None
                 self.profiles.active()  # ProfileNotServed (SPEC §9.1): no stage is started
                 reuse = (pre.embedding_status is Status.COMPLETED
                          and pre.embedding_profile == self.profile)
-                previous = None
-                if not reuse:
-                    step = "start"
-                    previous = await self._start(cid, stage, conn)
+                if reuse:
+                    return None, True, None
+                step = "start"
+                return None, False, await self._start(cid, stage, conn)
+
+        try:
+            stopped, reuse, claim = await self._db(first_step, "pre-check and start")
         except Exception as exc:  # noqa: BLE001 - classified, logged; the rescan recovers
             if step == "pre-check":
                 error_class, reason = classify(exc)
                 log.warning("pre-check failed; job stopped",
                             extra={"error_class": error_class, "reason": reason})
                 return JobResult("skipped", "skipped", stopped=error_class)
-            embedding_outcome = await self._stage_failed(cid, stage, exc)
+            # the start itself failed: no claim is known, so nothing is written for the stage
+            embedding_outcome = await self._stage_failed(cid, stage, exc, None)
             return JobResult(embedding_outcome, await self._keyword_stage(request, None))
+        if stopped is not None:
+            return JobResult("skipped", "skipped", stopped=stopped)
 
         if reuse:
             self._count(stage, "reused")
             log.info("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
             embedding_outcome, carried = "reused", None
-        elif previous is None:
+        elif claim is None:
             embedding_outcome, carried = "skipped", None
         else:
-            embedding_outcome, carried = await self._embedding_stage(request, sha)
+            embedding_outcome, carried = await self._embedding_stage(request, sha, claim)
         keyword_outcome = await self._keyword_stage(request, carried)
         return JobResult(embedding_outcome, keyword_outcome)
 
@@ -292,8 +320,8 @@ class Pipeline:
         return None
 
     # --- stage 2: embedding (after a successful guarded start) ----------------------------------
-    async def _embedding_stage(self, request: ProcessRequest,
-                               sha: bytes) -> tuple[str, state.StoredEmbedding | None]:
+    async def _embedding_stage(self, request: ProcessRequest, sha: bytes,
+                               claim: state.Claim) -> tuple[str, state.StoredEmbedding | None]:
         stage = Stage.EMBEDDING
         cid = request.context_id
         try:
@@ -305,17 +333,18 @@ class Pipeline:
                 shadow = {m.profile: vectors[m.profile] for m in (building,)
                           if m is not None and m.profile in vectors}
                 saved = await self._save_embedding(request, vectors[active.profile], sha,
-                                                   active.profile, shadow)
+                                                   active.profile, shadow, claim)
                 if saved:
                     break
                 await self._refresh_profiles()  # 0 rows: cancelled, or an activation moved
                 if self.profiles.active_profile == active.profile:  # the active profile: a
                     break  # status guard failed (discard); else save under the new profile
         except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-            return await self._stage_failed(cid, stage, exc), None
+            return await self._stage_failed(cid, stage, exc, claim), None
         if not saved:
             self._count(stage, "discarded")
-            log.info("embedding result discarded: guard failed at save",
+            log.info("embedding result discarded: guard failed at save (cancelled, finished, "
+                     "or the claim was taken over)",
                      extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded", None
         self._count(stage, "completed")
@@ -398,16 +427,19 @@ class Pipeline:
                 f"embedding stage exceeded its budget of {budget:g} s") from None
 
     async def _save_embedding(self, request: ProcessRequest, vector: np.ndarray, sha: bytes,
-                              profile: str, shadow: dict[str, np.ndarray]) -> bool:
+                              profile: str, shadow: dict[str, np.ndarray],
+                              claim: state.Claim) -> bool:
         """Save transaction (SPEC §5.2 step 2; ``vector`` of the active ``profile``, ``shadow``:
-        the building profile's, SPEC §9.1). Returns False when a guard discarded it."""
+        the building profile's, SPEC §9.1), guarded by ``claim`` (§7.3.1). Returns False when a
+        guard discarded it."""
         cid = request.context_id
 
         async def body(conn: AsyncConnection) -> None:
             # FOR UPDATE lock, guarded upsert (never is_deleted), guarded complete
             if not await state.save_embedding(conn, context_id=cid, user_id=request.user_id,
                                               record_id=request.record_id, vector=vector,
-                                              profile=profile, text_sha256=sha, shadow=shadow):
+                                              profile=profile, text_sha256=sha, shadow=shadow,
+                                              claim=claim):
                 raise _Discard
 
         return await self._save(body)
@@ -417,16 +449,18 @@ class Pipeline:
                              carried: state.StoredEmbedding | None) -> str:
         stage = Stage.KEYWORD
         cid = request.context_id
-        try:
+        claim: state.Claim | None = None
+
+        async def start() -> tuple[state.Claim | None, state.StoredEmbedding | None,
+                                   PresetSnapshot | None]:
             async with self._connection(autocommit=True) as conn:
                 profile = self.profile
-                previous, stored, fingerprint = await state.start_keyword_and_read(
-                    conn, cid, self.expiry, profile)
-                self._note_start(stage, previous)
-                if previous is None:
-                    return "skipped"
+                started, stored, fingerprint = await state.start_keyword_and_read(
+                    conn, cid, self.expiry, profile, self.owner)
+                if started is None:
+                    return None, None, None
                 stored = carried or stored
-                snapshot = models = None
+                snapshot = None
                 if stored is not None and stored.profile != profile:
                     # SPEC §9.1: an activation may have moved the vector to the new profile
                     # since this replica last read the roles: re-read them before refusing
@@ -435,13 +469,25 @@ class Pipeline:
                         profile = self.profile
                         fingerprint = await state.preset_fingerprint(conn, profile)
                 if stored is not None and stored.profile == profile:
-                    models = self.profiles.active()  # ProfileNotServed: transient
                     snapshot = await self._snapshot(conn, fingerprint, profile)
+                return started, stored, snapshot
+
+        try:
+            claim, stored, snapshot = await self._db(start, "keyword start")
+            self._note_start(stage, claim)
+            if claim is None:
+                return "skipped"
+            models = None
+            if snapshot is not None:  # the models of the profile judged (ProfileNotServed:
+                models = self.profiles.models_for(snapshot.profile)  # transient, recorded)
+                if models is None:
+                    raise ProfileNotServed(f"this replica has no provider for the active "
+                                           f"embedding profile {snapshot.profile}")
             if stored is None:
                 raise PermanentModelError("no stored embedding for the keyword stage")
             if models is None or snapshot is None:
                 raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
-                                          f"current {profile}")
+                                          f"current {self.profile}")
             candidates = select_candidates(stored.vector, snapshot,
                                            top_k=self.config.candidate_top_k,
                                            floor=models.calibration.candidate_floor,
@@ -454,12 +500,13 @@ class Pipeline:
             else:
                 answer = JudgeAnswer(picks=(), model_profile=NO_CANDIDATES_PROFILE)
                 picks = ()
-            saved = await self._save_keywords(cid, snapshot, answer, picks)
+            saved = await self._save_keywords(cid, snapshot, answer, picks, claim)
         except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-            return await self._stage_failed(cid, stage, exc)
+            return await self._stage_failed(cid, stage, exc, claim)
         if not saved:
             self._count(stage, "discarded")
-            log.info("keyword result discarded: guard failed at save",
+            log.info("keyword result discarded: guard failed at save (cancelled, finished, or "
+                     "the claim was taken over)",
                      extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded"
         self._count(stage, "completed")
@@ -493,8 +540,9 @@ class Pipeline:
             metrics.MODEL_LATENCY.labels(kind="judge").observe(loop.time() - started)
 
     async def _save_keywords(self, cid: int, snapshot: PresetSnapshot, answer: JudgeAnswer,
-                             picks: tuple[Pick, ...]) -> bool:
-        """Save transaction (SPEC §5.2 step 3). Returns False when a guard discarded it."""
+                             picks: tuple[Pick, ...], claim: state.Claim) -> bool:
+        """Save transaction (SPEC §5.2 step 3), guarded by ``claim`` (§7.3.1). Returns False when
+        a guard discarded it."""
 
         async def body(conn: AsyncConnection) -> None:
             # FOR UPDATE lock, delete + insert keyword rows, analysis row, guarded complete
@@ -503,36 +551,69 @@ class Pipeline:
                     preset_version=snapshot.version,
                     unmatched_concepts=answer.unmatched_concepts,
                     model_profile=answer.model_profile or "unknown",
-                    evidence=answer.evidence, embedding_profile=snapshot.profile):
+                    evidence=answer.evidence, embedding_profile=snapshot.profile, claim=claim):
                 raise _Discard
 
         return await self._save(body)
 
     # --- shared steps --------------------------------------------------------------------------
     async def _start(self, cid: int, stage: Stage,
-                     conn: AsyncConnection | None = None) -> Status | None:
-        """Guarded start, one autocommit statement (on ``conn`` when given); logs/counts a
-        re-claim (SPEC §3)."""
+                     conn: AsyncConnection | None = None) -> state.Claim | None:
+        """Guarded start, one autocommit statement (on ``conn`` when given), recording this
+        process as the owner; logs/counts a re-claim (SPEC §3, §7.3.1)."""
         if conn is None:
             async with self._connection(autocommit=True) as own:
-                previous = await state.start_stage(own, cid, stage, self.expiry)
+                claim = await state.start_stage(own, cid, stage, self.expiry, self.owner)
         else:
-            previous = await state.start_stage(conn, cid, stage, self.expiry)
-        self._note_start(stage, previous)
-        return previous
+            claim = await state.start_stage(conn, cid, stage, self.expiry, self.owner)
+        self._note_start(stage, claim)
+        return claim
 
-    def _note_start(self, stage: Stage, previous: Status | None) -> None:
+    def _note_start(self, stage: Stage, claim: state.Claim | None) -> None:
         """Log/count the outcome of a guarded start: 0 rows (INFO), re-claim (WARNING)."""
-        if previous is None:
+        if claim is None:
             self._count(stage, "skipped")
             log.info("stage not started (0 rows)", extra={"stage": stage.label,
                                                           "outcome": "skipped"})
-        elif previous is Status.PROCESSING:
+        elif claim.previous is Status.PROCESSING:
             self._count(stage, "reclaimed")
-            log.warning("re-claimed a PROCESSING stage (processing expiry passed, or the row's "
-                        "retry_count rose since it started: SPEC §7.3)",
+            log.warning("re-claimed a PROCESSING stage (processing expiry passed, the row's "
+                        "retry_count rose since it started, or its owner is gone: SPEC §7.3, "
+                        "§7.3.1)",
                         extra={"stage": stage.label, "outcome": "reclaimed",
-                               "previous_status": previous.value})
+                               "previous_status": claim.previous.value})
+
+    async def _db(self, step: Callable[[], Awaitable[T]], what: str) -> T:
+        """Run one database step of the job; while the database is unavailable
+        (:func:`pinlog.db.engine.is_database_unreachable`: refused or lost connections, SQLSTATE
+        class 08, the server shutting down or full) run it again when it is back — with capped backoff
+        (:data:`DB_RETRY_PAUSE`), for at most the processing expiry (SPEC §7.3.1: work that
+        failed only because the database was unreachable is retried when it is back). The step
+        keeps the job's claim, so a retried save still writes only what this job owns.
+
+        Raises:
+            whatever the step raised, when it is not an unavailable database or the time is up.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.expiry.total_seconds()
+        pause, waited = DB_RETRY_PAUSE[0], False
+        while True:
+            try:
+                result = await step()
+            except Exception as exc:
+                if not is_database_unreachable(exc) or loop.time() + pause > deadline:
+                    raise
+                if not waited:
+                    log.warning("database unavailable; the job waits and runs its step again "
+                                "when it is back", extra={"reason": what,
+                                                         "error_class": classify(exc)[0]})
+                waited = True
+                await asyncio.sleep(pause)
+                pause = min(DB_RETRY_PAUSE[1], pause * 2)
+                continue
+            if waited:
+                log.info("database back; job step done", extra={"reason": what})
+            return result
 
     @asynccontextmanager
     async def _connection(self, *, autocommit: bool) -> AsyncIterator[AsyncConnection]:
@@ -543,35 +624,51 @@ class Pipeline:
                 yield conn
 
     async def _save(self, body: Callable[[AsyncConnection], Awaitable[None]]) -> bool:
-        """Run ``body`` in one short transaction; a :class:`_Discard` rolls it back → False."""
-        async with self._connection(autocommit=False) as conn:
-            transaction = await conn.begin()
-            try:
-                await body(conn)
-            except _Discard:
-                await transaction.rollback()
-                return False
-            except BaseException:
-                await transaction.rollback()
-                raise
-            await transaction.commit()
-            return True
+        """Run ``body`` in one short transaction; a :class:`_Discard` rolls it back → False. An
+        unavailable database rolls it back too and runs it again when it is back (:meth:`_db`)."""
 
-    async def _stage_failed(self, cid: int, stage: Stage, exc: BaseException) -> str:
+        async def once() -> bool:
+            async with self._connection(autocommit=False) as conn:
+                transaction = await conn.begin()
+                try:
+                    await body(conn)
+                except _Discard:
+                    await transaction.rollback()
+                    return False
+                except BaseException:
+                    with contextlib.suppress(Exception):  # a lost connection cannot roll back
+                        await transaction.rollback()
+                    raise
+                await transaction.commit()
+                return True
+
+        return await self._db(once, "save")
+
+    async def _stage_failed(self, cid: int, stage: Stage, exc: BaseException,
+                            claim: state.Claim | None) -> str:
         """Record a classified failure (SPEC §5.5): transient/internal → ``last_error`` + event,
-        stage stays PROCESSING; permanent → guarded FAILED + event."""
+        stage stays PROCESSING; permanent → guarded FAILED + event — both only while the job owns
+        ``claim`` (§7.3.1; None: the start itself failed, so nothing is written)."""
         error_class, reason = classify(exc)
         message = state.format_error(stage, error_class, redact(reason))
         extra = {"stage": stage.label, "outcome": error_class, "error_class": error_class,
                  "reason": message}
-        try:
+
+        async def write(conn: AsyncConnection, owned: state.Claim) -> bool:
+            if error_class == "permanent":
+                return await state.fail_stage(conn, cid, stage, message, owned)
+            return await state.record_error(conn, cid, stage, message, owned)
+
+        async def once() -> bool:
+            assert claim is not None
             async with self._connection(autocommit=True) as conn:
-                if error_class == "permanent":
-                    changed = await state.fail_stage(conn, cid, stage, message)
-                else:
-                    changed = await state.record_error(conn, cid, stage, message)
+                return await write(conn, claim)
+
+        changed = False
+        try:
+            if claim is not None:
+                changed = await self._db(once, "error record")
         except Exception as write_exc:  # noqa: BLE001 - the DB may be what failed
-            changed = False
             log.warning("could not record the stage error",
                         extra={"stage": stage.label,
                                "error_class": classify(write_exc)[0]})

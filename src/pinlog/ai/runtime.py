@@ -139,6 +139,8 @@ class AiRuntime:
             when the next profile is configured; SPEC §9.1).
         profile_refresh: seconds between two reads of the profiles' roles (default: the
             process heartbeat, ``pinlog.db.process_settings.HEARTBEAT_SECONDS``).
+        owner: this process's id (``ProcessRegistry.process_id``): the owner its guarded starts
+            record (SPEC §7.3.1); None → claims record no owner (the expiry is the backstop).
 
     Attributes:
         provider: the first profile's micro-batched provider.
@@ -151,9 +153,10 @@ class AiRuntime:
     def __init__(self, engine: AsyncEngine, config: AiConfig, *,
                  provider: EmbeddingProvider | None = None, judge: Judge | None = None,
                  next_provider: EmbeddingProvider | None = None,
-                 profile_refresh: float | None = None) -> None:
+                 profile_refresh: float | None = None, owner: str | None = None) -> None:
         self.config = config
         self.engine = engine
+        self.owner = owner
         self._given_provider = provider
         self._given_judge = judge
         self._given_next = next_provider
@@ -167,6 +170,11 @@ class AiRuntime:
         self._watch: asyncio.Task[None] | None = None
         self._refused = 0  # 503s since the last "work queue full" log line
         self._refused_logged_at: float | None = None  # time.monotonic() of that line
+        # SPEC §7.3.1: ids accepted over HTTP whose sending this process takes over, recorded
+        # in batches by a background task (state.take_over_sending)
+        self._taken: list[int] = []
+        self._take_over_wake = asyncio.Event()
+        self._take_over_task: asyncio.Task[None] | None = None
 
     @property
     def profile(self) -> str | None:
@@ -236,11 +244,14 @@ class AiRuntime:
         assert judge is not None
         self.pipeline = Pipeline(self.engine, config.pipeline, models[0].provider, judge,
                                  db_slots=db_slots(min(pool, config.db_pool_size)),
-                                 profiles=router)
+                                 profiles=router, owner=self.owner)
         self.queue = WorkQueue(self._run_job, capacity=config.work_queue_size,
                                concurrency=config.worker_concurrency)
         self.queue.start()
         self._watch = asyncio.create_task(self._watch_profiles(), name="embedding-profile-roles")
+        if self.owner is not None:
+            self._take_over_task = asyncio.create_task(self._record_take_overs(),
+                                                       name="ai-take-over-sending")
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})
 
@@ -307,13 +318,22 @@ class AiRuntime:
             return await self.profiles.refresh(conn)
 
     async def stop(self) -> None:
-        """Stop the workers (queued jobs are left to the rescan) and close the providers."""
+        """Stop the workers and close the providers. Queued jobs are dropped and running ones
+        get the shutdown grace (:meth:`WorkQueue.stop`); what is left is this process's work
+        (recorded owner: the rows it sent or took over, the stages it started), released to
+        every live process's rescan when the process registry ends its lease — after this
+        (SPEC §7.3.1). The last take-over records are written first."""
         if self._watch is not None:
             self._watch.cancel()
             await asyncio.gather(self._watch, return_exceptions=True)
             self._watch = None
         if self.queue is not None:
             await self.queue.stop(grace=self.config.shutdown_grace)
+        if self._take_over_task is not None:
+            self._take_over_task.cancel()
+            await asyncio.gather(self._take_over_task, return_exceptions=True)
+            self._take_over_task = None
+            await self._flush_take_overs()
         await self._close_owned()
         if self.rewriter is not None:
             await close_resource(self.rewriter)
@@ -333,8 +353,14 @@ class AiRuntime:
         except Exception:  # noqa: BLE001 - not ready, whatever the reason
             return False
 
-    async def submit(self, request: ProcessRequest) -> int:
+    async def submit(self, request: ProcessRequest, *, take_over: bool = False) -> int:
         """The in-process adapter of ``POST /internal/v1/context/process`` (SPEC §5.1).
+
+        Args:
+            take_over: the request came over HTTP (another process sent it): once accepted, this
+                process records itself as the owner of the row's PENDING work, in batches
+                (SPEC §7.3.1), so that its death or stop releases the row at once. In-process
+                submits need nothing: the sender is this process.
 
         Returns:
             202 accepted (queued), 422 text longer than ``PINLOG_MAX_TEXT_CHARS`` (or empty),
@@ -352,7 +378,34 @@ class AiRuntime:
             self._log_refusal(request)
             return 503
         metrics.PROCESS_REQUESTS.labels(outcome="accepted").inc()
+        if take_over and self._take_over_task is not None:
+            self._taken.append(request.context_id)
+            self._take_over_wake.set()
         return 202
+
+    async def _record_take_overs(self) -> None:
+        """Write the take-over records as they come: one statement per batch (whatever was
+        accepted while the previous one ran)."""
+        while True:
+            await self._take_over_wake.wait()
+            self._take_over_wake.clear()
+            await self._flush_take_overs()
+
+    async def _flush_take_overs(self) -> None:
+        """One ``take_over_sending`` for the ids accepted since the last one. A failure only
+        loses the records (the sender's record and the expiry stay the backstop; WARNING)."""
+        ids, self._taken = self._taken, []
+        if not ids or self.owner is None:
+            return
+        try:
+            async with self.engine.begin() as conn:
+                await state.take_over_sending(conn, ids, self.owner)
+        except asyncio.CancelledError:  # stopping: the final flush in stop() writes them
+            self._taken[:0] = ids
+            raise
+        except Exception as exc:  # noqa: BLE001 - an optimisation of recovery, never fatal
+            log.warning("could not record the requests this process took over",
+                        extra={"count": len(ids), "error_class": type(exc).__name__})
 
     def _log_refusal(self, request: ProcessRequest) -> None:
         """One WARNING per :data:`REFUSAL_LOG_INTERVAL` seconds while the work queue refuses

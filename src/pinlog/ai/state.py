@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -29,8 +29,10 @@ from pinlog.ai.vectors import parse_pgvector, to_pgvector
 from pinlog.db.sql import Queries, driver_connection
 from pinlog.states import Stage, Status
 
-#: ``{profile_lock}`` (the key of the profiles' advisory lock) is written once, in profiles.sql.
-Q = Queries("pinlog.ai", "state.sql", fragments_from=("profiles.sql",))
+#: ``{profile_lock}`` (the key of the profiles' advisory lock) is written once, in profiles.sql;
+#: process liveness (``{live_owner}``, ``{gone_owners}``) is the kernel's
+#: (``pinlog/db/process_settings.sql``), written once for both components.
+Q = Queries("pinlog.ai", "state.sql", fragments_from=("profiles.sql", "pinlog.db:process_settings.sql"))
 
 #: ``last_error`` is at most this long (SPEC §2.2, CHECK in the schema).
 LAST_ERROR_MAX = 500
@@ -82,6 +84,37 @@ def format_error(stage: Stage, error_class: str, reason: str) -> str:
     be redacted (``ModelError`` messages are)."""
     message = f"{stage.label} {error_class}: {reason}"
     return message if len(message) <= LAST_ERROR_MAX else message[: LAST_ERROR_MAX - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a guarded start took (SPEC §3, §7.3.1): every later write of the job's stage must
+    still own it (``state.sql``'s ``owns_claim``), so a job whose claim was taken over writes
+    nothing.
+
+    Attributes:
+        previous: the stage's status before the start (``PENDING`` = fresh start,
+            ``PROCESSING`` = re-claim).
+        owner: the owner the start recorded — this process's id while its heartbeat lease runs,
+            None when it is not live-registered (then the expiry is the only backstop).
+        claimed_at: the start's database time (= the row's ``updated_at`` and ``owned_at``).
+    """
+
+    previous: Status
+    owner: str | None
+    claimed_at: datetime
+
+    def params(self) -> dict[str, Any]:
+        """The ``:owner`` / ``:claimed_at`` parameters of ``owns_claim``."""
+        return {"owner": self.owner, "claimed_at": self.claimed_at}
+
+
+def _claim(row: Sequence[Any] | None) -> Claim | None:
+    """A start's returned row ``(previous_status, owner, claimed_at)`` as a Claim (None: 0 rows)."""
+    if row is None:
+        return None
+    previous, owner, claimed_at = row
+    return Claim(Status(previous), owner, claimed_at)
 
 
 @dataclass(frozen=True)
@@ -140,39 +173,59 @@ async def precheck(conn: AsyncConnection, context_id: int) -> PreCheck | None:
 
 
 async def start_stage(conn: AsyncConnection, context_id: int, stage: Stage,
-                      expiry: timedelta) -> Status | None:
-    """Guarded start of ``stage`` (SPEC §3): PENDING → PROCESSING, or re-claim a PROCESSING stage
-    whose ``updated_at`` is older than ``expiry``. The keyword start also requires embedding
-    COMPLETED. Writes the event row in the same statement.
+                      expiry: timedelta, owner: str | None = None) -> Claim | None:
+    """Guarded start of ``stage`` (SPEC §3, §7.3, §7.3.1; ``state.sql``'s ``startable``):
+    PENDING → PROCESSING, or re-claim a PROCESSING stage whose ``updated_at`` is older than
+    ``expiry``, whose row's ``retry_count`` rose since it started, or whose recorded owner is
+    gone. The keyword start also requires embedding COMPLETED. Records ``owner`` (this process's
+    id; recorded only while its lease runs) and writes the event row in the same statement.
 
     Returns:
-        The status before the update (``PENDING`` = fresh start, ``PROCESSING`` = re-claim), or
-        None when 0 rows were affected (stage owned, finished, failed, cancelled or missing).
+        The :class:`Claim` (previous status, recorded owner, claimed_at), or None when 0 rows were
+        affected (stage owned by a live worker, finished, failed, cancelled or missing).
     """
     name = "start_embedding" if stage is Stage.EMBEDDING else "start_keyword"
-    cursor = await _execute(conn, name, {"context_id": context_id, "expiry": expiry})
-    row = await cursor.fetchone()
-    return Status(row[0]) if row is not None else None
+    cursor = await _execute(conn, name, {"context_id": context_id, "expiry": expiry,
+                                         "owner": owner}, stage)
+    return _claim(await cursor.fetchone())
 
 
-async def fail_stage(conn: AsyncConnection, context_id: int, stage: Stage, error: str) -> bool:
-    """Guarded PROCESSING → FAILED with ``last_error`` = ``error`` (SPEC §3, §5.5 permanent).
+async def fail_stage(conn: AsyncConnection, context_id: int, stage: Stage, error: str,
+                     claim: Claim) -> bool:
+    """Guarded PROCESSING → FAILED with ``last_error`` = ``error`` (SPEC §3, §5.5 permanent),
+    only while the job owns ``claim`` (§7.3.1).
 
     Never overwrites CANCELLED/COMPLETED. Returns True when the row changed (event written).
     """
     cursor = await _execute(conn, "fail_stage", {
         "context_id": context_id, "error": error[:LAST_ERROR_MAX], "stage_label": stage.label,
-    }, stage)
+        **claim.params()}, stage)
     return await cursor.fetchone() is not None
 
 
-async def record_error(conn: AsyncConnection, context_id: int, stage: Stage, error: str) -> bool:
-    """Write ``last_error``/``last_error_at`` (never ``updated_at``) while ``stage`` is PROCESSING,
-    plus an event row with null from/to status (SPEC §5.5 transient). Returns True when written."""
+async def record_error(conn: AsyncConnection, context_id: int, stage: Stage, error: str,
+                       claim: Claim) -> bool:
+    """Write ``last_error``/``last_error_at`` (never ``updated_at``) while ``stage`` is PROCESSING
+    and the job owns ``claim``, plus an event row with null from/to status (SPEC §5.5 transient).
+    Returns True when written."""
     cursor = await _execute(conn, "record_error", {
         "context_id": context_id, "error": error[:LAST_ERROR_MAX], "stage_label": stage.label,
-    }, stage)
+        **claim.params()}, stage)
     return await cursor.fetchone() is not None
+
+
+async def take_over_sending(conn: AsyncConnection, context_ids: Sequence[int],
+                            owner: str) -> list[int]:
+    """Record ``owner`` (this live process) as the owner of the PENDING rows it accepted over
+    HTTP (SPEC §7.3.1; ``state.sql``'s ``take_over_sending``): if it dies or stops before
+    starting them, they are re-sent at once. Never a status change.
+
+    Returns:
+        the context ids whose owner changed.
+    """
+    cursor = await _execute(conn, "take_over_sending",
+                            {"context_ids": [int(c) for c in context_ids], "owner": owner})
+    return [int(row[0]) for row in await cursor.fetchall()]
 
 
 async def insert_event(conn: AsyncConnection, context_id: int, stage: Stage, *,
@@ -198,49 +251,54 @@ async def lock_state(conn: AsyncConnection, context_id: int) -> tuple[Status, St
 
 async def upsert_embedding(conn: AsyncConnection, *, context_id: int, user_id: int,
                            record_id: int, vector: np.ndarray, profile: str,
-                           text_sha256: bytes) -> bool:
-    """Store the ``(dim,)`` vector while embedding is PROCESSING; never touches or revives
-    ``is_deleted`` (SPEC §5.2 step 2). Returns False when 0 rows were written (discard the save)."""
-    cursor = await _execute(conn, "upsert_embedding", _embedding_params(
-        context_id, user_id, record_id, vector, profile, text_sha256))
+                           text_sha256: bytes, claim: Claim) -> bool:
+    """Store the ``(dim,)`` vector while embedding is PROCESSING and the job owns ``claim``;
+    never touches or revives ``is_deleted`` (SPEC §5.2 step 2). Returns False when 0 rows were
+    written (discard the save)."""
+    cursor = await _execute(conn, "upsert_embedding", {**_embedding_params(
+        context_id, user_id, record_id, vector, profile, text_sha256), **claim.params()})
     return cursor.rowcount == 1
 
 
-async def complete_stage(conn: AsyncConnection, context_id: int, stage: Stage,
+async def complete_stage(conn: AsyncConnection, context_id: int, stage: Stage, claim: Claim,
                          reason: str = "completed") -> bool:
-    """Guarded PROCESSING → COMPLETED (keyword: and embedding COMPLETED), with its event row.
+    """Guarded PROCESSING → COMPLETED (keyword: and embedding COMPLETED) while the job owns
+    ``claim`` (SPEC §7.3.1), with its event row.
 
     Returns False when 0 rows changed (the caller rolls the save back).
     """
     name = "complete_embedding" if stage is Stage.EMBEDDING else "complete_keyword"
-    cursor = await _execute(conn, name, {"context_id": context_id, "reason": reason})
+    cursor = await _execute(conn, name, {"context_id": context_id, "reason": reason,
+                                         **claim.params()})
     return await cursor.fetchone() is not None
 
 
 async def replace_keywords(conn: AsyncConnection, context_id: int,
-                           picks: Sequence[tuple[int, float | None]], preset_version: int) -> int:
+                           picks: Sequence[tuple[int, float | None]], preset_version: int,
+                           claim: Claim) -> int:
     """Delete this context's keyword rows, then insert ``picks`` (``(keyword_id, confidence)``),
-    both guarded by keyword PROCESSING + embedding COMPLETED (SPEC §5.2 step 3).
+    both guarded by keyword PROCESSING + embedding COMPLETED + ``claim`` (SPEC §5.2 step 3).
 
     Returns:
         Number of keyword rows inserted.
     """
-    await _execute(conn, "delete_keywords", {"context_id": context_id})
+    await _execute(conn, "delete_keywords", {"context_id": context_id, **claim.params()})
     if not picks:
         return 0
     cursor = await _execute(conn, "insert_keywords",
-                            _keyword_params(context_id, picks, preset_version))
+                            {**_keyword_params(context_id, picks, preset_version),
+                             **claim.params()})
     return cursor.rowcount
 
 
 async def upsert_keyword_analysis(conn: AsyncConnection, context_id: int, *, preset_version: int,
                                   unmatched_concepts: Sequence[str], model_profile: str,
-                                  evidence: Sequence[Mapping[str, Any]] = (),
+                                  claim: Claim, evidence: Sequence[Mapping[str, Any]] = (),
                                   embedding_profile: str | None = None) -> bool:
     """Upsert the analysis row (guarded like the keyword rows). Returns True when written."""
-    cursor = await _execute(conn, "upsert_keyword_analysis", _analysis_params(
+    cursor = await _execute(conn, "upsert_keyword_analysis", {**_analysis_params(
         context_id, preset_version, unmatched_concepts, model_profile, evidence,
-        embedding_profile))
+        embedding_profile), **claim.params()})
     return cursor.rowcount == 1
 
 
@@ -284,70 +342,76 @@ async def preset_fingerprint(conn: AsyncConnection, profile: str) -> str:
 
 async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int, record_id: int,
                          vector: np.ndarray, profile: str, text_sha256: bytes,
-                         shadow: Mapping[str, np.ndarray] | None = None) -> bool:
+                         claim: Claim, shadow: Mapping[str, np.ndarray] | None = None) -> bool:
     """Embedding save (SPEC §5.2 step 2), inside the caller's transaction: the profile lock
     (shared), :func:`lock_state`, :func:`upsert_embedding` (only while ``profile`` is the active
     one, SPEC §9.1), the ``shadow`` vectors (``profile → (dim,) vector``: the building
     profile's, written only while it is building; they never decide the save), then
-    :func:`complete_stage`. Returns True when both guards matched (commit), False when either
-    affected 0 rows (roll back and discard; the caller may retry under the new active
-    profile, :class:`pinlog.ai.pipeline.Pipeline`)."""
+    :func:`complete_stage` — each guarded by ``claim`` (§7.3.1). Returns True when both guards
+    matched (commit), False when either affected 0 rows (roll back and discard; the caller may
+    retry under the new active profile, :class:`pinlog.ai.pipeline.Pipeline`)."""
     driver = await driver_connection(conn)
+    owned = claim.params()
     async with driver.pipeline():
         await _execute(conn, "lock_profiles_shared")
         await _execute(conn, "lock_state", {"context_id": context_id})
-        upsert = await _execute(conn, "upsert_embedding", _embedding_params(
-            context_id, user_id, record_id, vector, profile, text_sha256))
+        upsert = await _execute(conn, "upsert_embedding", {**_embedding_params(
+            context_id, user_id, record_id, vector, profile, text_sha256), **owned})
         for other, other_vector in (shadow or {}).items():
-            await _execute(conn, "upsert_shadow_embedding", _embedding_params(
-                context_id, user_id, record_id, other_vector, other, text_sha256))
+            await _execute(conn, "upsert_shadow_embedding", {**_embedding_params(
+                context_id, user_id, record_id, other_vector, other, text_sha256), **owned})
         complete = await _execute(conn, "complete_embedding",
-                                  {"context_id": context_id, "reason": "completed"})
+                                  {"context_id": context_id, "reason": "completed", **owned})
     return upsert.rowcount == 1 and await complete.fetchone() is not None
 
 
 async def save_keywords(conn: AsyncConnection, context_id: int, *,
                         picks: Sequence[tuple[int, float | None]], preset_version: int,
-                        unmatched_concepts: Sequence[str], model_profile: str,
+                        unmatched_concepts: Sequence[str], model_profile: str, claim: Claim,
                         evidence: Sequence[Mapping[str, Any]] = (),
                         embedding_profile: str | None = None) -> bool:
     """Keyword save (SPEC §5.2 step 3), inside the caller's transaction: :func:`lock_state`,
     delete + insert the keyword rows, upsert the analysis row (with the judge's ``evidence``,
     JSON-able mappings, SPEC §8, and the ``embedding_profile`` judged, SPEC §9.1), guarded
-    complete. Returns True when every guard matched (commit), False otherwise (roll back and
-    discard)."""
+    complete — each guarded by ``claim`` (§7.3.1). Returns True when every guard matched
+    (commit), False otherwise (roll back and discard)."""
     driver = await driver_connection(conn)
+    owned = claim.params()
     async with driver.pipeline():
         await _execute(conn, "lock_state", {"context_id": context_id})
-        await _execute(conn, "delete_keywords", {"context_id": context_id})
+        await _execute(conn, "delete_keywords", {"context_id": context_id, **owned})
         insert = None
         if picks:
             insert = await _execute(conn, "insert_keywords",
-                                    _keyword_params(context_id, picks, preset_version))
-        analysis = await _execute(conn, "upsert_keyword_analysis", _analysis_params(
+                                    {**_keyword_params(context_id, picks, preset_version),
+                                     **owned})
+        analysis = await _execute(conn, "upsert_keyword_analysis", {**_analysis_params(
             context_id, preset_version, unmatched_concepts, model_profile, evidence,
-            embedding_profile))
+            embedding_profile), **owned})
         complete = await _execute(conn, "complete_keyword",
-                                  {"context_id": context_id, "reason": "completed"})
+                                  {"context_id": context_id, "reason": "completed", **owned})
     inserted = insert.rowcount if insert is not None else 0
     return (inserted == len(picks) and analysis.rowcount == 1
             and await complete.fetchone() is not None)
 
 
 async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry: timedelta,
-                                 profile: str) -> tuple[Status | None, StoredEmbedding | None, str]:
-    """Guarded keyword start (SPEC §3) followed by the reads its stage needs — the stored vector
-    and the presets' fingerprint — in one round trip. The reads change nothing; when the start
-    affected 0 rows their results are simply not used.
+                                 profile: str, owner: str | None = None
+                                 ) -> tuple[Claim | None, StoredEmbedding | None, str]:
+    """Guarded keyword start (SPEC §3, §7.3.1; records ``owner``) followed by the reads its stage
+    needs — the stored vector and the presets' fingerprint — in one round trip. The reads change
+    nothing; when the start affected 0 rows their results are simply not used.
 
     Returns:
-        ``(previous status or None, stored embedding or None, preset fingerprint)``.
+        ``(claim or None, stored embedding or None, preset fingerprint)``.
     """
     driver = await driver_connection(conn)
     async with driver.pipeline():
-        start = await _execute(conn, "start_keyword", {"context_id": context_id, "expiry": expiry})
+        start = await _execute(conn, "start_keyword", {"context_id": context_id,
+                                                       "expiry": expiry, "owner": owner},
+                               Stage.KEYWORD)
         stored = await _execute(conn, "read_embedding", {"context_id": context_id})
         fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
-    row = await start.fetchone()
+    claim = _claim(await start.fetchone())
     embedding = _stored(await stored.fetchone())
-    return (Status(row[0]) if row else None), embedding, (await fingerprint.fetchone())[0]
+    return claim, embedding, (await fingerprint.fetchone())[0]

@@ -23,78 +23,120 @@ SELECT s.embedding_status,
  WHERE s.context_id = :context_id;
 
 
+-- name: owner_gone
+-- Rule: SPEC §7.3.1 — the row's recorded owner is gone: that process's heartbeat lease ended (it
+-- crashed, or stopped cleanly and released its work; gone_owners of the kernel's
+-- process_settings.sql). The record counts only while owned_at is at least the row's rescan age
+-- greatest(updated_at, rescanned_at): a later status change or claim by a process that records
+-- no owner (an older version, the reference backend) makes the owner unknown (NULL-like), and
+-- then only the expiry re-claims. A fragment (alias s = ai.context_ai_state).
+(s.owner IN {gone_owners}
+ AND s.owned_at >= greatest(s.updated_at, coalesce(s.rescanned_at, s.updated_at)))
+
+
+-- name: startable
+-- Rule: SPEC §3 start, §7.3, §7.3.1 — THE predicate of a guarded start, written once for both
+-- stages' start statements (and any batch start): stage may start when it is PENDING, or
+-- re-claim a PROCESSING stage when
+--   * its updated_at (alone, never rescanned_at: §7.3) is older than the processing expiry, or
+--   * the row's retry_count is higher than when the stage started (label_start_retry, §7.3
+--     last paragraph: a backend that keeps the reference's rescan bumps retry_count AND refreshes
+--     updated_at when it gives an attempt up; NULL = not recorded: this clause never holds), or
+--   * its recorded owner is gone (owner_gone, §7.3.1) — at once, before the expiry.
+-- A PROCESSING stage whose owner is live (however slow) or unknown waits for the expiry. FAILED,
+-- COMPLETED and CANCELLED never start. A fragment (alias s = ai.context_ai_state).
+(s.{stage} = 'PENDING'
+ OR (s.{stage} = 'PROCESSING'
+     AND (s.updated_at < now() - :expiry
+          OR s.retry_count > s.{label}_start_retry
+          OR {owner_gone})))
+
+
+-- name: owns_claim
+-- Rule: SPEC §7.3.1 — the job still owns the claim its start took: the row's owner is the one
+-- the start recorded (:owner; NULL when the process was not live-registered) and nobody started
+-- or claimed the row since (owned_at and updated_at are still the start's now(), :claimed_at).
+-- Every save, fail and error write of a stage carries it, so a process whose claim was taken
+-- over — re-claimed by any start (ours or an older version's: updated_at moved), or claimed by
+-- the rescan (owner and owned_at moved) — writes nothing: 0 rows, the result is discarded.
+-- Never two live owners, never a late overwrite. A fragment (alias s = ai.context_ai_state).
+(s.owner IS NOT DISTINCT FROM CAST(:owner AS text)
+ AND s.owned_at = CAST(:claimed_at AS timestamptz)
+ AND s.updated_at = CAST(:claimed_at AS timestamptz))
+
+
 -- name: start_embedding
--- Rule: SPEC §3 start (embedding) — PENDING → PROCESSING, or re-claim a stale PROCESSING stage
--- whose updated_at (alone, never rescanned_at: §7.3) is older than the processing expiry, or
--- (§7.3, last paragraph) whose row's retry_count is higher than when the stage started: a
--- backend that keeps the reference's rescan bumps retry_count AND refreshes updated_at when it
--- gives an attempt up and re-sends, so age alone would strand a crashed stage. The start records
--- retry_count in embedding_start_retry for exactly this test (NULL = not recorded: age only).
--- Returns the status BEFORE the update (the locked subquery), so a fresh start and a re-claim are
--- told apart in one statement without a second racy read. FAILED, COMPLETED, CANCELLED and a live
--- PROCESSING stage never start (0 rows). Writes the event row in the same statement.
+-- Rule: SPEC §3 start (embedding), §7.3, §7.3.1 — startable for the embedding stage. Records
+-- the claim: retry_count in embedding_start_retry (§7.3), the owner (live_owner: this process
+-- while its lease runs, else NULL) and owned_at = updated_at = now(). Returns the status BEFORE
+-- the update (the locked subquery), so a fresh start and a re-claim are told apart in one
+-- statement without a second racy read, plus the claim (owner as recorded, claimed_at) that
+-- every later write of this job must still own (owns_claim). Writes the event row in the same
+-- statement, naming why a re-claim happened.
 WITH previous AS (
-    SELECT context_id, embedding_status AS previous_status,
-           updated_at < now() - :expiry AS expired
-      FROM ai.context_ai_state
-     WHERE context_id = :context_id
+    SELECT s.context_id, s.embedding_status AS previous_status,
+           s.updated_at < now() - :expiry AS expired,
+           coalesce({owner_gone}, false) AS owner_gone
+      FROM ai.context_ai_state s
+     WHERE s.context_id = :context_id
        FOR UPDATE
 ), started AS (
     UPDATE ai.context_ai_state s
        SET embedding_status = 'PROCESSING',
            updated_at = now(),
-           embedding_start_retry = s.retry_count
+           embedding_start_retry = s.retry_count,
+           owner = {live_owner},
+           owned_at = now()
       FROM previous p
      WHERE s.context_id = p.context_id
-       AND (s.embedding_status = 'PENDING'
-            OR (s.embedding_status = 'PROCESSING'
-                AND (s.updated_at < now() - :expiry
-                     OR s.retry_count > s.embedding_start_retry)))
-    RETURNING p.previous_status, p.expired
+       AND {startable}
+    RETURNING p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
     SELECT :context_id, 'embedding', previous_status, 'PROCESSING', 'ai',
            CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
                 WHEN expired THEN 'reclaimed after processing expiry'
+                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
                 ELSE 'reclaimed: retry_count rose since the stage started' END
       FROM started
 )
-SELECT previous_status FROM started;
+SELECT previous_status, owner, owned_at AS claimed_at FROM started;
 
 
 -- name: start_keyword
--- Rule: SPEC §3 start (keyword) — as start_embedding (expiry or retry_count above
--- keyword_start_retry, §7.3), and additionally requires embedding_status = 'COMPLETED': a
--- keyword stage never starts without a stored vector. Records retry_count in keyword_start_retry.
--- Returns the status before the update; writes the event row in the same statement.
+-- Rule: SPEC §3 start (keyword), §7.3, §7.3.1 — as start_embedding (startable for the keyword
+-- stage, the claim recorded the same way, keyword_start_retry), and additionally requires
+-- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector.
+-- Returns the status before the update and the claim; writes the event row in the same statement.
 WITH previous AS (
-    SELECT context_id, keyword_status AS previous_status,
-           updated_at < now() - :expiry AS expired
-      FROM ai.context_ai_state
-     WHERE context_id = :context_id
+    SELECT s.context_id, s.keyword_status AS previous_status,
+           s.updated_at < now() - :expiry AS expired,
+           coalesce({owner_gone}, false) AS owner_gone
+      FROM ai.context_ai_state s
+     WHERE s.context_id = :context_id
        FOR UPDATE
 ), started AS (
     UPDATE ai.context_ai_state s
        SET keyword_status = 'PROCESSING',
            updated_at = now(),
-           keyword_start_retry = s.retry_count
+           keyword_start_retry = s.retry_count,
+           owner = {live_owner},
+           owned_at = now()
       FROM previous p
      WHERE s.context_id = p.context_id
        AND s.embedding_status = 'COMPLETED'
-       AND (s.keyword_status = 'PENDING'
-            OR (s.keyword_status = 'PROCESSING'
-                AND (s.updated_at < now() - :expiry
-                     OR s.retry_count > s.keyword_start_retry)))
-    RETURNING p.previous_status, p.expired
+       AND {startable}
+    RETURNING p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
     SELECT :context_id, 'keyword', previous_status, 'PROCESSING', 'ai',
            CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
                 WHEN expired THEN 'reclaimed after processing expiry'
+                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
                 ELSE 'reclaimed: retry_count rose since the stage started' END
       FROM started
 )
-SELECT previous_status FROM started;
+SELECT previous_status, owner, owned_at AS claimed_at FROM started;
 
 
 -- name: lock_state
@@ -115,10 +157,11 @@ SELECT pg_advisory_xact_lock_shared({profile_lock});
 
 
 -- name: upsert_embedding
--- Rule: SPEC §5.2 step 2 save — store the vector only while embedding_status = 'PROCESSING'
--- (guard in the statement, even under the lock). ON CONFLICT never touches is_deleted (core only):
--- its update list omits it, and a row core marked deleted is never overwritten (a deleted
--- context's data must never come back). 0 rows → the save is discarded.
+-- Rule: SPEC §5.2 step 2 save — store the vector only while embedding_status = 'PROCESSING' and
+-- the job still owns its claim (owns_claim, §7.3.1) (guards in the statement, even under the
+-- lock). ON CONFLICT never touches is_deleted (core only): its update list omits it, and a row
+-- core marked deleted is never overwritten (a deleted context's data must never come back).
+-- 0 rows → the save is discarded.
 -- Rule: SPEC §9.1 — ai.context_embedding holds the ACTIVE profile's vectors only: a vector of
 -- another profile than the recorded active one (an activation committed while this job was
 -- embedding) is never written here (no row in ai.embedding_profile = before any switch: the
@@ -130,6 +173,7 @@ SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), CAST(:pro
   FROM ai.context_ai_state s
  WHERE s.context_id = :context_id
    AND s.embedding_status = 'PROCESSING'
+   AND {owns_claim}
    AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile p
                     WHERE p.role = 'active' AND p.profile <> CAST(:profile AS text))
 ON CONFLICT (context_id) DO UPDATE
@@ -145,14 +189,15 @@ ON CONFLICT (context_id) DO UPDATE
 -- name: upsert_shadow_embedding
 -- Rule: SPEC §9.1 — a context embedded while a profile is building gets a vector in both
 -- profiles: the building profile's goes to the shadow table in the same save transaction,
--- under the same guard (embedding PROCESSING, the state row locked) and only while :profile is
--- the building one. Its row count never decides the save (the backfill fills any gap).
+-- under the same guard (embedding PROCESSING, the job owns its claim, the state row locked) and
+-- only while :profile is the building one. Its row count never decides the save (the backfill fills any gap).
 INSERT INTO ai.context_embedding_shadow
        (context_id, embedding_profile, embedding, text_sha256, updated_at)
 SELECT s.context_id, :profile, CAST(:embedding AS vector), :text_sha256, now()
   FROM ai.context_ai_state s
  WHERE s.context_id = :context_id
    AND s.embedding_status = 'PROCESSING'
+   AND {owns_claim}
    AND EXISTS (SELECT 1 FROM ai.embedding_profile p
                 WHERE p.profile = :profile AND p.role = 'building')
 ON CONFLICT (context_id, embedding_profile) DO UPDATE
@@ -163,18 +208,23 @@ ON CONFLICT (context_id, embedding_profile) DO UPDATE
 
 -- name: complete_embedding
 -- Rule: SPEC §3 complete (embedding) — only from PROCESSING (never revives CANCELLED/FAILED, never
--- touches a COMPLETED stage). Run inside the save transaction after lock_state; writes the event.
+-- touches a COMPLETED stage) and only while the job owns its claim (owns_claim, §7.3.1). Run
+-- inside the save transaction after lock_state; writes the event. owned_at moves with updated_at:
+-- the job that completed the embedding stays responsible for the keyword stage it starts next
+-- (if it dies in between, the row is released like any other of its work).
 -- Clears last_error/last_error_at (the failures that preceded it stay in ai.context_ai_event),
 -- unless the keyword stage is FAILED: then last_error still explains that stage.
 WITH completed AS (
-    UPDATE ai.context_ai_state
+    UPDATE ai.context_ai_state s
        SET embedding_status = 'COMPLETED',
            updated_at = now(),
+           owned_at = now(),
            last_error = CASE WHEN keyword_status = 'FAILED' THEN last_error END,
            last_error_at = CASE WHEN keyword_status = 'FAILED' THEN last_error_at END
-     WHERE context_id = :context_id
-       AND embedding_status = 'PROCESSING'
-    RETURNING context_id
+     WHERE s.context_id = :context_id
+       AND s.embedding_status = 'PROCESSING'
+       AND {owns_claim}
+    RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
     SELECT context_id, 'embedding', 'PROCESSING', 'COMPLETED', 'ai', :reason
@@ -185,18 +235,21 @@ SELECT context_id FROM completed;
 
 -- name: delete_keywords
 -- Rule: SPEC §5.2 step 3 save — keywords are delete-then-insert (a rerun replaces, never doubles),
--- only while keyword PROCESSING and embedding COMPLETED (guard kept under the lock).
+-- only while keyword PROCESSING and embedding COMPLETED and the job owns its claim (owns_claim,
+-- §7.3.1) (guards kept under the lock).
 DELETE FROM ai.context_keyword k
  USING ai.context_ai_state s
  WHERE k.context_id = :context_id
    AND s.context_id = k.context_id
    AND s.keyword_status = 'PROCESSING'
-   AND s.embedding_status = 'COMPLETED';
+   AND s.embedding_status = 'COMPLETED'
+   AND {owns_claim};
 
 
 -- name: insert_keywords
 -- Rule: SPEC §5.2 step 3 save, §8 — insert the mapped picks (zero is fine: arrays may be empty),
--- only while keyword PROCESSING and embedding COMPLETED. Ids were already restricted to candidates.
+-- only while keyword PROCESSING and embedding COMPLETED and the job owns its claim
+-- (owns_claim, §7.3.1). Ids were already restricted to candidates.
 INSERT INTO ai.context_keyword (context_id, keyword_id, confidence, preset_version)
 SELECT s.context_id, pick.keyword_id, pick.confidence, :preset_version
   FROM ai.context_ai_state s,
@@ -204,15 +257,16 @@ SELECT s.context_id, pick.keyword_id, pick.confidence, :preset_version
            AS pick(keyword_id, confidence)
  WHERE s.context_id = :context_id
    AND s.keyword_status = 'PROCESSING'
-   AND s.embedding_status = 'COMPLETED';
+   AND s.embedding_status = 'COMPLETED'
+   AND {owns_claim};
 
 
 -- name: upsert_keyword_analysis
 -- Rule: SPEC §2.2, §5.2 step 3 — one analysis row per context (preset version, unmatched concepts,
 -- the judge model that actually answered, the judge's evidence per pick and near miss), written even for zero candidates / zero picks (§11 #14),
--- only while keyword PROCESSING and embedding COMPLETED. It records the embedding profile whose
--- vector and presets were judged (SPEC §9.1: after an activation the keywords of another
--- profile are re-judged).
+-- only while keyword PROCESSING and embedding COMPLETED and the job owns its claim (owns_claim).
+-- It records the embedding profile whose vector and presets were judged (SPEC §9.1: after an
+-- activation the keywords of another profile are re-judged).
 INSERT INTO ai.context_keyword_analysis
        (context_id, preset_version, unmatched_concepts, model_profile, evidence,
         embedding_profile, updated_at)
@@ -222,6 +276,7 @@ SELECT s.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model
  WHERE s.context_id = :context_id
    AND s.keyword_status = 'PROCESSING'
    AND s.embedding_status = 'COMPLETED'
+   AND {owns_claim}
 {analysis_replaced};
 
 
@@ -238,20 +293,22 @@ ON CONFLICT (context_id) DO UPDATE
 
 
 -- name: complete_keyword
--- Rule: SPEC §3 complete (keyword) — only from PROCESSING and only while embedding_status =
--- 'COMPLETED'. Run inside the save transaction after lock_state; writes the event.
+-- Rule: SPEC §3 complete (keyword) — only from PROCESSING, only while embedding_status =
+-- 'COMPLETED' and only while the job owns its claim (owns_claim, §7.3.1). Run inside the save
+-- transaction after lock_state; writes the event.
 -- Both stages are then COMPLETED: last_error/last_error_at are cleared (the history of earlier
 -- failures stays in ai.context_ai_event).
 WITH completed AS (
-    UPDATE ai.context_ai_state
+    UPDATE ai.context_ai_state s
        SET keyword_status = 'COMPLETED',
            updated_at = now(),
            last_error = NULL,
            last_error_at = NULL
-     WHERE context_id = :context_id
-       AND keyword_status = 'PROCESSING'
-       AND embedding_status = 'COMPLETED'
-    RETURNING context_id
+     WHERE s.context_id = :context_id
+       AND s.keyword_status = 'PROCESSING'
+       AND s.embedding_status = 'COMPLETED'
+       AND {owns_claim}
+    RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
     SELECT context_id, 'keyword', 'PROCESSING', 'COMPLETED', 'ai', :reason
@@ -261,18 +318,21 @@ SELECT context_id FROM completed;
 
 
 -- name: fail_stage
--- Rule: SPEC §3 fail, §5.5 permanent error — PROCESSING → FAILED only. The guard is what keeps
--- CANCELLED (and COMPLETED) from ever being overwritten by a job's failure. Records last_error
--- with the status change (updated_at = now(): this IS a status change) and writes the event.
+-- Rule: SPEC §3 fail, §5.5 permanent error — PROCESSING → FAILED only, and only by the job that
+-- still owns the claim (owns_claim, §7.3.1: a taken-over job never fails the new owner's
+-- stage). The status guard is what keeps CANCELLED (and COMPLETED) from ever being overwritten by
+-- a job's failure. Records last_error with the status change (updated_at = now(): this IS a
+-- status change) and writes the event.
 WITH failed AS (
-    UPDATE ai.context_ai_state
+    UPDATE ai.context_ai_state s
        SET {stage} = 'FAILED',
            updated_at = now(),
            last_error = :error,
            last_error_at = now()
-     WHERE context_id = :context_id
-       AND {stage} = 'PROCESSING'
-    RETURNING context_id
+     WHERE s.context_id = :context_id
+       AND s.{stage} = 'PROCESSING'
+       AND {owns_claim}
+    RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
     SELECT context_id, :stage_label, 'PROCESSING', 'FAILED', 'ai', :error
@@ -285,15 +345,17 @@ SELECT context_id FROM failed;
 -- Rule: SPEC §5.5 transient error — the stage stays PROCESSING (the rescan re-sends after the
 -- expiry); only last_error / last_error_at are written, NEVER updated_at (§2.2: updated_at is the
 -- time of the last status change, and the ai re-claim measures from it). Only against a stage this
--- job still owns (PROCESSING), so an error never lands on a cancelled context. One event row
--- (no status change: from/to null, reason filled).
+-- job still owns (PROCESSING and owns_claim, §7.3.1), so an error never lands on a cancelled
+-- context nor on a stage another job took over. One event row (no status change: from/to null,
+-- reason filled).
 WITH recorded AS (
-    UPDATE ai.context_ai_state
+    UPDATE ai.context_ai_state s
        SET last_error = :error,
            last_error_at = now()
-     WHERE context_id = :context_id
-       AND {stage} = 'PROCESSING'
-    RETURNING context_id
+     WHERE s.context_id = :context_id
+       AND s.{stage} = 'PROCESSING'
+       AND {owns_claim}
+    RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
     SELECT context_id, :stage_label, NULL, NULL, 'ai', :error
@@ -361,3 +423,22 @@ SELECT vector_dims(embedding) AS dims
  WHERE embedding_profile = :profile
    AND vector_dims(embedding) <> :dimension
  LIMIT 1;
+
+
+-- name: take_over_sending
+-- Rule: SPEC §7.3.1 — requests this process accepted over HTTP (queued, not started yet) become
+-- its work: it records itself as the row's owner, so when it dies or stops before starting them
+-- the rescan of any live process re-sends them at once instead of after the PENDING expiry (their
+-- sender, a core process, may well be alive). Only rows whose work is PENDING (embedding PENDING,
+-- or keyword PENDING behind a COMPLETED embedding), never a CANCELLED one; only while this
+-- process is live (else the sender's record stays); rows it already owns are left alone. No
+-- status change (updated_at untouched), never retry_count.
+UPDATE ai.context_ai_state s
+   SET owner = {live_owner}, owned_at = now()
+ WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
+   AND (s.embedding_status = 'PENDING'
+        OR (s.embedding_status = 'COMPLETED' AND s.keyword_status = 'PENDING'))
+   AND s.keyword_status <> 'CANCELLED'
+   AND s.owner IS DISTINCT FROM CAST(:owner AS text)
+   AND {live_owner} IS NOT NULL
+RETURNING s.context_id;

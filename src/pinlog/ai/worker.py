@@ -103,10 +103,12 @@ class WorkQueue:
         return self._running_jobs
 
     async def stop(self, *, grace: float = 5.0) -> None:
-        """Stop: refuse new jobs, drop the queued ones (their rows stay PENDING; the rescan
-        recovers them), give running jobs up to ``grace`` seconds (``PINLOG_SHUTDOWN_GRACE``)
-        to finish, then cancel them (a cancelled stage stays PROCESSING and is re-claimed after
-        the processing expiry). Logs what it dropped, what it waits for and what it cancelled."""
+        """Stop: refuse new jobs, drop the queued ones (their rows stay PENDING), give running
+        jobs up to ``grace`` seconds (``PINLOG_SHUTDOWN_GRACE``) to finish, then cancel them (a
+        cancelled stage stays PROCESSING). Both are this process's work: when its process
+        registry ends its lease, after the components stopped, the rescan of any live process
+        (or of this one restarted) re-sends them at once (SPEC §7.3.1); without a registry they
+        wait for their expiry. Logs what it dropped, what it waits for and what it cancelled."""
         queue, self._queue = self._queue, None  # offer() refuses from now on
         dropped = 0
         if queue is not None:
@@ -115,8 +117,9 @@ class WorkQueue:
                 queue.task_done()
                 dropped += 1
         if dropped:
-            log.warning("work queue stopped with jobs waiting (rows stay PENDING); the rescan "
-                        "recovers them", extra={"count": dropped, "outcome": "dropped"})
+            log.warning("work queue stopped with jobs waiting (rows stay PENDING); they are "
+                        "handed back with this process's work at stop and re-sent by the rescan",
+                        extra={"count": dropped, "outcome": "dropped"})
         if self._tasks and queue is not None and grace > 0 and self._running_jobs:
             log.info("shutdown: waiting for running jobs to finish",
                      extra={"count": self._running_jobs, "seconds": grace})
@@ -126,7 +129,8 @@ class WorkQueue:
                 waiter.cancel()
         if self._running_jobs:
             log.warning("shutdown grace over: running jobs cancelled (their stages stay "
-                        "PROCESSING; the rescan re-sends them after the processing expiry)",
+                        "PROCESSING; handed back with this process's work at stop and re-sent "
+                        "by the rescan)",
                         extra={"count": self._running_jobs, "outcome": "cancelled"})
         for task in self._tasks:
             task.cancel()

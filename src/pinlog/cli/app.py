@@ -218,12 +218,15 @@ class Needs:
         return CoreService(self.engine, None, self.config.core.service)
 
     @asynccontextmanager
-    async def running(self, *, one_shot: bool = True) -> AsyncIterator[Components]:
+    async def running(self, *, one_shot: bool = True,
+                      owner: str | None = None) -> AsyncIterator[Components]:
         """core running (``parts.core``: dispatcher, process client, search client) and the ai
         side in this process unless ``PINLOG_AI_BASE_URL`` points at one (``parts.ai``, else
         None); stopped on exit. ``one_shot`` (the default): no rescan loop and no retention
         loop, so a command runs only its own rounds (SPEC §7); False: as
-        ``PINLOG_RESCAN_ENABLED`` and ``PINLOG_RETENTION_ENABLED`` say.
+        ``PINLOG_RESCAN_ENABLED`` and ``PINLOG_RETENTION_ENABLED`` say. ``owner``: the id of a
+        process registry the command keeps running around this (SPEC §7.3.1: recorded as the
+        owner of what the components claim); None → no owner (expiry backstop).
 
         Raises:
             StartupError: the in-process ai side refused to start (tables missing, no presets).
@@ -233,7 +236,8 @@ class Needs:
         in_process = self.config.core.dispatch.ai_base_url is None
         async with running_components(self.config, self.engine, ai=in_process,
                                       rescan=False if one_shot else None,
-                                      retention=False if one_shot else None) as parts:
+                                      retention=False if one_shot else None,
+                                      owner=owner) as parts:
             yield parts
 
 

@@ -83,8 +83,9 @@ def _print_round(report: RoundReport) -> None:
                       "(beyond the batch size, or locked by another rescan)")
     if report.waiting:
         first = report.first_expires_in or 0.0
-        console.print(f"{report.waiting} unfinished row(s) not expired yet (not claimed before "
-                      f"their PENDING/PROCESSING expiry); the first expires in {_fmt_age(first)}")
+        console.print(f"{report.waiting} unfinished row(s) not expired yet (claimed when their "
+                      "PENDING/PROCESSING expiry passes, or at once when the process that owns "
+                      f"them is gone); the first expires in {_fmt_age(first)}")
     elif not report.expired_left:
         console.print("no unfinished row is waiting for an expiry")
 
@@ -201,34 +202,42 @@ def rescan(
     rescan_config = config.core.rescan
 
     async def work(needs: Needs) -> None:
-        async with needs.running() as parts:
-            assert parts.core is not None
-            ai = parts.ai
-            loop = RescanLoop(needs.engine, rescan_config, parts.core.client)
-            if once:
+        if once:
+            async with needs.running() as parts:
+                assert parts.core is not None
+                ai = parts.ai
+                loop = RescanLoop(needs.engine, rescan_config, parts.core.client)
                 report = await loop.run_round()
                 _print_round(report)
                 if ai is not None and report.dispatched:
                     err_console.print("waiting for the in-process ai jobs to finish…")
                     await ai.join()
-                return
-            running = asyncio.get_running_loop()
-            stop = asyncio.Event()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                with suppress(NotImplementedError, RuntimeError):
-                    running.add_signal_handler(sig, stop.set)
-            from pinlog.composition import replica_rules
-            from pinlog.db.process_settings import ProcessRegistry
+            return
+        from pinlog.composition import replica_rules
+        from pinlog.db.process_settings import ProcessRegistry
 
-            registry = ProcessRegistry(needs.engine, replica_rules(config, ("rescan",)),
-                                       ("rescan",))
-            await registry.start()
-            await loop.start()
-            err_console.print(
-                f"rescan loop running every {rescan_config.interval.total_seconds():g} s "
-                "(fixed delay); Ctrl-C to stop")
-            await stop.wait()
-            await loop.stop()
+        # the loop's process is recorded (and heartbeats) as long as it runs: it owns the rows
+        # it claims, and what it leaves is released when it stops (SPEC §7.3.1)
+        registry = ProcessRegistry(needs.engine, replica_rules(config, ("rescan",)),
+                                   ("rescan",), lease=config.settings.heartbeat_timeout)
+        await registry.start()
+        try:
+            async with needs.running(owner=registry.process_id) as parts:
+                assert parts.core is not None
+                loop = RescanLoop(needs.engine, rescan_config, parts.core.client,
+                                  owner=registry.process_id)
+                running = asyncio.get_running_loop()
+                stop = asyncio.Event()
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    with suppress(NotImplementedError, RuntimeError):
+                        running.add_signal_handler(sig, stop.set)
+                await loop.start()
+                err_console.print(
+                    f"rescan loop running every {rescan_config.interval.total_seconds():g} s "
+                    "(fixed delay); Ctrl-C to stop")
+                await stop.wait()
+                await loop.stop()
+        finally:
             await registry.stop()
 
     run_command(config, work)

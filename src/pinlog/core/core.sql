@@ -139,11 +139,13 @@ RETURNING id;
 -- name: insert_state
 -- SPEC §3/§4: the state row is created PENDING/PENDING, retry 0, in the same transaction as its
 -- context. ON CONFLICT DO NOTHING — never an upsert that could revive a row. One event row per
--- stage (actor 'core') for the rows really inserted.
+-- stage (actor 'core') for the rows really inserted. SPEC §7.3.1: the creating process is the
+-- sender of the row's PENDING work and records itself as its owner (live_owner: NULL when it is
+-- not live-registered), so its death or stop before the work starts releases the row at once.
 WITH ins AS (
     INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, retry_count,
-                                     updated_at)
-    VALUES (:context_id, 'PENDING', 'PENDING', 0, now())
+                                     updated_at, owner, owned_at)
+    VALUES (:context_id, 'PENDING', 'PENDING', 0, now(), {live_owner}, now())
     ON CONFLICT (context_id) DO NOTHING
     RETURNING context_id
 )

@@ -6,8 +6,10 @@ One round (:meth:`RescanLoop.run_round`), in this order (SPEC §7.2):
    unfinished — an anomaly) end CANCELLED; dead-end keyword stages (keyword PENDING while the
    embedding FAILED) end FAILED whatever their retry count; then expired rows whose retries are exhausted
    (``retry_count >= max``) have their PENDING/PROCESSING stages set FAILED (whitelist).
-2. **claim** — own transaction: expired rows with retries left get ``retry_count + 1`` and
-   ``rescanned_at = now()`` (never ``updated_at``: SPEC §7.3), then commit.
+2. **claim** — own transaction: expired rows with retries left — and *released* ones, whose
+   recorded owner process is gone (its heartbeat lease ended: SPEC §7.3.1), whatever their age —
+   get ``retry_count + 1`` and ``rescanned_at = now()`` (never ``updated_at``: SPEC §7.3), this
+   process as their owner, then commit.
 3. **re-send** — for each claimed row, outside any transaction and holding no lock: re-read the
    context from core (deleted/superseded → no call, WARN if its state is not CANCELLED), then send
    a normal :class:`~pinlog.contracts.ProcessRequest` through the process client, with bounded
@@ -25,10 +27,13 @@ ended), and less when
   the ai side because a round ends only when the ai side has *accepted* its re-sends: a busy
   answer (503, its queue is full) is retried within the round with capped backoff
   (up to ``PINLOG_RESCAN_BUSY_WAIT`` seconds per re-send), so back-to-back rounds are paced by the ai side's queue;
-* an unfinished row expires before the interval is over (``next_expiry`` in ``rescan.sql``) —
-  the loop wakes :data:`WAKE_SLACK_SECONDS` after that expiry.
+* an unfinished row expires before the interval is over (``next_expiry`` in ``rescan.sql``;
+  a known owner's lease end counts as one) — the loop wakes :data:`WAKE_SLACK_SECONDS` after it;
+* ``PINLOG_HEARTBEAT_TIMEOUT`` is shorter: another process may die or stop at any moment and
+  release rows this loop has not seen, so it looks at least once per timeout (SPEC §7.3.1).
 
-So a crash backlog is re-sent within seconds of its expiry, whatever the interval.
+So a crash backlog is re-sent within seconds of its owner's lease ending (or, owner unknown, of
+its expiry), whatever the interval.
 """
 
 from __future__ import annotations
@@ -69,7 +74,8 @@ BUSY_BACKOFF = (0.05, 2.0)
 @cache
 def statements() -> SqlStatements:
     """The statements of ``pinlog/core/rescan.sql`` (loaded once)."""
-    return SqlStatements("pinlog.core", "rescan.sql")
+    return SqlStatements("pinlog.core", "rescan.sql",
+                         fragments_from=("pinlog.db:process_settings.sql",))
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,9 @@ class RescanConfig:
         batch_size: rows one round claims (and finalizes) at most.
         concurrency: re-sends in flight at once.
         busy_wait: seconds one re-send keeps retrying while the ai side answers 503.
+        heartbeat_timeout: ``PINLOG_HEARTBEAT_TIMEOUT``, seconds: the longest wait between two
+            rounds while anything is unfinished or may become so (SPEC §7.3.1: a live replica
+            notices the work a dead or stopped process released within about one timeout).
     """
 
     enabled: bool
@@ -95,6 +104,7 @@ class RescanConfig:
     batch_size: int
     concurrency: int
     busy_wait: float
+    heartbeat_timeout: float = 30.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RescanConfig:
@@ -102,7 +112,8 @@ class RescanConfig:
                    pending_expiry=settings.pending_expiry,
                    processing_expiry=settings.processing_expiry,
                    max_retries=settings.max_retries, batch_size=settings.rescan_batch_size,
-                   concurrency=settings.rescan_concurrency, busy_wait=settings.rescan_busy_wait)
+                   concurrency=settings.rescan_concurrency, busy_wait=settings.rescan_busy_wait,
+                   heartbeat_timeout=settings.heartbeat_timeout)
 
 
 @dataclass
@@ -183,7 +194,8 @@ async def expiry_outlook(engine: AsyncEngine, config: RescanConfig) -> ExpiryOut
     async with engine.connect() as conn:
         row = (await conn.execute(statements()("next_expiry"), {
             "pending_expiry": config.pending_expiry,
-            "processing_expiry": config.processing_expiry})).mappings().one()
+            "processing_expiry": config.processing_expiry,
+            "max_retries": config.max_retries})).mappings().one()
     first = row["first_expires_in"]
     return ExpiryOutlook(int(row["waiting"]), int(row["expired"]),
                          float(first) if first is not None else None)
@@ -191,14 +203,17 @@ async def expiry_outlook(engine: AsyncEngine, config: RescanConfig) -> ExpiryOut
 
 def next_delay(config: RescanConfig, report: RoundReport | None,
                outlook: ExpiryOutlook | None) -> float:
-    """Seconds the loop waits before its next round (SPEC §7.1, §7.2 "Recovery speed").
+    """Seconds the loop waits before its next round (SPEC §7.1, §7.2 "Recovery speed", §7.3.1).
 
     0 after a round that claimed or finalized a full batch (more is waiting; the round already
     waited for the ai side to accept its re-sends). Otherwise ``rescan_interval``, shortened to
-    the first expiry + :data:`WAKE_SLACK_SECONDS` (at least :data:`MIN_WAKE_SECONDS`); with
-    expired rows still left (locked by another loop) :data:`MIN_WAKE_SECONDS`. ``report`` None
-    (the round failed, e.g. the database was unavailable) → :data:`FAILED_ROUND_RETRY_SECONDS`
-    (at most the interval). Pure: reads ``config.interval`` and ``config.batch_size`` only.
+    the first expiry + :data:`WAKE_SLACK_SECONDS` (at least :data:`MIN_WAKE_SECONDS`; an owner's
+    lease end counts as an expiry, ``next_expiry``) and to ``heartbeat_timeout`` — another
+    process may die or stop at any moment and release work this loop has not seen yet, so it
+    looks at least once per heartbeat timeout (SPEC §7.3.1); with expired rows still left
+    (locked by another loop) :data:`MIN_WAKE_SECONDS`. ``report`` None (the round failed, e.g.
+    the database was unavailable) → :data:`FAILED_ROUND_RETRY_SECONDS` (at most the interval).
+    Pure: reads ``config.interval``, ``config.heartbeat_timeout`` and ``config.batch_size``.
     """
     interval = config.interval.total_seconds()
     if report is None:
@@ -207,13 +222,14 @@ def next_delay(config: RescanConfig, report: RoundReport | None,
     if (report.claimed >= batch or report.finalized >= batch or report.dead_ends >= batch
             or report.half_cancelled >= batch):
         return 0.0
+    longest = min(interval, config.heartbeat_timeout)
     if outlook is None:
-        return interval
+        return longest
     if outlook.expired:
-        return min(interval, MIN_WAKE_SECONDS)
+        return min(longest, MIN_WAKE_SECONDS)
     if outlook.first_expires_in is not None:
-        return min(interval, max(MIN_WAKE_SECONDS, outlook.first_expires_in + WAKE_SLACK_SECONDS))
-    return interval
+        return min(longest, max(MIN_WAKE_SECONDS, outlook.first_expires_in + WAKE_SLACK_SECONDS))
+    return longest
 
 
 async def resend(
@@ -305,13 +321,15 @@ async def resend(
     return report
 
 
-def expiry_params(config: RescanConfig) -> dict[str, object]:
-    """Bound parameters of the shared expiry predicate and the retry ceiling (SPEC §7.1)."""
+def expiry_params(config: RescanConfig, owner: str | None = None) -> dict[str, object]:
+    """Bound parameters of the shared expiry predicate, the retry ceiling (SPEC §7.1) and the
+    claimer recorded as the owner (``owner``: a process id, SPEC §7.3.1; None = unknown)."""
     return {
         "pending_expiry": config.pending_expiry,
         "processing_expiry": config.processing_expiry,
         "max_retries": config.max_retries,
         "batch_size": config.batch_size,
+        "owner": owner,
     }
 
 
@@ -322,12 +340,16 @@ class RescanLoop:
         config: interval, expiries, max retries, batch size, concurrency (SPEC §7.1, §13).
         engine: async engine on the shared database.
         client: the process client (HTTP or in-process adapter) used for re-sends.
+        owner: this process's id (``ProcessRegistry.process_id``): the claim records it as the
+            owner of the rows it re-sends (SPEC §7.3.1); None → no owner (expiry backstop).
     """
 
-    def __init__(self, engine: AsyncEngine, config: RescanConfig, client: ProcessClient) -> None:
+    def __init__(self, engine: AsyncEngine, config: RescanConfig, client: ProcessClient, *,
+                 owner: str | None = None) -> None:
         self.config = config
         self.engine = engine
         self.client = client
+        self.owner = owner
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._in_round = False
@@ -367,14 +389,15 @@ class RescanLoop:
         return list(dead), [row["context_id"] for row in finalized]
 
     async def claim(self) -> list[int]:
-        """Step 2, one transaction: spend one retry of each expired row with retries left.
+        """Step 2, one transaction: spend one retry of each expired or released (owner gone,
+        SPEC §7.3.1) row with retries left; this process becomes the rows' owner.
 
         Returns:
             claimed context ids (committed before this returns).
         """
         async with self.engine.begin() as conn:
             rows = (await conn.execute(statements()("claim"),
-                                       expiry_params(self.config))).mappings().all()
+                                       expiry_params(self.config, self.owner))).mappings().all()
         for row in rows:
             log.info("rescan claimed", extra={
                 "context_id": row["context_id"], "attempt": row["retry_count"],

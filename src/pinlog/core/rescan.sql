@@ -8,6 +8,13 @@
 --
 -- Bound parameters used by the fragments: :pending_expiry, :processing_expiry (intervals,
 -- from PINLOG_PENDING_EXPIRY / PINLOG_PROCESSING_EXPIRY). Clock: the database's now().
+--
+-- SPEC §7.3.1 (re-claim by owner): besides expired rows, the claim takes rows whose work is
+-- *released* — the process recorded as their owner (ai.context_ai_state.owner: the sender of
+-- PENDING work, the claimer of a re-send, the ai process running a stage) is gone (its heartbeat
+-- lease in ai.process_settings ended: crashed, or stopped cleanly and handed its work back).
+-- Liveness is the kernel's definition (pinlog/db/process_settings.sql: `{gone_owners}`,
+-- `{live_owner}`), spliced in. The finalizer keeps the expiry alone.
 
 -- name: age
 -- Rule: SPEC §7.3 — the rescan and the finalizer measure age from greatest(updated_at,
@@ -50,6 +57,33 @@ greatest(updated_at, coalesce(rescanned_at, updated_at))
                                         AND {age} < now() - CAST(:pending_expiry AS interval))
         OR (keyword_status = 'PROCESSING' AND {age} < now() - CAST(:processing_expiry AS interval))
     )
+)
+
+-- name: sendable
+-- Rule: SPEC §7.2, §7.3 — the row has work the rescan can re-send: no CANCELLED stage, and an
+-- unfinished stage that can progress (embedding PENDING or PROCESSING, keyword PROCESSING, or
+-- keyword PENDING behind a COMPLETED embedding). A keyword PENDING behind a FAILED embedding is
+-- a dead end (finalize_dead_ends), never sent. The stage clauses of `expired` without their ages.
+(
+    embedding_status <> 'CANCELLED' AND keyword_status <> 'CANCELLED'
+    AND (embedding_status IN ('PENDING','PROCESSING') OR keyword_status = 'PROCESSING'
+         OR (keyword_status = 'PENDING' AND embedding_status = 'COMPLETED'))
+)
+
+-- name: released
+-- Rule: SPEC §7.3.1 — a row whose work is released is claimable NOW, whatever its age: it is
+-- unfinished and sendable, and its recorded owner is gone (`{gone_owners}`: that process's lease
+-- ended). The record counts only while owned_at is at least the row's age ({age}): a later
+-- status change or claim by a process that records no owner (an older version, the reference
+-- backend) makes the owner unknown, and then only `expired` applies (the backstop). A live owner
+-- (however slow) or an unknown one never releases a row. The first line is the predicate of the
+-- partial index context_ai_state_owner_idx (= `unfinished`), so the claim finds the rows of the
+-- few gone owners through it.
+(
+    {unfinished}
+    AND owner IN {gone_owners}
+    AND owned_at >= {age}
+    AND {sendable}
 )
 
 -- name: finalize_dead_ends
@@ -154,26 +188,44 @@ SELECT context_id, embedding_before, keyword_before, retry_count
 FROM failed ORDER BY context_id
 
 -- name: claim
--- Rule: SPEC §7.2 step 2 — rows with retries left that are expired (the shared predicate),
--- oldest first (ORDER BY the partial index's expression), FOR UPDATE SKIP LOCKED (several
--- rescan loops share the work, SPEC §7.4), batch size. retry_count + 1 and rescanned_at = now();
--- updated_at is NOT touched (SPEC §7.3: the ai side re-claims a stale PROCESSING stage by
--- updated_at alone, so the re-sent request can recover it). Guarded: the UPDATE repeats the
--- precondition. One event row per claim (actor rescan) on the stage the re-send targets. The
--- budget is spent here, before the call, so it is spent even when the call fails.
-WITH picked AS (
-    SELECT context_id
+-- Rule: SPEC §7.2 step 2, §7.3.1 — rows with retries left that are expired (the shared
+-- predicate) or released (their owner is gone), oldest first (ORDER BY the partial index's
+-- expression), FOR UPDATE SKIP LOCKED (several rescan loops share the work, SPEC §7.4), batch
+-- size. Two ordered, locked, limited scans — by age through context_ai_state_rescan_idx, by gone
+-- owner through context_ai_state_owner_idx — so each stays O(batch), then the oldest batch of
+-- both. retry_count + 1 and rescanned_at = now(); updated_at is NOT touched (SPEC §7.3: the ai
+-- side re-claims a stale PROCESSING stage by updated_at alone, so the re-sent request can recover
+-- it); the claimer records itself as the row's owner (live_owner; SPEC §7.3.1: it is now the
+-- sender of the re-send — if it dies before the work starts, the row is released again, and the
+-- attempt it gave up can no longer save). Guarded: the UPDATE repeats the precondition. One
+-- event row per claim (actor rescan) on the stage the re-send targets. The budget is spent here,
+-- before the call, so it is spent even when the call fails.
+WITH by_age AS (
+    SELECT context_id, {age} AS age
     FROM ai.context_ai_state
     WHERE retry_count < :max_retries AND {expired}
     ORDER BY {age}
     LIMIT :batch_size
     FOR UPDATE SKIP LOCKED
+), by_owner AS (
+    SELECT context_id, {age} AS age
+    FROM ai.context_ai_state
+    WHERE retry_count < :max_retries AND {released}
+    ORDER BY {age}
+    LIMIT :batch_size
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT context_id
+    FROM (SELECT context_id, age FROM by_age UNION SELECT context_id, age FROM by_owner) AS due
+    ORDER BY age
+    LIMIT :batch_size
 ), claimed AS (
     UPDATE ai.context_ai_state AS s
-    SET retry_count = s.retry_count + 1, rescanned_at = now()
+    SET retry_count = s.retry_count + 1, rescanned_at = now(),
+        owner = {live_owner}, owned_at = now()
     FROM picked AS p
     WHERE s.context_id = p.context_id
-      AND s.retry_count < :max_retries AND {expired}
+      AND s.retry_count < :max_retries AND ({expired} OR {released})
     RETURNING s.context_id, s.retry_count, s.embedding_status, s.keyword_status
 ), events AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
@@ -189,25 +241,32 @@ SELECT context_id, retry_count, embedding_status, keyword_status
 FROM claimed ORDER BY context_id
 
 -- name: next_expiry
--- Rule: SPEC §7.2 "Recovery speed" + §7.3 — when does the next unfinished row become expired?
--- The loop sleeps until then (never longer than the interval), and `pinlog rescan --once`
--- explains "claimed 0" with it. Per row, the expiry that applies is the one the `expired`
+-- Rule: SPEC §7.2 "Recovery speed" + §7.3 + §7.3.1 — when does the next unfinished row become
+-- claimable? The loop sleeps until then (never longer than the interval), and `pinlog rescan
+-- --once` explains "claimed 0" with it. Per row, the expiry that applies is the one the `expired`
 -- fragment uses for its stages (PENDING expiry for a PENDING embedding, or a PENDING keyword
--- after a COMPLETED embedding; PROCESSING expiry for a PROCESSING stage — least() of those
--- that apply; PostgreSQL's least() ignores NULLs), counted on the rescan clock ({age}). Rows
--- that can never expire (a CANCELLED stage; a dead-end keyword stage) get NULL and are not
--- counted. Read-only; O(unfinished rows) through the partial rescan index.
+-- after a COMPLETED embedding; PROCESSING expiry for a PROCESSING stage — least() of those that
+-- apply; PostgreSQL's least() ignores NULLs), counted on the rescan clock ({age}); and, for a row
+-- with retries left whose recorded owner counts (owned_at >= age), the end of that owner's lease
+-- (alive_until): a gone owner's row is claimable now (`released`), a live owner's when its lease
+-- would run out — so a loop notices a crashed process within one heartbeat timeout. Rows that can
+-- never expire (a CANCELLED stage; a dead-end keyword stage) get NULL and are not counted.
+-- Read-only; O(unfinished rows) through the partial rescan index.
 SELECT count(*) FILTER (WHERE expires_at > now()) AS waiting,
        count(*) FILTER (WHERE expires_at <= now()) AS expired,
        extract(epoch FROM min(expires_at) FILTER (WHERE expires_at > now()) - now())
            AS first_expires_in
 FROM (
-    SELECT {age} + least(
-               CASE WHEN embedding_status = 'PENDING'
-                         OR (embedding_status = 'COMPLETED' AND keyword_status = 'PENDING')
-                    THEN CAST(:pending_expiry AS interval) END,
-               CASE WHEN embedding_status = 'PROCESSING' OR keyword_status = 'PROCESSING'
-                    THEN CAST(:processing_expiry AS interval) END) AS expires_at
+    SELECT least(
+               {age} + least(
+                   CASE WHEN embedding_status = 'PENDING'
+                             OR (embedding_status = 'COMPLETED' AND keyword_status = 'PENDING')
+                        THEN CAST(:pending_expiry AS interval) END,
+                   CASE WHEN embedding_status = 'PROCESSING' OR keyword_status = 'PROCESSING'
+                        THEN CAST(:processing_expiry AS interval) END),
+               CASE WHEN retry_count < :max_retries AND owned_at >= {age} AND {sendable}
+                    THEN (SELECT ps.alive_until FROM ai.process_settings ps
+                           WHERE ps.process_id = owner) END) AS expires_at
     FROM ai.context_ai_state
     WHERE {unfinished} AND 'CANCELLED' NOT IN (embedding_status, keyword_status)
 ) AS t

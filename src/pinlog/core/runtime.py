@@ -89,6 +89,8 @@ class CoreRuntime:
         in_process_submit / in_process_search: the ai runtime of this process (composition).
         rescan: run the rescan loop (default ``config.rescan.enabled``); one-shot commands pass
             False so only their own rounds run (SPEC §7).
+        owner: this process's id (``ProcessRegistry.process_id``), recorded as the owner of the
+            rows it creates and claims (SPEC §7.3.1); None → no owner (expiry backstop).
 
     Attributes:
         client: the :class:`pinlog.contracts.ProcessClient` in use.
@@ -101,13 +103,15 @@ class CoreRuntime:
 
     def __init__(self, engine: AsyncEngine, config: CoreConfig, *,
                  in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
-                 in_process_search: SearchFn | None = None, rescan: bool | None = None) -> None:
+                 in_process_search: SearchFn | None = None, rescan: bool | None = None,
+                 owner: str | None = None) -> None:
         self.config, self.engine = config, engine
+        self.owner = owner
         self.run_rescan = config.rescan.enabled if rescan is None else rescan
         self.client = build_client(config.dispatch, in_process_submit)
         self.dispatcher = Dispatcher(self.client, queue_size=config.dispatch.queue_size,
                                      workers=config.dispatch.workers)
-        self.service = CoreService(engine, self.dispatcher, config.service)
+        self.service = CoreService(engine, self.dispatcher, config.service, owner=owner)
         if config.dispatch.ai_base_url:
             from pinlog.core.search import HttpSearchClient
 
@@ -124,7 +128,8 @@ class CoreRuntime:
         if self.run_rescan:
             from pinlog.core.rescan import RescanLoop
 
-            self.rescan = RescanLoop(self.engine, self.config.rescan, self.client)
+            self.rescan = RescanLoop(self.engine, self.config.rescan, self.client,
+                                     owner=self.owner)
             await self.rescan.start()
 
     async def stop(self) -> None:

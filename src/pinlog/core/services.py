@@ -32,7 +32,7 @@ from pinlog.states import Status
 from pinlog.text import identifier_problem, is_blank, lexical_terms, normalize, normalize_line
 
 log = logging.getLogger(__name__)
-q = Queries("pinlog.core", "core.sql")
+q = Queries("pinlog.core", "core.sql", fragments_from=("pinlog.db:process_settings.sql",))
 
 #: Longest accepted place strings (characters).
 MAX_PLACE_ID_CHARS = 200
@@ -374,13 +374,17 @@ class CoreService:
         dispatcher: where committed context ids are queued (``enqueue(request) -> bool``); None
             → no dispatch (rows stay PENDING; the rescan sends them after the PENDING expiry).
         config: the text limit.
+        owner: this process's id (``ProcessRegistry.process_id``), recorded as the owner of the
+            state rows it creates — the sender of their PENDING work (SPEC §7.3.1); None → no
+            owner (the PENDING expiry is the backstop).
     """
 
     def __init__(self, engine: AsyncEngine, dispatcher: DispatchQueue | None,
-                 config: ServiceConfig) -> None:
+                 config: ServiceConfig, *, owner: str | None = None) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
         self.config = config
+        self.owner = owner
         self.public_ids = PublicIds(config.public_id_key)
 
     # --- members ---------------------------------------------------------------------------
@@ -745,7 +749,8 @@ class CoreService:
         context_id = int((await conn.execute(q("insert_context"), {
             "record_id": record_id, "member_id": member_id, "body": text,
             "lexemes": lexical_terms(text)})).scalar_one())
-        await conn.execute(q("insert_state"), {"context_id": context_id, "reason": reason})
+        await conn.execute(q("insert_state"), {"context_id": context_id, "reason": reason,
+                                               "owner": self.owner})
         return context_id
 
     async def _invalidate(self, conn: AsyncConnection, context_ids: Sequence[int], *, reason: str) -> None:

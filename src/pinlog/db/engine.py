@@ -115,3 +115,39 @@ def is_database_unavailable(exc: BaseException) -> bool:
             return True
         current = getattr(current, "orig", None) or current.__cause__ or current.__context__
     return False
+
+
+#: SQLSTATEs of a database that cannot be reached right now (narrower than "unavailable"):
+#: connection exceptions (class 08), too many connections, and the server shutting down or
+#: starting up (admin_shutdown, crash_shutdown, cannot_connect_now).
+UNREACHABLE_SQLSTATES = ("53300", "57P01", "57P02", "57P03")
+
+
+def is_database_unreachable(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it wraps) means the connection to the database failed
+    or was lost — the same statement may well succeed once the database is back. Narrower than
+    :func:`is_database_unavailable`: a lock timeout, a serialization failure, a cancelled
+    statement or an exhausted pool (the database answered) are not.
+
+    Recognised: SQLSTATE class 08 and :data:`UNREACHABLE_SQLSTATES`; a psycopg
+    ``OperationalError``/``InterfaceError`` without SQLSTATE (refused or broken connection); a
+    DBAPI error whose connection was invalidated; OS-level connection errors.
+    """
+    import psycopg
+    from sqlalchemy import exc as sa_exc
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionError):
+            return True
+        if isinstance(current, sa_exc.DBAPIError) and current.connection_invalidated:
+            return True
+        sqlstate = getattr(current, "sqlstate", None)
+        if isinstance(sqlstate, str):
+            return sqlstate[:2] == "08" or sqlstate in UNREACHABLE_SQLSTATES
+        if isinstance(current, (psycopg.OperationalError, psycopg.InterfaceError)):
+            return True  # no SQLSTATE: the server never answered
+        current = getattr(current, "orig", None) or current.__cause__ or current.__context__
+    return False

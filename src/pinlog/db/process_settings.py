@@ -12,6 +12,13 @@ ai: processing expiry, timeouts, attempts, backoff, embedding profile) and only 
 processes record are compared. No secret is ever recorded. The values are the typed fields of
 :class:`ReplicaRules`, filled from the components' configs by
 :func:`pinlog.composition.replica_rules`.
+
+The same row is the heartbeat of the owner rule (SPEC §7.3.1): its lease ``alive_until`` is
+extended by every heartbeat (every third of ``PINLOG_HEARTBEAT_TIMEOUT``) by the process's own
+timeout, and ended at once by a clean stop (:meth:`ProcessRegistry.stop`, after the components
+stopped). Claims record :attr:`ProcessRegistry.process_id` as their owner; the rescan and the
+guarded start treat the work of a process whose lease ended as released
+(``process_settings.sql``: ``live_owner``, ``gone_owners``).
 """
 
 from __future__ import annotations
@@ -30,16 +37,23 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import __version__
-from pinlog.db.background import every
 from pinlog.db.sql import Queries
 
 log = logging.getLogger(__name__)
 _q = Queries("pinlog.db", "process_settings.sql")
 
-#: Seconds between heartbeats; a process is live while its heartbeat is younger than
-#: :data:`LIVE_SECONDS`; rows older than :data:`FORGET_SECONDS` are deleted.
-HEARTBEAT_SECONDS = 30.0
-LIVE_SECONDS = 3 * HEARTBEAT_SECONDS
+#: Default lease of a process (``PINLOG_HEARTBEAT_TIMEOUT``), seconds: it is gone when it has not
+#: heartbeat for this long. Heartbeats come every :data:`BEATS_PER_LEASE`-th of it.
+HEARTBEAT_TIMEOUT_SECONDS = 30.0
+BEATS_PER_LEASE = 3
+#: Seconds between heartbeats by default (a third of the default lease).
+HEARTBEAT_SECONDS = HEARTBEAT_TIMEOUT_SECONDS / BEATS_PER_LEASE
+#: A failed heartbeat (database unreachable) is retried after at most this many seconds, so the
+#: lease is renewed as soon as the database is back.
+RETRY_SECONDS = 1.0
+#: Settings comparison: a process counts while its heartbeat is younger than this (rows of an
+#: older version have no lease); rows older than :data:`FORGET_SECONDS` are deleted.
+LIVE_SECONDS = 90.0
 FORGET_SECONDS = 24 * 3600.0
 
 @dataclass(frozen=True)
@@ -155,25 +169,34 @@ async def live_processes(engine: AsyncEngine) -> list[ProcessInfo]:
 
 
 class ProcessRegistry:
-    """Records this process's rule-relevant settings, keeps a heartbeat, and reports (ERROR)
-    every difference with another live process — at start-up and whenever a new one appears.
+    """Records this process's rule-relevant settings, keeps a heartbeat (the lease of the owner
+    rule, SPEC §7.3.1), and reports (ERROR) every difference with another live process — at
+    start-up and whenever a new one appears.
 
     Args:
         engine: the process's engine.
         rules: its rule-relevant settings (:func:`pinlog.composition.replica_rules`).
         components: what it runs (``core``, ``ai``, ``rescan``).
-        heartbeat: seconds between heartbeats (tests may shorten it).
+        lease: ``PINLOG_HEARTBEAT_TIMEOUT``, seconds: the process is gone when it has not
+            heartbeat for this long.
+        heartbeat: seconds between heartbeats (default a third of ``lease``; tests may change it).
+
+    Attributes:
+        process_id: this process's id (32 hex digits): what its claims record as their owner.
     """
 
     def __init__(self, engine: AsyncEngine, rules: ReplicaRules, components: Iterable[str], *,
-                 heartbeat: float = HEARTBEAT_SECONDS) -> None:
+                 lease: float = HEARTBEAT_TIMEOUT_SECONDS,
+                 heartbeat: float | None = None) -> None:
         self.engine = engine
         self.components = ",".join(components)
         self.values = rules.values()
         self.process_id = uuid.uuid4().hex
-        self.heartbeat = heartbeat
+        self.lease = lease
+        self.heartbeat = heartbeat if heartbeat is not None else lease / BEATS_PER_LEASE
         self.reported: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._failing = False
 
     async def start(self) -> list[Difference]:
         """Record this process and check the live ones. Never raises: a database that is not
@@ -182,17 +205,15 @@ class ProcessRegistry:
         Returns:
             the differences found (also logged at ERROR).
         """
+        found: list[Difference] = []
         try:
-            async with self.engine.begin() as conn:
-                await conn.execute(_q("register"), {
-                    "process_id": self.process_id, "host": socket.gethostname()[:200],
-                    "pid": os.getpid(), "components": self.components,
-                    "settings": json.dumps(self.values), "version": __version__})
+            await self._register()
             found = await self.check()
         except Exception as exc:  # noqa: BLE001 - the registry must never stop a process
+            # the heartbeat keeps trying: it registers as soon as the database allows
+            self._failing = True
             log.warning("process settings registry unavailable",
                         extra={"error_class": type(exc).__name__})
-            return []
         self._task = asyncio.create_task(self._beat(), name="process-settings-heartbeat")
         return found
 
@@ -213,16 +234,57 @@ class ProcessRegistry:
                       extra={"setting": diff.setting})
         return found
 
-    async def _beat(self) -> None:
-        async def beat() -> None:
-            async with self.engine.begin() as conn:
-                await conn.execute(_q("heartbeat"), {"process_id": self.process_id})
-            await self.check()
+    async def _register(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(_q("register"), {
+                "process_id": self.process_id, "host": socket.gethostname()[:200],
+                "pid": os.getpid(), "components": self.components,
+                "settings": json.dumps(self.values), "version": __version__,
+                "lease_seconds": self.lease})
 
-        await every(self.heartbeat, beat, failure="process settings heartbeat failed", log=log)
+    async def beat(self) -> None:
+        """One heartbeat: extend the lease (register again when the row is gone).
+
+        Raises:
+            whatever the database raises.
+        """
+        async with self.engine.begin() as conn:
+            renewed = (await conn.execute(_q("heartbeat"), {
+                "process_id": self.process_id, "lease_seconds": self.lease})).first()
+        if renewed is None:
+            await self._register()
+
+    async def _beat(self) -> None:
+        delay = self.heartbeat
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self.beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - try again soon: the lease runs out
+                delay = min(self.heartbeat, RETRY_SECONDS)
+                if not self._failing:  # one line per outage, not one per retry
+                    log.warning("process settings heartbeat failed; retrying every "
+                                f"{delay:g} s", extra={"error_class": type(exc).__name__})
+                self._failing = True
+                continue
+            if self._failing:
+                log.info("process settings heartbeat works again")
+                self._failing = False
+            delay = self.heartbeat
+            try:
+                await self.check()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - compared again at the next beat
+                log.warning("process settings comparison failed",
+                            extra={"error_class": type(exc).__name__})
 
     async def stop(self) -> None:
-        """Stop the heartbeat and remove this process's row (never raises)."""
+        """Stop the heartbeat and end this process's lease (SPEC §7.3.1: what it still owns is
+        released at once); old rows of other processes are deleted. Never raises (when the
+        database is unreachable the lease simply runs out)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -232,5 +294,5 @@ class ProcessRegistry:
                 await conn.execute(_q("unregister"), {"process_id": self.process_id,
                                                       "forget_seconds": FORGET_SECONDS})
         except Exception as exc:  # noqa: BLE001 - shutdown goes on
-            log.warning("could not remove the process settings row",
-                        extra={"error_class": type(exc).__name__})
+            log.warning("could not end this process's lease (its work is released when the "
+                        "lease runs out)", extra={"error_class": type(exc).__name__})

@@ -10,7 +10,8 @@ A statement may contain two kinds of ``{marker}``, both resolved from static tex
 from data (SPEC §3):
 
 - ``{stage}`` / ``{other}``: replaced by the value of a :class:`pinlog.states.Stage` (the one
-  runtime value ever interpolated into SQL);
+  runtime value ever interpolated into SQL); ``{label}`` by its label (``embedding`` /
+  ``keyword``, the prefix of the per-stage columns such as ``embedding_start_retry``);
 - ``{fragment}``: the name of another block of the same file (e.g. core's ``{expired}``
   predicate in ``rescan.sql``) or of a file named in ``fragments_from``, spliced in
   recursively without its comment lines, so a predicate shared by several statements (and
@@ -37,7 +38,7 @@ _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _MARKER = re.compile(r"\{([a-z_]+)\}")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"^\s*--.*$", re.MULTILINE)
-_STAGE_MARKERS = ("stage", "other")
+_STAGE_MARKERS = ("stage", "other", "label")
 
 
 class Queries:
@@ -46,9 +47,11 @@ class Queries:
     Args:
         package: package holding the file, e.g. ``"pinlog.ai"``.
         filename: e.g. ``"state.sql"``.
-        fragments_from: other files of ``package`` whose blocks may be spliced in as
-            ``{fragment}`` (e.g. ``status.sql`` reuses ``rescan.sql``'s ``{unfinished}``); they
-            are not statements of this file.
+        fragments_from: other files whose blocks may be spliced in as ``{fragment}``: a file
+            name of ``package`` (``status.sql`` reuses ``rescan.sql``'s ``{unfinished}``) or
+            ``"other.package:file.sql"`` (the kernel's ``pinlog.db:process_settings.sql``
+            defines process liveness once for both components); they are not statements of
+            this file.
 
     Raises:
         ValueError: a name is defined twice.
@@ -59,7 +62,8 @@ class Queries:
         self._raw = self._blocks(package, filename)
         self._fragments: dict[str, str] = {}
         for other in fragments_from:
-            self._fragments.update(self._blocks(package, other))
+            owner, _, name = other.rpartition(":")
+            self._fragments.update(self._blocks(owner or package, name))
         self._cache: dict[tuple[str, Stage | None], TextClause] = {}
         self._native: dict[tuple[str, Stage | None], str] = {}
 
@@ -88,7 +92,8 @@ class Queries:
 
         Raises:
             KeyError: unknown name, or a ``{fragment}`` naming no block of the file.
-            TypeError: the statement uses ``{stage}``/``{other}`` and ``stage`` is not a Stage.
+            TypeError: the statement uses ``{stage}``/``{other}``/``{label}`` and ``stage`` is
+                not a Stage.
             ValueError: fragments nested more than 8 deep.
         """
         if _depth > 8:
@@ -103,10 +108,14 @@ class Queries:
             if marker in _STAGE_MARKERS:
                 if not isinstance(stage, Stage):
                     raise TypeError(f"{name} needs a Stage, got {type(stage).__name__}")
+                if marker == "label":
+                    return stage.label
                 return stage.value if marker == "stage" else stage.other.value
             return self.sql(marker, stage, _depth + 1)
 
-        return _MARKER.sub(resolve, raw)
+        # comment lines keep their text: a marker named in a comment is documentation
+        return "\n".join(line if line.lstrip().startswith("--") else _MARKER.sub(resolve, line)
+                         for line in raw.split("\n"))
 
     def __call__(self, name: str, stage: Stage | None = None) -> TextClause:
         """The statement ``name`` as a SQLAlchemy ``TextClause`` (cached).

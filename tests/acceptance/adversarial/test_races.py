@@ -18,7 +18,9 @@ import asyncio
 import pytest
 
 from pinlog.core.rescan import RescanLoop
-from tests.acceptance.adversarial.conftest import record_body
+from tests.acceptance.adversarial.conftest import full_app, record_body
+from tests.integration.ai.conftest import ai_settings_for
+from tests.integration.ai.support import seed_presets
 from tests.integration.ai.support import FRIENDS_TEXT, QUIET_TEXT
 from tests.conftest import config_of
 
@@ -189,10 +191,26 @@ async def test_duplicate_concurrent_requests_one_model_call_per_stage(full, sync
     assert_invariants(sync_conn)
 
 
-async def test_rescan_reclaim_racing_a_live_but_slow_worker(full, sync_conn):
+@pytest.fixture
+async def full_two_lanes(tmp_path, db_url, sync_conn, provider, judge):
+    """The full app with two passage calls in flight (as a remote endpoint has; a local model
+    gets one) and a held call's timeout (120 s × the batcher's minimum share = 30 s) no shorter
+    than the gate's: the re-sent job's call runs beside the stale worker's held one. With one
+    lane it would wait for the held call to time out, and the stale worker's retry after its
+    (jittered) backoff would race the re-sent job — a wall-clock margin."""
+    seed_presets(sync_conn)
+    settings = ai_settings_for(tmp_path, db_url, embedding_timeout=120.0, llm_timeout=30.0)
+    async with full_app(settings, db_url, provider, judge) as value:
+        lane = value.ai.provider.limit  # the micro-batcher's passage lane (AdaptiveLimit)
+        lane.maximum, lane.limit = 2, 2.0
+        yield value
+
+
+async def test_rescan_reclaim_racing_a_live_but_slow_worker(full_two_lanes, sync_conn):
     """A worker that outlives the processing expiry (budget rule broken by a stall) races the
     rescan's re-send: at most one result is stored, keywords are not doubled, COMPLETED is
     reached, and a cancel during the race still wins."""
+    full = full_two_lanes
     _, auth = await full.member()
     gate = full.provider.hold()
     r = await full.http.post("/v1/records", json=record_body(1, text=QUIET_TEXT), headers=auth)

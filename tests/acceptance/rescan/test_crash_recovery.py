@@ -1,5 +1,7 @@
 """SPEC §11 #8 end to end: a worker dies mid-stage; the real rescan of a restarted
-`pinlog serve` recovers the context to COMPLETED (the `rescanned_at` fix of SPEC §7.3).
+`pinlog serve` recovers the context to COMPLETED — at once when the dead process is known as
+the stage's owner (SPEC §7.3.1: its heartbeat lease ended), after the expiry when the owner is
+unknown (a row claimed before the upgrade; the `rescanned_at` fix of SPEC §7.3).
 
 The real `pinlog serve` runs as a subprocess on the test database. Its embedding provider
 (``openai``) and llm judge talk to a local OpenAI-compatible server that holds the call on an
@@ -7,8 +9,10 @@ Event until the test has SIGKILLed the server — no test hook in production cod
 
 No step races the clock: the servers run with the default expiries (PROCESSING 600 s), so the
 killed stage is certainly younger than the expiry when the test checks that nothing re-claims
-it, however loaded the machine; then the test moves the row's clock back past the expiry (the
-database-clock shift stands in for the wait) and the restarted server's rescan recovers it.
+it, however loaded the machine; the dead process's lease is moved with the database clock — kept
+running while the test checks that a live owner's stage is left alone, then ended — instead of
+waiting for its heartbeat timeout; and where the owner is unknown the row's clock is moved back
+past the expiry (the database-clock shift stands in for the wait).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from tests.conftest import make_settings, config_of
 from tests.helpers import free_port, run_pinlog
 from tests.integration.core.rescan.factory import RecordingClient, state
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.owners import end_lease, extend_lease, owner_of
 from tests.support.serve import PROFILE, TEXT, Server, create_context, serve_env, wait_for
 
 pytestmark = pytest.mark.slow
@@ -33,10 +38,12 @@ LONG_EXPIRY = {"PINLOG_PROCESSING_EXPIRY": str(PROCESSING_S),
 
 
 async def crash_and_recover(tmp_path, db_url, sync_conn, engine, fake: FakeOpenAI,
-                            hold: str, **extra: str) -> tuple[int, dict]:
-    """Run serve, hold the `hold` stage's model call, SIGKILL, check nothing younger than the
-    expiry is re-claimed, move the stage's clock past the expiry, restart, and wait for both
-    stages COMPLETED. Returns (id, state)."""
+                            hold: str, owner_known: bool, **extra: str) -> tuple[int, dict]:
+    """Run serve, hold the `hold` stage's model call, SIGKILL, check that nothing re-claims the
+    stage while its owner counts as live (or, owner unknown, while it is younger than the
+    expiry), then end the dead owner's lease (``owner_known``) or forget the owner and move the
+    stage's clock past the expiry; restart, and wait for both stages COMPLETED. Returns
+    (id, state)."""
     port = free_port()
     env = serve_env(tmp_path, db_url, port, fake, **LONG_EXPIRY, **extra)
     loaded = run_pinlog(["presets", "load"], env, timeout=120)
@@ -56,8 +63,16 @@ async def crash_and_recover(tmp_path, db_url, sync_conn, engine, fake: FakeOpenA
     stage = "embedding_status" if hold == "embeddings" else "keyword_status"
     row = state(sync_conn, context_id)
     assert row[stage] == "PROCESSING" and row["retry_count"] == 0
-    # A PROCESSING stage younger than the expiry is not re-claimed (SPEC §11 #8): the rescan
-    # with the servers' own settings leaves it alone.
+    (dead,) = sync_conn.execute("SELECT process_id FROM ai.process_settings WHERE pid = %s",
+                                (first.proc.pid,)).fetchone()
+    assert owner_of(sync_conn, context_id)[0] == dead  # the start recorded its live process
+    if not owner_known:  # a row claimed before the upgrade: nobody knows its owner
+        sync_conn.execute("UPDATE ai.context_ai_state SET owner = NULL WHERE context_id = %s",
+                          (context_id,))
+    # A PROCESSING stage whose owner counts as live, or (owner unknown) younger than the
+    # expiry, is not re-claimed (SPEC §11 #8, §7.3.1): the rescan with the servers' own
+    # settings leaves it alone.
+    extend_lease(sync_conn, dead)
     young = RescanLoop(engine, config_of(make_settings(tmp_path, db_url, processing_expiry=PROCESSING_S,
                                              pending_expiry=PENDING_S, embedding_timeout=0.5,
                                              llm_timeout=0.5, model_attempts=2,
@@ -65,10 +80,14 @@ async def crash_and_recover(tmp_path, db_url, sync_conn, engine, fake: FakeOpenA
                        RecordingClient())
     assert await young.claim() == []
     assert state(sync_conn, context_id)["retry_count"] == 0
-    # The expiry passes: the stage's clock is moved back past it instead of waiting for it.
-    sync_conn.execute("UPDATE ai.context_ai_state SET updated_at = updated_at - "
-                      "make_interval(secs => %s) WHERE context_id = %s",
-                      (PROCESSING_S + 60, context_id))
+    if owner_known:
+        # the dead process's heartbeat timeout passes: its lease is ended instead of waited for
+        end_lease(sync_conn, dead)
+    else:
+        # The expiry passes: the stage's clock is moved back past it instead of waiting for it.
+        sync_conn.execute("UPDATE ai.context_ai_state SET updated_at = updated_at - "
+                          "make_interval(secs => %s) WHERE context_id = %s",
+                          (PROCESSING_S + 60, context_id))
 
     fake.release.set()  # the model answers normally from now on
     fake.hold_embeddings.clear()
@@ -103,10 +122,12 @@ def assert_recovered_through_the_rescan(sync_conn, context_id: int, final: dict)
     assert "rescan" in actors and "finalizer" not in actors
 
 
-async def test_scenario_08_worker_killed_during_embedding_recovers_through_the_rescan(
+async def test_a_killed_owners_embedding_stage_is_reclaimed_before_the_expiry(
         tmp_path, db_url, sync_conn, engine, fake_openai):
+    """SPEC §7.3.1: owner dead → the restarted server's rescan re-sends the stage at once; it is
+    COMPLETED long before the 10-minute processing expiry (nothing moved the row's clock)."""
     context_id, final = await crash_and_recover(tmp_path, db_url, sync_conn, engine,
-                                                fake_openai, hold="embeddings")
+                                                fake_openai, hold="embeddings", owner_known=True)
     assert_recovered_through_the_rescan(sync_conn, context_id, final)
     # the killed call and the recovered one
     assert fake_openai.embedded_texts.count(TEXT) == 2
@@ -114,8 +135,9 @@ async def test_scenario_08_worker_killed_during_embedding_recovers_through_the_r
 
 async def test_scenario_08_worker_killed_during_keyword_judging_recovers_through_the_rescan(
         tmp_path, db_url, sync_conn, engine, fake_openai):
+    """Owner unknown (a row claimed before the upgrade): the expiry is the backstop."""
     context_id, final = await crash_and_recover(
-        tmp_path, db_url, sync_conn, engine, fake_openai, hold="chat",
+        tmp_path, db_url, sync_conn, engine, fake_openai, hold="chat", owner_known=False,
         PINLOG_JUDGE="llm", PINLOG_LLM_BASE_URL=fake_openai.base_url,
         PINLOG_LLM_CHAIN="fake-judge")
     assert_recovered_through_the_rescan(sync_conn, context_id, final)

@@ -9,8 +9,11 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+from pinlog.ai import state
+from pinlog.ai.state import Claim
 from pinlog.contracts import ProcessRequest
 from pinlog.settings import Settings
+from pinlog.states import Status
 from tests.conftest import make_settings
 
 DIM = 8
@@ -71,12 +74,26 @@ def seed_presets(conn: psycopg.Connection, profile: str = PROFILE, presets=None)
 
 
 def insert_state(conn: psycopg.Connection, context_id: int, embedding: str = "PENDING",
-                 keyword: str = "PENDING", *, age_seconds: float = 0) -> None:
-    """A state row as core creates it (optionally with statuses and an old ``updated_at``)."""
+                 keyword: str = "PENDING", *, age_seconds: float = 0,
+                 owner: str | None = None) -> None:
+    """A state row as core creates it (optionally with statuses and an old ``updated_at``).
+    Its owner record (SPEC §7.3.1) is ``owner`` (default none: unknown) with ``owned_at`` =
+    ``updated_at``, as a start leaves it — so :func:`claim_of` is the claim of the job that
+    started a PROCESSING stage inserted here."""
     conn.execute(
-        "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, updated_at) "
-        "VALUES (%s, %s, %s, now() - make_interval(secs => %s))",
-        (context_id, embedding, keyword, age_seconds))
+        "INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, updated_at,"
+        " owner, owned_at) VALUES (%s, %s, %s, now() - make_interval(secs => %s), %s,"
+        " now() - make_interval(secs => %s))",
+        (context_id, embedding, keyword, age_seconds, owner, age_seconds))
+
+
+def claim_of(conn: psycopg.Connection, context_id: int) -> Claim:
+    """The claim held on the row as it is now (its recorded owner, ``owned_at``): what the job
+    that started its PROCESSING stage carries into its writes (SPEC §7.3.1)."""
+    row = conn.execute("SELECT owner, owned_at FROM ai.context_ai_state WHERE context_id = %s",
+                       (context_id,)).fetchone()
+    assert row is not None, f"no state row {context_id}"
+    return Claim(Status.PROCESSING, row[0], row[1])
 
 
 def insert_embedding(conn: psycopg.Connection, context_id: int, vector: list[float], *,
@@ -89,6 +106,20 @@ def insert_embedding(conn: psycopg.Connection, context_id: int, vector: list[flo
         "embedding_profile, text_sha256, is_deleted) VALUES (%s, %s, %s, %s::vector, %s, %s, %s)",
         (context_id, user_id, record_id, vec_text(vector), profile,
          hashlib.sha256(text.encode()).digest(), is_deleted))
+
+
+async def save_claimed_embedding(engine, claim: Claim, *, user_id: int = 7, record_id: int = 70,
+                                 text_sha256: bytes = b"\x01" * 32) -> bool:
+    """Run the guarded embedding save of context 1 (vector ``basis(0)``, profile "p") under
+    ``claim`` in its own transaction: committed when it saved (True), rolled back when the
+    claim no longer holds (False, nothing written; SPEC §7.3.1)."""
+    async with engine.connect() as conn:
+        transaction = await conn.begin()
+        saved = await state.save_embedding(conn, context_id=1, user_id=user_id, record_id=record_id,
+                                           vector=np.asarray(basis(0), dtype=np.float32),
+                                           profile="p", text_sha256=text_sha256, claim=claim)
+        await (transaction.commit() if saved else transaction.rollback())
+    return saved
 
 
 def core_cancel(conn: psycopg.Connection, context_id: int) -> None:

@@ -22,8 +22,10 @@ RETRY_REASON = "reclaimed: retry_count rose since the stage started"
 
 
 async def _start(engine, cid, stage):
+    """The guarded start's previous status (None: 0 rows)."""
     async with engine.begin() as conn:
-        return await state.start_stage(conn, cid, stage, EXPIRY)
+        claim = await state.start_stage(conn, cid, stage, EXPIRY)
+    return claim.previous if claim is not None else None
 
 
 def _start_retry(conn, cid, stage: Stage):

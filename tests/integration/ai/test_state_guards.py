@@ -14,9 +14,9 @@ import pytest
 
 from pinlog.ai import state
 from pinlog.states import Stage, Status
-from tests.integration.ai.support import (basis, embedding_rows, events, insert_embedding,
-                                          insert_state, keyword_rows, read_state, seed_presets,
-                                          statuses)
+from tests.integration.ai.support import (basis, claim_of, embedding_rows, events,
+                                          insert_embedding, insert_state, keyword_rows,
+                                          read_state, seed_presets, statuses)
 from tests.sqltext import sql_code
 
 EXPIRY = timedelta(minutes=10)
@@ -24,8 +24,10 @@ ALL = [s.value for s in Status]
 
 
 async def _start(engine, cid, stage):
+    """The guarded start's previous status (None: 0 rows)."""
     async with engine.begin() as conn:
-        return await state.start_stage(conn, cid, stage, EXPIRY)
+        claim = await state.start_stage(conn, cid, stage, EXPIRY)
+    return claim.previous if claim is not None else None
 
 
 @pytest.mark.parametrize("status", ALL)
@@ -96,7 +98,7 @@ async def test_start_on_missing_row_is_zero_rows(engine):
 async def test_complete_embedding_only_from_processing(engine, sync_conn, status):
     insert_state(sync_conn, 1, embedding=status)
     async with engine.begin() as conn:
-        done = await state.complete_stage(conn, 1, Stage.EMBEDDING)
+        done = await state.complete_stage(conn, 1, Stage.EMBEDDING, claim_of(sync_conn, 1))
     assert done is (status == "PROCESSING")
     assert statuses(sync_conn, 1)[0] == ("COMPLETED" if status == "PROCESSING" else status)
 
@@ -107,7 +109,7 @@ async def test_complete_keyword_only_from_processing_with_embedding_completed(
         engine, sync_conn, embedding, keyword):
     insert_state(sync_conn, 1, embedding=embedding, keyword=keyword)
     async with engine.begin() as conn:
-        done = await state.complete_stage(conn, 1, Stage.KEYWORD)
+        done = await state.complete_stage(conn, 1, Stage.KEYWORD, claim_of(sync_conn, 1))
     expected = embedding == "COMPLETED" and keyword == "PROCESSING"
     assert done is expected
     assert statuses(sync_conn, 1) == (embedding, "COMPLETED" if expected else keyword)
@@ -119,7 +121,8 @@ async def test_fail_only_from_processing_never_overwrites_cancelled(engine, sync
                                                                     status):
     insert_state(sync_conn, 1, **{stage.label: status})
     async with engine.begin() as conn:
-        failed = await state.fail_stage(conn, 1, stage, "embedding permanent: upstream 400")
+        failed = await state.fail_stage(conn, 1, stage, "embedding permanent: upstream 400",
+                                        claim_of(sync_conn, 1))
     row = read_state(sync_conn, 1)
     got = row.embedding_status if stage is Stage.EMBEDDING else row.keyword_status
     if status == "PROCESSING":
@@ -137,8 +140,9 @@ async def test_record_error_never_touches_updated_at_and_only_while_processing(e
     insert_state(sync_conn, 2, embedding="CANCELLED", age_seconds=60)
     before = read_state(sync_conn, 1).updated_at
     async with engine.begin() as conn:
-        assert await state.record_error(conn, 1, Stage.EMBEDDING, "embedding transient: upstream 503")
-        assert not await state.record_error(conn, 2, Stage.EMBEDDING, "x")
+        assert await state.record_error(conn, 1, Stage.EMBEDDING,
+                                        "embedding transient: upstream 503", claim_of(sync_conn, 1))
+        assert not await state.record_error(conn, 2, Stage.EMBEDDING, "x", claim_of(sync_conn, 2))
     row = read_state(sync_conn, 1)
     assert row.updated_at == before
     assert row.embedding_status == "PROCESSING"
@@ -152,22 +156,24 @@ async def test_record_error_is_cut_to_500_characters(engine, sync_conn):
     insert_state(sync_conn, 1, embedding="PROCESSING")
     async with engine.begin() as conn:
         await state.record_error(conn, 1, Stage.EMBEDDING,
-                                 state.format_error(Stage.EMBEDDING, "transient", "x" * 900))
+                                 state.format_error(Stage.EMBEDDING, "transient", "x" * 900),
+                                 claim_of(sync_conn, 1))
     assert len(read_state(sync_conn, 1).last_error) == 500
 
 
-async def _upsert(engine, cid, vector, sha=b"\x01" * 32):
+async def _upsert(engine, sync_conn, cid, vector, sha=b"\x01" * 32):
+    claim = claim_of(sync_conn, cid)
     async with engine.begin() as conn:
         await state.lock_state(conn, cid)
         return await state.upsert_embedding(conn, context_id=cid, user_id=1, record_id=2,
                                             vector=np.asarray(vector, dtype=np.float32),
-                                            profile="p", text_sha256=sha)
+                                            profile="p", text_sha256=sha, claim=claim)
 
 
 @pytest.mark.parametrize("status", ALL)
 async def test_embedding_upsert_only_while_processing(engine, sync_conn, status):
     insert_state(sync_conn, 1, embedding=status)
-    assert await _upsert(engine, 1, basis(0)) is (status == "PROCESSING")
+    assert await _upsert(engine, sync_conn, 1, basis(0)) is (status == "PROCESSING")
     assert len(embedding_rows(sync_conn, 1)) == (1 if status == "PROCESSING" else 0)
 
 
@@ -175,7 +181,7 @@ async def test_embedding_upsert_never_revives_is_deleted(engine, sync_conn):
     # An (artificial) PROCESSING stage whose embedding core already marked deleted.
     insert_state(sync_conn, 1, embedding="PROCESSING")
     insert_embedding(sync_conn, 1, basis(3), profile="old", is_deleted=True)
-    assert await _upsert(engine, 1, basis(0)) is False
+    assert await _upsert(engine, sync_conn, 1, basis(0)) is False
     assert embedding_rows(sync_conn, 1)[0][:2] == ("old", True)
 
 
@@ -189,7 +195,7 @@ async def test_embedding_upsert_replaces_a_live_row_but_keeps_is_deleted_out_of_
 async def test_embedding_upsert_overwrites_vector_of_same_context(engine, sync_conn):
     insert_state(sync_conn, 1, embedding="PROCESSING")
     insert_embedding(sync_conn, 1, basis(3), profile="old-profile")
-    assert await _upsert(engine, 1, basis(0)) is True
+    assert await _upsert(engine, sync_conn, 1, basis(0)) is True
     assert embedding_rows(sync_conn, 1)[0][:3] == ("p", False, 8)
 
 
@@ -199,7 +205,8 @@ async def test_keywords_are_delete_then_insert(engine, sync_conn):
     for picks in ([(101, 0.9), (301, 0.5)], [(301, 0.7)], []):
         async with engine.begin() as conn:
             await state.lock_state(conn, 1)
-            assert await state.replace_keywords(conn, 1, picks, 3) == len(picks)
+            assert await state.replace_keywords(conn, 1, picks, 3,
+                                                claim_of(sync_conn, 1)) == len(picks)
         got = [(k, float(c), v) for k, c, v in keyword_rows(sync_conn, 1)]
         assert got == [(k, c, 3) for k, c in sorted(picks)]
 
@@ -212,9 +219,11 @@ async def test_keyword_writes_are_guarded(engine, sync_conn, embedding, keyword)
     sync_conn.execute("INSERT INTO ai.context_keyword VALUES (1, 101, 0.5, 1)")
     async with engine.begin() as conn:
         await state.lock_state(conn, 1)
-        assert await state.replace_keywords(conn, 1, [(301, 0.9)], 2) == 0
+        claim = claim_of(sync_conn, 1)
+        assert await state.replace_keywords(conn, 1, [(301, 0.9)], 2, claim) == 0
         assert not await state.upsert_keyword_analysis(conn, 1, preset_version=2,
-                                                       unmatched_concepts=[], model_profile="m")
+                                                       unmatched_concepts=[], model_profile="m",
+                                                       claim=claim)
     assert [k for k, *_ in keyword_rows(sync_conn, 1)] == [101]  # untouched
 
 

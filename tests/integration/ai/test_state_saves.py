@@ -7,10 +7,11 @@ commits only when every guard matched, and a failed guard leaves nothing behind.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from sqlalchemy import text
 
 from pinlog.ai import state
 from pinlog.states import Status
@@ -35,16 +36,27 @@ async def _saved(engine, save) -> bool:
     return saved
 
 
-def _save_embedding(conn):
-    return state.save_embedding(conn, context_id=1, user_id=7, record_id=70,
-                                vector=np.asarray(basis(0), dtype=np.float32), profile=PROFILE,
-                                text_sha256=SHA)
+async def _claim(conn) -> state.Claim:
+    """The claim of the job that started row 1's stage (its owner record as inserted,
+    ``support.claim_of``); a never-matching one when the row is missing."""
+    row = (await conn.execute(text("SELECT owner, owned_at FROM ai.context_ai_state "
+                                   "WHERE context_id = 1"))).first()
+    if row is None:
+        return state.Claim(Status.PROCESSING, None, datetime(2000, 1, 1, tzinfo=UTC))
+    return state.Claim(Status.PROCESSING, row[0], row[1])
 
 
-def _save_keywords(conn, picks=((301, 0.9),)):
-    return state.save_keywords(conn, 1, picks=list(picks), preset_version=2,
-                               unmatched_concepts=["야경"], model_profile="judge-m",
-                               evidence=[{"id": 301, "score": 4.5}])
+async def _save_embedding(conn):
+    return await state.save_embedding(conn, context_id=1, user_id=7, record_id=70,
+                                      vector=np.asarray(basis(0), dtype=np.float32),
+                                      profile=PROFILE, text_sha256=SHA, claim=await _claim(conn))
+
+
+async def _save_keywords(conn, picks=((301, 0.9),)):
+    return await state.save_keywords(conn, 1, picks=list(picks), preset_version=2,
+                                     unmatched_concepts=["야경"], model_profile="judge-m",
+                                     evidence=[{"id": 301, "score": 4.5}],
+                                     claim=await _claim(conn))
 
 
 @pytest.mark.parametrize("keyword", ["PENDING", "CANCELLED"])
@@ -119,10 +131,10 @@ async def test_start_keyword_and_read_starts_only_pending_behind_a_completed_emb
         expected_fingerprint = await state.preset_fingerprint(conn, PROFILE)
         await conn.commit()
     async with engine.begin() as conn:
-        previous, stored, fingerprint = await state.start_keyword_and_read(conn, 1, EXPIRY,
-                                                                           PROFILE)
+        claim, stored, fingerprint = await state.start_keyword_and_read(conn, 1, EXPIRY,
+                                                                        PROFILE)
     started = embedding == "COMPLETED" and keyword == "PENDING"
-    assert previous is (Status.PENDING if started else None)
+    assert (claim.previous if claim else None) is (Status.PENDING if started else None)
     assert statuses(sync_conn, 1) == (embedding, "PROCESSING" if started else keyword)
     assert [e[:3] for e in events(sync_conn, 1)] == (
         [("keyword", "PENDING", "PROCESSING")] if started else [])
@@ -137,6 +149,7 @@ async def test_start_keyword_and_read_reclaims_an_expired_keyword_stage(engine, 
     insert_state(sync_conn, 1, embedding="COMPLETED", keyword="PROCESSING",
                  age_seconds=EXPIRY.total_seconds() + 5)
     async with engine.begin() as conn:
-        previous, stored, _ = await state.start_keyword_and_read(conn, 1, EXPIRY, PROFILE)
-    assert previous is Status.PROCESSING and stored is None  # no vector stored
+        claim, stored, _ = await state.start_keyword_and_read(conn, 1, EXPIRY, PROFILE)
+    assert claim is not None and claim.previous is Status.PROCESSING
+    assert stored is None  # no vector stored
     assert events(sync_conn, 1)[-1][1:3] == ("PROCESSING", "PROCESSING")
