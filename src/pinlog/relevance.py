@@ -11,7 +11,11 @@ show. :func:`decide` turns N such lists into the records to show:
   not searchable yet, or no longer. Evidence about other records, or a channel's context that
   was not scored, is ignored.
 - **no evidence, no result:** a record is shown only when at least one channel vouches for it;
-  there is no "keep the top hit" rule (an off-topic query gets ``[]``).
+  there is no "keep the top hit" rule (an off-topic query gets ``[]``). A channel that **doubts**
+  a record (``doubt``: it sees part of the query in the record and not the rest) lets another
+  channel's vouch for it count only when that channel's calibrated ``strength`` reaches the
+  doubt (issue 28: the lexical channel's partial matches, the vector channel's per-query
+  calibrated strength).
 - **matchedBy:** the names of the channels that vouched, in channel order, each once.
 - **shown context:** the context named by the *last* vouching channel that names one — channels
   are listed from the most general evidence (meaning) to the most specific (the member's own
@@ -46,14 +50,20 @@ class Evidence(NamedTuple):
         score: the value this channel ranks the record by (higher first; e.g. a cosine, a
             coverage in 0..1); ``None``: the channel does not rank the record (no RRF term).
         vouched: the channel's calibrated evidence holds — the record may be shown.
-        matched_by: the ``matchedBy`` name(s) reported when ``vouched``.
+        matched_by: the ``matchedBy`` name(s) reported when the channel vouches.
         context_id: the context the channel would show (``None``: no preference).
+        strength: the channel's calibrated strength for the record, comparable with other
+            channels' ``doubt`` (the vector channel's per-query calibrated score; ``None``: none).
+        doubt: another channel's vouch for the record counts only when its ``strength`` is at
+            least this (``None``: no doubt).
     """
 
     score: float | None
     vouched: bool = False
     matched_by: tuple[str, ...] = ()
     context_id: int | None = None
+    strength: float | None = None
+    doubt: float | None = None
 
 
 #: One channel's evidence: record id → :class:`Evidence` (records it knows nothing of are absent).
@@ -81,6 +91,17 @@ def competition_ranks(values: Mapping[int, float]) -> dict[int, int]:
     return {record_id: first[v] for record_id, v in values.items()}
 
 
+def vouches(index: int, evidence: Sequence[Evidence | None]) -> bool:
+    """Whether channel ``index``'s evidence for a record vouches for it, given every channel's
+    evidence for that record (``None``: the channel knows nothing of it): ``vouched``, and no
+    other channel's ``doubt`` above this channel's ``strength`` (module docstring)."""
+    own = evidence[index]
+    if own is None or not own.vouched:
+        return False
+    return all(e is None or e.doubt is None or (own.strength is not None and own.strength >= e.doubt)
+               for i, e in enumerate(evidence) if i != index)
+
+
 def decide(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int,
            limit: int) -> list[Decision]:
     """The records to show, best first, at most ``limit`` (SPEC §10; rules in the module
@@ -103,7 +124,8 @@ def decide(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int,
     decisions = []
     for r in pool:
         scored = cosines[r]
-        vouching = [e for ev in channels if (e := ev.get(r)) is not None and e.vouched]
+        evidence = [ev.get(r) for ev in channels]
+        vouching = [e for i, e in enumerate(evidence) if e is not None and vouches(i, evidence)]
         if not vouching:
             continue
         matched_by = tuple(dict.fromkeys(name for e in vouching for name in e.matched_by))

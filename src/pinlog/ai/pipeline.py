@@ -49,9 +49,11 @@ from pinlog.ai.errors import (
 from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pick, PresetSnapshot
 from pinlog.ai.presets import load_snapshot
 from pinlog.ai.vectors import check_embeddings
+from pinlog.channels.lexical import place_meta_text
 from pinlog.contracts import ProcessRequest
 from pinlog.settings import RetryPolicy, Settings
 from pinlog.states import Stage, Status
+from pinlog.text import lexical_terms
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -311,10 +313,13 @@ class Pipeline:
         cid = request.context_id
 
         async def body(conn: AsyncConnection) -> None:
-            # FOR UPDATE lock, guarded upsert (never is_deleted), guarded complete
+            # FOR UPDATE lock, guarded upserts (never is_deleted; the lexical terms with the
+        # vector, SPEC §10), guarded complete
             if not await state.save_embedding(conn, context_id=cid, user_id=request.user_id,
                                               record_id=request.record_id, vector=vector,
-                                              profile=self.profile, text_sha256=sha):
+                                              profile=self.profile, text_sha256=sha,
+                                              note_terms=lexical_terms(request.text),
+                                              place_terms=lexical_terms(place_meta_text(request.place_meta))):
                 raise _Discard
 
         return await self._save(body)

@@ -28,12 +28,15 @@ from pinlog.ai.providers import (BatchConfig, EmbeddingProviderConfig, MicroBatc
                                  build_batched_provider, embedding_config)
 from pinlog.ai.rewrite import RewriteConfig
 from pinlog.ai.worker import WorkQueue, db_slots
+from pinlog.channels.base import RelevanceRule
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.errors import StartupError
 from pinlog.settings import Settings
 
 if TYPE_CHECKING:
+    from pinlog.ai.channels import AiSearch
     from pinlog.ai.rewrite import QueryRewriter
+    from pinlog.ai.search import Background
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,9 @@ class AiConfig:
         batching: the micro-batcher's bounds.
         judge: the configured judge's model (``PINLOG_JUDGE``).
         calibration: the thresholds of the configured profile (SPEC §8, §10).
+        relevance: the search decision's parameters — the settings' lexical thresholds and the
+            profile's calibrated strengths; core's search gets this same value (SPEC §10: one
+            decision for ``/v1/search`` and ``/internal/v1/search``).
         pipeline: what one job reads.
         rewrite: the optional query rewrite.
         work_queue_size, worker_concurrency: ``PINLOG_WORK_QUEUE_SIZE``,
@@ -81,6 +87,7 @@ class AiConfig:
     batching: BatchConfig
     judge: JudgeConfig
     calibration: Calibration
+    relevance: RelevanceRule
     pipeline: PipelineConfig
     rewrite: RewriteConfig
     work_queue_size: int
@@ -98,6 +105,8 @@ class AiConfig:
         calibration = calibration_for(settings, embedding.profile)
         return cls(embedding=embedding, batching=BatchConfig.from_settings(settings),
                    judge=judge_config(settings), calibration=calibration,
+                   relevance=RelevanceRule.from_settings(
+                       settings, doubt_strength=calibration.search_doubt_strength),
                    pipeline=PipelineConfig.from_settings(settings, calibration),
                    rewrite=RewriteConfig.from_settings(settings),
                    work_queue_size=settings.work_queue_size,
@@ -141,6 +150,9 @@ class AiRuntime:
         self.queue: WorkQueue | None = None
         self.profile: str | None = None
         self.rewriter: QueryRewriter | None = None  # when PINLOG_SEARCH_REWRITE=llm
+        self.background: Background | None = None  # a calibrated profile's (SPEC §10, issue 28)
+        self.searcher: AiSearch | None = None
+        self._background_lock = asyncio.Lock()
         self._refused = 0  # 503s since the last "work queue full" log line
         self._refused_logged_at: float | None = None  # time.monotonic() of that line
 
@@ -208,6 +220,7 @@ class AiRuntime:
                 await batched.aclose(close_provider=given is None)
             raise
         self.provider, self.judge = batched, judge
+        await self._embed_background(at_start=True)
         config = self.config
         pool = getattr(self.engine.sync_engine.pool, "size", lambda: config.db_pool_size)()
         self.pipeline = Pipeline(self.engine, config.pipeline, batched, judge,
@@ -217,6 +230,31 @@ class AiRuntime:
         self.queue.start()
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})
+
+    async def _embed_background(self, *, at_start: bool = False) -> Background | None:
+        """The profile's background set for the per-query calibration of search (SPEC §10,
+        issue 28), embedded once — only for a calibrated profile (``search_strength``). At
+        start-up a transient failure (endpoint briefly down) only defers it (WARNING): the first
+        search embeds it then, and answers 503 while that fails.
+
+        Raises:
+            pinlog.ai.errors.ModelError: not at start-up, the background could not be embedded.
+        """
+        from pinlog.ai.errors import ModelError
+        from pinlog.ai.search import Background
+
+        if self.config.calibration.search_strength is None or self.provider is None:
+            return None
+        async with self._background_lock:
+            if self.background is None:
+                try:
+                    self.background = await Background.embed(self.provider)
+                except ModelError as exc:
+                    if not at_start or not exc.transient:
+                        raise
+                    log.warning("search background not embedded yet: provider unavailable",
+                                extra={"error_class": "transient"})
+        return self.background
 
     async def _probe_dimension(self, batched: MicroBatcher) -> None:
         """Embed one probe text with the configured provider and compare the real output length
@@ -329,7 +367,10 @@ class AiRuntime:
             await self.queue.join()
 
     async def search(self, request: SearchRequest) -> SearchResponse:
-        """Personal vector search (SPEC §10): embed the query once, exact cosine, cuts.
+        """Personal search (SPEC §10) by the request's mode (:class:`pinlog.ai.channels.AiSearch`):
+        ``hybrid`` — the ai side's channels and the shared decision; ``vector`` — the records
+        the vector channel vouches for; ``score`` — the cosines of ``recordIds``' contexts. The
+        query is embedded once (and reused by the second request of one search).
 
         Raises:
             pinlog.ai.search.ProfileMismatch: another profile was requested (no model call).
@@ -339,18 +380,27 @@ class AiRuntime:
                 background backlog, so this means the model or the database is overloaded).
             RuntimeError: the runtime is not started.
         """
-        from pinlog.ai.search import SearchCuts, search
+        from pinlog.ai.channels import AiSearch
+        from pinlog.ai.search import SearchCuts
 
         if self.provider is None:
             raise RuntimeError("the ai runtime is not started")
         calibration = self.config.calibration
-        cuts = SearchCuts.from_calibration(calibration)
         deadline = self.config.search_timeout
+
+        async def run() -> SearchResponse:
+            background = await self._embed_background()
+            if self.searcher is None or self.searcher.background is not background:
+                assert self.provider is not None
+                self.searcher = AiSearch(self.engine, self.provider,
+                                         SearchCuts.from_calibration(calibration),
+                                         self.config.relevance, background=background,
+                                         rewrite=self.rewriter,
+                                         keyword_floor=calibration.candidate_floor)
+            return await self.searcher(request)
+
         try:
-            return await asyncio.wait_for(search(self.engine, self.provider, request, cuts,
-                                                 rewrite=self.rewriter,
-                                                 keyword_floor=calibration.candidate_floor),
-                                          deadline)
+            return await asyncio.wait_for(run(), deadline)
         except TimeoutError:
             metrics.SEARCH_REQUESTS.labels("timeout").inc()
             raise SearchTimeout(f"search exceeded PINLOG_SEARCH_TIMEOUT ({deadline:g} s)") from None

@@ -56,6 +56,13 @@ def _embedding_params(context_id: int, user_id: int, record_id: int, vector: np.
             "embedding": to_pgvector(vector), "profile": profile, "text_sha256": text_sha256}
 
 
+def _lexical_params(context_id: int, user_id: int, record_id: int, note_terms: Sequence[str],
+                    place_terms: Sequence[str]) -> dict[str, Any]:
+    """Parameters of ``upsert_lexical`` (the terms as text arrays)."""
+    return {"context_id": context_id, "user_id": user_id, "record_id": record_id,
+            "note_terms": list(note_terms), "place_terms": list(place_terms)}
+
+
 def _keyword_params(context_id: int, picks: Sequence[tuple[int, float | None]],
                     preset_version: int) -> dict[str, Any]:
     """Parameters of ``insert_keywords``: parallel id / confidence arrays (3 decimals)."""
@@ -192,6 +199,15 @@ async def lock_state(conn: AsyncConnection, context_id: int) -> tuple[Status, St
     return (Status(row[0]), Status(row[1])) if row else None
 
 
+async def upsert_lexical(conn: AsyncConnection, *, context_id: int, user_id: int, record_id: int,
+                         note_terms: Sequence[str], place_terms: Sequence[str]) -> bool:
+    """Store the context's lexical terms while embedding is PROCESSING and its embedding is not
+    marked deleted (SPEC §10, issue 28). Returns False when 0 rows were written."""
+    cursor = await _execute(conn, "upsert_lexical", _lexical_params(
+        context_id, user_id, record_id, note_terms, place_terms))
+    return cursor.rowcount == 1
+
+
 async def upsert_embedding(conn: AsyncConnection, *, context_id: int, user_id: int,
                            record_id: int, vector: np.ndarray, profile: str,
                            text_sha256: bytes) -> bool:
@@ -277,18 +293,23 @@ async def preset_fingerprint(conn: AsyncConnection, profile: str) -> str:
 
 
 async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int, record_id: int,
-                         vector: np.ndarray, profile: str, text_sha256: bytes) -> bool:
+                         vector: np.ndarray, profile: str, text_sha256: bytes,
+                         note_terms: Sequence[str] = (), place_terms: Sequence[str] = ()) -> bool:
     """Embedding save (SPEC §5.2 step 2), inside the caller's transaction: :func:`lock_state`,
-    :func:`upsert_embedding`, :func:`complete_stage`. Returns True when both guards matched
-    (commit), False when either affected 0 rows (roll back and discard)."""
+    :func:`upsert_embedding`, :func:`upsert_lexical` (the lexical terms of the request's text
+    and placeMeta, SPEC §10), :func:`complete_stage`. Returns True when every guard matched
+    (commit), False when any affected 0 rows (roll back and discard)."""
     driver = await driver_connection(conn)
     async with driver.pipeline():
         await _execute(conn, "lock_state", {"context_id": context_id})
         upsert = await _execute(conn, "upsert_embedding", _embedding_params(
             context_id, user_id, record_id, vector, profile, text_sha256))
+        lexical = await _execute(conn, "upsert_lexical", _lexical_params(
+            context_id, user_id, record_id, note_terms, place_terms))
         complete = await _execute(conn, "complete_embedding",
                                   {"context_id": context_id, "reason": "completed"})
-    return upsert.rowcount == 1 and await complete.fetchone() is not None
+    return (upsert.rowcount == 1 and lexical.rowcount == 1
+            and await complete.fetchone() is not None)
 
 
 async def save_keywords(conn: AsyncConnection, context_id: int, *,

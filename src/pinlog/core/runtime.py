@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinlog.channels.base import RelevanceRule
 from pinlog.contracts import ProcessClient, ProcessRequest
 from pinlog.core.api.auth import AuthConfig
 from pinlog.core.dispatch import (DispatchConfig, Dispatcher, HttpProcessClient, InProcessClient,
@@ -53,13 +54,19 @@ class CoreConfig:
     shutdown_grace: float
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, profile: str) -> CoreConfig:
-        """Args: ``profile`` — the embedding profile in force (from the ai side's provider
-        config: core never imports ai)."""
+    def from_settings(cls, settings: Settings, *, profile: str,
+                      relevance: RelevanceRule | None = None) -> CoreConfig:
+        """Args: ``profile`` — the embedding profile in force; ``relevance`` — the search
+        decision's parameters (both from the ai side's config, as values: core never imports
+        ai; the ai side's hybrid search decides with the same rule). Without ``relevance``:
+        the settings' thresholds and no calibrated strengths."""
+        search = SearchConfig.from_settings(settings, profile=profile)
+        if relevance is not None:
+            search = replace(search, rule=relevance)
         return cls(service=ServiceConfig.from_settings(settings),
                    dispatch=DispatchConfig.from_settings(settings),
                    rescan=RescanConfig.from_settings(settings),
-                   search=SearchConfig.from_settings(settings, profile=profile),
+                   search=search,
                    status=StatusConfig.from_settings(settings),
                    reprocess=ReprocessConfig.from_settings(settings, profile=profile),
                    auth=AuthConfig.from_settings(settings),

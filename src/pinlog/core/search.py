@@ -1,12 +1,14 @@
-"""Personal search, core side (SPEC §10): the channels (:mod:`pinlog.core.channels`), the
-relevance decision and fusion (:mod:`pinlog.relevance`), then re-verification of every hit.
+"""Personal search, core side (SPEC §10): the shared flow (:func:`pinlog.channels.search`)
+over core's channels (:mod:`pinlog.core.channels`) and the ai side's vector search, then
+re-verification of every hit.
 
-Each channel reads what it needs for the query (the lexical channel: the member's own words);
-core asks the ai side for the records its vector search vouches for and for the cosine of the
-contexts the channels named, decides which records have evidence and orders them, then keeps
-only hits whose context is still active and whose record is active, both owned by the member,
-and decorates them with the place, the matched context's text and the owner-view keywords of
-that context (SPEC §8).
+While core's lexical channel reads the member's own words, the ai side embeds the query and
+answers the records its vector search vouches for (mode ``vector``); then it scores the
+contexts of the records the lexical channel named (mode ``score``, the query vector reused).
+The channel-neutral decision (:mod:`pinlog.relevance`, the same the ai side's hybrid mode runs)
+picks and orders the records; core keeps only hits whose context is still active and whose
+record is active, both owned by the member, and decorates them with the place, the matched
+context's text and the owner-view keywords of that context (SPEC §8).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from dataclasses import dataclass
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.contracts import REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, SearchRequest, SearchResponse
-from pinlog.core.channels import RelevanceRule, SearchQuery, decide, find_all, records_to_score
+from pinlog import channels
+from pinlog.contracts import (REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, SearchMode, SearchRequest,
+                              SearchResponse)
+from pinlog.core.channels import RelevanceRule, SearchQuery, build
 from pinlog.core.dispatch import DispatchConfig
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
@@ -54,8 +58,9 @@ class SearchConfig:
     Attributes:
         profile: the embedding profile in force (the ai side's provider config, given by the
             composition root); sent with every search request.
-        rule: the relevance decision's parameters (``PINLOG_SEARCH_TEXT_MIN_COVERAGE``,
-            ``PINLOG_SEARCH_RRF_K``).
+        rule: the relevance decision's parameters (``PINLOG_SEARCH_TEXT_*``,
+            ``PINLOG_SEARCH_RRF_K`` and the profile's calibrated doubt strength: the same rule
+            the ai side's hybrid search applies).
         timeout: ``PINLOG_SEARCH_TIMEOUT``, seconds (the ai side answers 503 at its deadline).
     """
 
@@ -64,9 +69,12 @@ class SearchConfig:
     timeout: float
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, profile: str) -> SearchConfig:
-        return cls(profile=profile, rule=RelevanceRule(min_coverage=settings.search_text_min_coverage,
-                                                       rrf_k=settings.search_rrf_k),
+    def from_settings(cls, settings: Settings, *, profile: str,
+                      doubt_strength: float | None = None) -> SearchConfig:
+        """``profile`` and the doubt strength are the ai side's (its provider and calibration),
+        given as values by the composition root."""
+        return cls(profile=profile,
+                   rule=RelevanceRule.from_settings(settings, doubt_strength=doubt_strength),
                    timeout=settings.search_timeout)
 
 
@@ -160,6 +168,26 @@ async def verify_hits(engine: AsyncEngine, member_id: int,
     return results
 
 
+class AiVectorSearch:
+    """The ai side's vector search over the search client (the kernel's
+    :class:`pinlog.channels.VectorSearch`): mode ``vector`` for the candidates, mode ``score``
+    for the records core's channels named."""
+
+    def __init__(self, search: SearchFn, profile: str) -> None:
+        self._search, self._profile = search, profile
+
+    def _request(self, query: SearchQuery, mode: SearchMode, limit: int = 20,
+                 record_ids: Sequence[int] = ()) -> SearchRequest:
+        return SearchRequest(user_id=query.member_id, query=query.text, limit=limit,
+                             embedding_profile=self._profile, record_ids=list(record_ids), mode=mode)
+
+    async def candidates(self, query: SearchQuery, limit: int) -> SearchResponse:
+        return await self._search(self._request(query, "vector", limit))
+
+    async def score(self, query: SearchQuery, record_ids: Sequence[int]) -> SearchResponse:
+        return await self._search(self._request(query, "score", record_ids=record_ids))
+
+
 async def member_search(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
                         member_id: int, query: str, limit: int = 20) -> list[SearchResult]:
     """Search the member's records by meaning and by their own words (SPEC §10).
@@ -172,7 +200,7 @@ async def member_search(engine: AsyncEngine, config: SearchConfig, search: Searc
 
     Returns:
         records with evidence from at least one channel, best first (``[]`` for an off-topic
-        query or one without any word).
+        query or a filler one: ``ㅎㅎ``, ``?``, ``...``).
 
     Raises:
         SearchUnavailable: no ai side configured or it failed.
@@ -180,8 +208,21 @@ async def member_search(engine: AsyncEngine, config: SearchConfig, search: Searc
     """
     if search is None:
         raise SearchUnavailable("search unavailable")
-    found = await find_all(engine, SearchQuery(member_id, query), config.rule)
-    request = SearchRequest(user_id=member_id, query=query, limit=limit,
-                            embedding_profile=config.profile, record_ids=records_to_score(found))
-    response = await search(request)
-    return await verify_hits(engine, member_id, decide(found, response, config.rule, limit))
+    decisions = await channels.search(SearchQuery(member_id, query), build(engine, config.rule),
+                                      AiVectorSearch(search, config.profile), config.rule, limit)
+    return await verify_hits(engine, member_id, decisions)
+
+
+async def explain_search(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
+                         member_id: int, query: str, limit: int = 20) -> channels.Explanation:
+    """What each of core's channels said about each record for this search
+    (:func:`pinlog.channels.explain`; ids and numbers, never note text) — the search debugger's
+    data. Its decisions are those :func:`member_search` verifies.
+
+    Raises:
+        SearchUnavailable, SearchRejected: as :func:`member_search`.
+    """
+    if search is None:
+        raise SearchUnavailable("search unavailable")
+    return await channels.explain(SearchQuery(member_id, query), build(engine, config.rule),
+                                  AiVectorSearch(search, config.profile), config.rule, limit)
