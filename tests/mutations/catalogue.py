@@ -58,8 +58,9 @@ CLI_APP_PY = "src/pinlog/cli/app.py"
 CLI_OPS_PY = "src/pinlog/cli/ops.py"
 RELEVANCE = "src/pinlog/relevance.py"
 CHANNELS = "src/pinlog/core/channels/__init__.py"
-LEXICAL = "src/pinlog/core/channels/lexical.py"
-VECTOR = "src/pinlog/core/channels/vector.py"
+LEXICAL = "src/pinlog/channels/lexical.py"
+VECTOR = "src/pinlog/channels/vector.py"
+FLOW = "src/pinlog/channels/flow.py"
 AI_SEARCH = "src/pinlog/ai/search.py"
 AI_RUNTIME = "src/pinlog/ai/runtime.py"
 BATCHING = "src/pinlog/ai/providers/batching.py"
@@ -402,7 +403,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "(e.user_id = :user_id OR true) ",
         (f"{SEARCH}::test_scenario_19_another_members_data_never_appears_even_with_a_large_limit",
          f"{SEARCH}::test_score_records_applies_each_filter_alone"),
-        occurrences=2,  # search_member and score_records (the lexical channel's records)
+        occurrences=3,  # search_member, score_records and the ai side's lexical_matches
     ),
     Mutation(
         "search_without_is_deleted_filter",
@@ -412,7 +413,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "(e.is_deleted = false OR true) ",
         (f"{SEARCH}::test_each_invalidation_marker_alone_hides_a_row",
          f"{SEARCH}::test_score_records_applies_each_filter_alone"),
-        occurrences=2,  # search_member and score_records (the lexical channel's records)
+        occurrences=3,  # search_member, score_records and the ai side's lexical_matches
     ),
     Mutation(
         "search_member_without_completed_filter",
@@ -438,7 +439,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "(e.embedding_profile = :profile OR true) ",
         (f"{SEARCH}::test_other_profile_rows_are_never_compared",
          f"{SEARCH}::test_score_records_applies_each_filter_alone"),
-        occurrences=2,  # search_member and score_records (the lexical channel's records)
+        occurrences=3,  # search_member, score_records and the ai side's lexical_matches
     ),
     Mutation(
         "core_verify_hits_keeps_deleted_contexts",
@@ -504,38 +505,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lexical_ignores_the_coverage_threshold",
         "SPEC §10: lexical evidence needs PINLOG_SEARCH_TEXT_MIN_COVERAGE of the query's terms",
         LEXICAL,
-        "Evidence(cov, cov >= self.min_coverage, names, shown)",
-        "Evidence(cov, True, names, shown)",
+        "Evidence(cov, cov >= rule.min_coverage, names or (TEXT,), shown,",
+        "Evidence(cov, True, names or (TEXT,), shown,",
         (f"{RELEVANCE_T}::test_lexical_evidence_needs_the_coverage_threshold",),
     ),
     Mutation(
         "lexical_counts_words_of_unscored_notes",
         "SPEC §10: a note is searchable once its embedding COMPLETED (its words count only then)",
         LEXICAL,
-        "cov = coverage(match, self.query_terms, scored)",
-        "cov = coverage(match, self.query_terms)",
+        "cov = query.coverage(match.terms(scored))",
+        "cov = query.coverage(match.terms())",
         (f"{RELEVANCE_T}::test_words_of_a_note_without_an_embedding_do_not_count",),
     ),
     Mutation(
         "lexical_asks_to_score_records_below_the_threshold",
         "SPEC §10: only records that can pass the lexical test are sent to be scored (recordIds)",
         LEXICAL,
-        "if self.query_terms and coverage(m, self.query_terms) >= self.min_coverage]",
-        "if self.query_terms]",
+        "            if cov > 0 and cov >= self.rule.min_coverage:\n",
+        "            if cov > 0:\n",
         (f"{REGISTRY_T}::test_the_lexical_channel_asks_for_the_records_that_can_pass_counting_every_note",),
     ),
     Mutation(
         "vector_channel_vouches_for_every_scored_record",
         "SPEC §10: the vector channel vouches only for the ai side's results (calibrated floors)",
         VECTOR,
-        "Evidence(max(scored.values()), record_id in vouched, (VECTOR,),",
-        "Evidence(max(scored.values()), True, (VECTOR,),",
+        "out[record_id] = Evidence(max(scored.values()) if s is None else s, record_id in vouched,",
+        "out[record_id] = Evidence(max(scored.values()) if s is None else s, True,",
         (f"{RELEVANCE_T}::test_no_evidence_means_no_result_even_for_the_best_cosine",),
     ),
     Mutation(
         "records_to_score_from_the_first_channel_only",
         "SPEC §10: the ai side scores the records every channel names",
-        CHANNELS,
+        FLOW,
         "wanted = dict.fromkeys(r for f in found for r in f.to_score())",
         "wanted = dict.fromkeys(r for f in found[:1] for r in f.to_score())",
         (f"{REGISTRY_T}::test_records_to_score_are_every_channels_requests_in_order_each_once_capped",
@@ -545,7 +546,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "scored_contexts_drop_the_vouched_results",
         "SPEC §10: the records the vector channel vouches for are searchable with their cosine",
-        CHANNELS,
+        FLOW,
         "    for hit in (*response.scored, *response.results):\n",
         "    for hit in response.scored:\n",
         (f"{REGISTRY_T}::test_scored_contexts_hold_every_cosine_of_the_answer",
@@ -771,16 +772,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "relevance_ignores_the_coverage_threshold_end_to_end",
         "SPEC §10: lexical evidence needs the query-term coverage threshold, not any one term",
         LEXICAL,
-        "Evidence(cov, cov >= self.min_coverage, names, shown)",
-        "Evidence(cov, True, names, shown)",
+        "Evidence(cov, cov >= rule.min_coverage, names or (TEXT,), shown,",
+        "Evidence(cov, True, names or (TEXT,), shown,",
         (f"{LEXICAL_T}::test_one_query_term_of_five_is_below_the_coverage_threshold",),
     ),
     Mutation(
         "relevance_counts_unscored_notes_words_end_to_end",
         "SPEC §10: words of a note that is not searchable (no embedding scored) give no evidence",
         LEXICAL,
-        "cov = coverage(match, self.query_terms, scored)",
-        "cov = coverage(match, self.query_terms)",
+        "cov = query.coverage(match.terms(scored))",
+        "cov = query.coverage(match.terms())",
         (f"{LEXICAL_T}::test_a_note_that_is_not_searchable_yet_gives_no_evidence_and_no_result",),
     ),
     # -- the vector channel's short-query floor through search() (ai/search.py, SPEC §10)
@@ -789,9 +790,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §10 cuts: a one-word query's hits are cut at the short-query floor, also in the "
         "statement's bound (min_similarity)",
         AI_SEARCH,
-        "        min_similarity = (cuts.short_query_floor if is_short_query(request.query)\n"
-        "                          else cuts.floor) if apply else NO_CUT",
-        "        min_similarity = cuts.floor if apply else NO_CUT",
+        "            floor = (cuts.short_query_floor if is_short_query(request.query) else cuts.floor) if apply else NO_CUT",
+        "            floor = cuts.floor if apply else NO_CUT",
         (f"{PUBLIC_SEARCH}::test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_the_floor",),
     ),
     Mutation(
@@ -852,8 +852,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §13: a query is normalised (NFC) before its lexical terms are taken, so an NFD "
         "query matches like its NFC copy",
         TEXT,
-        "    for run in _RUNS.findall(normalize(text).casefold()):",
-        "    for run in _RUNS.findall(text.casefold()):",
+        "    folded = normalize(text).casefold()\n    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)",
+        "    folded = text.casefold()\n    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)",
         (f"{LEXICAL_T}::test_an_nfd_query_gets_the_lexical_matches_of_its_nfc_copy",),
     ),
     Mutation(
@@ -915,10 +915,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "search_without_deadline",
         "SPEC §13 PINLOG_SEARCH_TIMEOUT: the search deadline alone bounds the answer (503)",
         AI_RUNTIME,
-        "                                                 keyword_floor=calibration.candidate_floor),\n"
-        "                                          deadline)",
-        "                                                 keyword_floor=calibration.candidate_floor),\n"
-        "                                          None)",
+        "            return await asyncio.wait_for(run(), deadline)",
+        "            return await asyncio.wait_for(run(), None)",
         (f"{PRIORITY_T}::test_search_past_its_deadline_is_503_with_retry_after",),
     ),
     Mutation(

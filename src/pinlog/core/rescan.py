@@ -46,6 +46,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.contracts import ProcessClient, ProcessRequest
+from pinlog.core.services import place_meta
 from pinlog.db.sql import SqlStatements
 from pinlog.settings import Settings
 
@@ -267,6 +268,7 @@ async def resend(
                 request = ProcessRequest(
                     context_id=row["context_id"], user_id=row["member_id"],
                     record_id=row["record_id"], text=row["body"],
+                    place_meta=place_meta(row) if row["external_place_id"] is not None else None,
                 )
                 request_id = f"{actor}-{uuid.uuid4().hex[:16]}"
                 status = await client.send(request, request_id=request_id)
