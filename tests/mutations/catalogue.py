@@ -790,8 +790,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §10 cuts: a one-word query's hits are cut at the short-query floor, also in the "
         "statement's bound (min_similarity)",
         AI_SEARCH,
-        "            floor = (cuts.short_query_floor if is_short_query(request.query) else cuts.floor) if apply else NO_CUT",
-        "            floor = cuts.floor if apply else NO_CUT",
+        "            floor = cuts.short_query_floor if is_short_query(request.query) else cuts.floor\n",
+        "            floor = cuts.floor\n",
         (f"{PUBLIC_SEARCH}::test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_the_floor",),
     ),
     Mutation(
@@ -852,8 +852,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §13: a query is normalised (NFC) before its lexical terms are taken, so an NFD "
         "query matches like its NFC copy",
         TEXT,
-        "    folded = normalize(text).casefold()\n    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)",
-        "    folded = text.casefold()\n    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)",
+        "    folded = normalize(text).casefold()\n"
+        "    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)",
+        "    folded = text.casefold()\n"
+        "    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)",
         (f"{LEXICAL_T}::test_an_nfd_query_gets_the_lexical_matches_of_its_nfc_copy",),
     ),
     Mutation(

@@ -204,12 +204,12 @@ class AiRuntime:
                 raise StartupError(
                     f"no usable keyword presets for embedding profile {self.profile}: "
                     "run `pinlog presets load` first")
-            if any(p.cues for p in snapshot.presets):
-                # the Korean analyser behind cue matching loads in ~3-5 s: now, not inside
-                # the first keyword stage (which would stall while its stage is PROCESSING)
-                from pinlog.text import warm_up
+            # the Korean analyser behind cue matching and the lexical channel of search loads
+            # in ~3-5 s: now, not inside the first keyword stage (which would stall while its
+            # stage is PROCESSING) nor inside the first search (against its deadline)
+            from pinlog.text import warm_up
 
-                await asyncio.to_thread(warm_up)
+            await asyncio.to_thread(warm_up)
             judge = self._given_judge
             if judge is None:
                 from pinlog.ai.judges import build_judge

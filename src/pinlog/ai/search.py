@@ -331,10 +331,12 @@ async def search(
     async with engine.connect() as conn:
         if request.mode != "score":
             # the floor this query's hits must reach (apply_cuts) bounds the statement's work
-            floor = (cuts.short_query_floor if is_short_query(request.query) else cuts.floor) if apply else NO_CUT
+            floor = cuts.short_query_floor if is_short_query(request.query) else cuts.floor
             strength = cuts.strength if apply and calibrated is not None else NO_STRENGTH
-            if calibrated is not None and apply and cuts.strength is not None:
+            if calibrated is not None and cuts.strength is not None:
                 floor = max(floor, calibrated.floor(cuts.strength))
+            if not apply:
+                floor = NO_CUT
             rows = (await conn.execute(queries("search_member"), {
                 **params, "limit": request.limit, "min_similarity": floor,
                 "min_strength": strength})).all()

@@ -7,6 +7,7 @@ that logs and returns 0 (rows stay PENDING for the rescan).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -120,11 +121,15 @@ class CoreRuntime:
         self.rescan: RescanLoop | None = None
 
     async def start(self) -> None:
-        """Start the dispatcher, then the rescan loop when enabled."""
+        """Start the dispatcher, then the rescan loop when enabled. A long-running process (the
+        rescan loop runs: ``pinlog serve``) loads the Korean analyser of search's lexical
+        channel now (~3-5 s), not inside the first search; one-shot commands do not pay it."""
         self.dispatcher.start()
         if self.run_rescan:
             from pinlog.core.rescan import RescanLoop
+            from pinlog.text import warm_up
 
+            await asyncio.to_thread(warm_up)
             self.rescan = RescanLoop(self.engine, self.config.rescan, self.client)
             await self.rescan.start()
 
