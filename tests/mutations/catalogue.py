@@ -112,6 +112,17 @@ SPEED_T = "tests/integration/core/rescan/test_recovery_speed.py"
 MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
 PRESET_FILE_T = "tests/unit/ai/judges/test_preset_file.py"
 NO_DATABASE_T = "tests/unit/test_no_database.py"
+# issue 28: search beyond the tuned set, the same decision for adopters
+VARIANTS = "src/pinlog/channels/variants.py"
+AI_CHANNELS = "src/pinlog/ai/channels.py"
+RESCAN_SQL_PY = "src/pinlog/core/rescan.py"
+CHANNEL_RULES_T = "tests/unit/test_channels_lexical.py"
+AI_LEXICAL_T = "tests/integration/search/test_ai_lexical.py"
+CALIBRATED_T = "tests/integration/search/test_calibrated_sql.py"
+CUTS_T = "tests/unit/ai/test_search_cuts.py"
+SAVES_T = "tests/integration/ai/test_state_saves.py"
+WIRING_T = "tests/unit/test_search_wiring.py"
+DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -575,24 +586,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     # ---- dispatch after commit (core/services.py, SPEC §4) -----------------------------------
     _dispatch_inside(
         "create_record",
-        '            context_id = await self._insert_context(conn, record_id, member_id, text, '
-        '"created")',
+        "            meta = await self._place_meta(conn, record_id)",
         '        log.info("record created", extra={"member_id": member_id, "record_id": record_id,\n'
         '                                          "context_id": context_id})',
-        "self._dispatch([self._request(context_id, member_id, record_id, text, place)])"),
+        "self._dispatch([self._request(context_id, member_id, record_id, text, meta)])"),
     _dispatch_inside(
         "add_context",
-        '            await conn.execute(q("touch_record"), {"record_id": record_id})',
+        "            meta = await self._place_meta(conn, record_id)",
         '        log.info("context added", extra={"member_id": member_id, "record_id": record_id,\n'
         '                                         "context_id": context_id})',
-        "self._dispatch([self._request(context_id, member_id, record_id, text, None)])"),
+        "self._dispatch([self._request(context_id, member_id, record_id, text, meta)])"),
     _dispatch_inside(
         "edit_context",
-        '            await conn.execute(q("touch_record"), {"record_id": record_id})',
+        "            meta = await self._place_meta(conn, record_id)",
         '        log.info("context edited", extra={"member_id": member_id, "record_id": record_id,\n'
         '                                          "context_id": new_id, "reason": f"replaces '
         '{context_id}"})',
-        "self._dispatch([self._request(new_id, member_id, record_id, text, None)])"),
+        "self._dispatch([self._request(new_id, member_id, record_id, text, meta)])"),
     # ---- candidate mapping (ai/candidates.py, SPEC §8) ---------------------------------------
     Mutation(
         "judge_picks_outside_the_candidates_kept",
@@ -1091,5 +1101,194 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return path.is_relative_to(UNIT_TESTS) and DATABASE_FIXTURE in fixturenames",
         "    return False",
         (f"{NO_DATABASE_T}::test_a_unit_test_that_requests_the_database_is_caught",),
+    ),
+    # ---- issue 28: the lexical channel's rules (pinlog/channels, kernel) ---------------------
+    Mutation(
+        "relevance_ignores_a_doubt",
+        "SPEC §10 (issue 28): a record a channel doubts is shown by another only at the doubt strength",
+        RELEVANCE,
+        "    return all(e is None or e.doubt is None or (own.strength",
+        "    return all(e is None or True or (own.strength",
+        (f"{FUSION_T}::test_a_doubted_record_is_shown_only_by_a_channel_strong_enough",),
+    ),
+    Mutation(
+        "lexical_never_doubts",
+        "SPEC §10 (issue 28): a partial word match doubts the record",
+        LEXICAL,
+        "            doubt = rule.doubt_strength if cov < rule.doubt_coverage else None\n",
+        "            doubt = None\n",
+        (f"{CHANNEL_RULES_T}::test_a_partial_match_doubts_a_full_one_vouches",),
+    ),
+    Mutation(
+        "query_verbs_are_content",
+        "SPEC §10 (issue 28): only nouns, adjectives, foreign words and numbers are what a query asks for",
+        LEXICAL,
+        "        if tag not in QUERY_CONTENT_TAGS or table.is_generic(m.lemma) or table.is_generic(m.form):",
+        "        if table.is_generic(m.lemma) or table.is_generic(m.form):",
+        (f"{CHANNEL_RULES_T}::test_content_words_are_nouns_adjectives_and_foreign_words_never_verbs_adverbs_or_generic",),
+    ),
+    Mutation(
+        "query_generic_words_are_content",
+        "SPEC §10 (issue 28): the variant table's generic words (곳, place, good) are never evidence",
+        LEXICAL,
+        "        if tag not in QUERY_CONTENT_TAGS or table.is_generic(m.lemma) or table.is_generic(m.form):",
+        "        if tag not in QUERY_CONTENT_TAGS:",
+        (f"{CHANNEL_RULES_T}::test_content_words_are_nouns_adjectives_and_foreign_words_never_verbs_adverbs_or_generic",),
+    ),
+    Mutation(
+        "coverage_per_bigram_not_per_word",
+        "SPEC §10 (issue 28): coverage is the mean share per content word (a long word counts once)",
+        LEXICAL,
+        "        units = self.units or tuple(frozenset((t,)) for t in self.content)",
+        "        units = tuple(frozenset((t,)) for t in self.content)",
+        (f"{CHANNEL_RULES_T}::test_coverage_is_per_word_not_per_bigram",),
+    ),
+    Mutation(
+        "variants_without_narrower_concepts",
+        "SPEC §10 (issue 28): a broader word also finds notes naming a narrower concept",
+        VARIANTS,
+        "        for cid in self._closure(concept):",
+        "        for cid in [concept]:",
+        (f"{CHANNEL_RULES_T}::test_narrower_concepts_are_found_from_the_broader_word_only",),
+    ),
+    Mutation(
+        "variants_without_sound_keys",
+        "SPEC §10 (issue 28): a spelling the table does not list finds its concept by sound",
+        VARIANTS,
+        "        if self.sound and len(key) >= 2 and _HANGUL.match(key):",
+        "        if False:",
+        (f"{CHANNEL_RULES_T}::test_sound_keys_find_spellings_the_table_does_not_list",),
+    ),
+    Mutation(
+        "variants_compounds_never_from_parts",
+        "SPEC §10 (issue 28): a compound (피맥) is found in a note naming all its parts",
+        VARIANTS,
+        "        return bool(self.all_of) and all(",
+        "        return False and all(",
+        (f"{CHANNEL_RULES_T}::test_compounds_are_found_by_their_parts_and_find_notes_naming_all_parts",),
+    ),
+    Mutation(
+        "records_the_lexical_channel_knows_not_scored",
+        "SPEC §10 (issue 28): a vector result another channel knows is scored whole (its doubt counts all notes)",
+        FLOW,
+        "    if answer is not None:\n        wanted.update(",
+        "    if answer is not None and False:\n        wanted.update(",
+        (f"{REGISTRY_T}::test_records_to_score_add_the_vector_results_another_channel_knows",),
+    ),
+    Mutation(
+        "filler_query_asks_the_ai_side",
+        "issue 27 #5: a filler query answers [] before any channel or the ai side is asked",
+        FLOW,
+        "    if is_filler(query.text):\n        return []\n",
+        "    if False:\n        return []\n",
+        (f"{CHANNEL_T}::test_a_filler_query_asks_the_ai_side_nothing",),
+    ),
+    # ---- issue 28: the vector channel's per-query calibration (ai/search.py, ai/search.sql) --
+    Mutation(
+        "filler_query_embedded",
+        "issue 27 #5: a filler query answers nothing on the ai side, without a model call",
+        AI_SEARCH,
+        "    if is_filler(request.query):  # nothing asked: no model call (issue 27)",
+        "    if False:  # nothing asked: no model call (issue 27)",
+        (f"{AI_LEXICAL_T}::test_filler_queries_answer_nothing_on_every_path_without_a_model_call",),
+    ),
+    Mutation(
+        "strength_cut_ignored",
+        "SPEC §10 (issue 28): a calibrated profile's vector evidence needs the strength",
+        AI_SEARCH,
+        "            and (cuts.strength is None or (h.score is not None and h.score >= cuts.strength))]",
+        "            ]",
+        (f"{CUTS_T}::test_a_calibrated_cut_needs_the_strength_too",),
+    ),
+    Mutation(
+        "strength_against_the_first_group_only",
+        "SPEC §10 (issue 28): a context is calibrated against the background of its nearest language group",
+        SEARCH_SQL,
+        "ORDER BY s.embedding <=> c.v LIMIT 1",
+        "ORDER BY c.i LIMIT 1",
+        (f"{CALIBRATED_T}::test_strength_per_context_is_against_the_nearest_groups_background",),
+        occurrences=2,  # search_member and score_records
+    ),
+    Mutation(
+        "best_context_by_cosine_not_strength",
+        "SPEC §10 (issue 28): a record's best context is its strongest (per-query calibrated)",
+        SEARCH_SQL,
+        "    ORDER BY record_id, strength DESC NULLS LAST, similarity DESC, context_id",
+        "    ORDER BY record_id, similarity DESC, context_id",
+        (f"{CALIBRATED_T}::test_strength_per_context_is_against_the_nearest_groups_background",),
+    ),
+    Mutation(
+        "one_cache_miss_per_request",
+        "issue 28 latency: one search embeds its query once (core's second request reuses it)",
+        AI_SEARCH,
+        "        if vector is not None:\n            self._vectors.move_to_end(key)",
+        "        if vector is not None and False:\n            self._vectors.move_to_end(key)",
+        (f"{AI_LEXICAL_T}::test_core_search_and_the_internal_search_make_the_same_decision",),
+    ),
+    # ---- issue 28: the ai side's own lexical evidence (ai/state.sql, ai/search.sql, ai/channels.py)
+    Mutation(
+        "ai_lexical_terms_stored_when_not_processing",
+        "SPEC §10 (issue 28): the ai side's lexical terms are stored with the embedding, under its guard",
+        STATE_SQL,
+        "   AND s.embedding_status = 'PROCESSING'\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
+        "   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
+        (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",),
+    ),
+    Mutation(
+        "ai_lexical_terms_over_a_deleted_embedding",
+        "SPEC §10 (issue 28): never over a context whose embedding core marked deleted",
+        STATE_SQL,
+        "   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e\n"
+        "                    WHERE e.context_id = s.context_id AND e.is_deleted)\n",
+        "",
+        (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",),
+    ),
+    Mutation(
+        "ai_lexical_matches_without_the_status_filter",
+        "SPEC §10/§11 #3 (issue 28): the ai side's words of a cancelled context never match",
+        SEARCH_SQL,
+        "WHERE s.context_id = l.context_id) = 'COMPLETED'",
+        "WHERE s.context_id = l.context_id) IN ('COMPLETED', 'CANCELLED', 'PENDING', 'PROCESSING', 'FAILED')",
+        (f"{AI_LEXICAL_T}::test_the_ai_lexical_statement_applies_each_filter_alone",),
+    ),
+    Mutation(
+        "ai_lexical_matches_of_every_member",
+        "SPEC §10/§11 #19 (issue 28): another member's words never match through the ai side",
+        SEARCH_SQL,
+        "    WHERE l.user_id = :user_id\n      AND e.user_id = :user_id ",
+        "    WHERE true\n      AND true ",
+        (f"{AI_LEXICAL_T}::test_the_ai_lexical_statement_applies_each_filter_alone",),
+    ),
+    Mutation(
+        "hybrid_search_without_the_ai_lexical_channel",
+        "SPEC §10 (issue 28): /internal/v1/search gives adopters the lexical channel too",
+        AI_CHANNELS,
+        "CHANNELS: tuple[type[Channel], ...] = (VectorChannel, LexicalChannel)",
+        "CHANNELS: tuple[type[Channel], ...] = (VectorChannel,)",
+        (f"{AI_LEXICAL_T}::test_internal_search_returns_lexical_only_matches_with_matched_by",),
+    ),
+    Mutation(
+        "core_decides_with_its_own_rule",
+        "SPEC §10 (issue 28): core's search decides with the ai side's relevance rule (one decision)",
+        COMPOSITION_PY,
+        "                                                relevance=ai.relevance))",
+        "                                                relevance=None))",
+        (f"{WIRING_T}::test_core_search_decides_with_the_ai_sides_rule",),
+    ),
+    Mutation(
+        "no_place_meta_with_the_process_request",
+        "SPEC §5.1/§10 (issue 28): every process request carries the record's saved place",
+        SERVICES,
+        "        return place_meta(row) if row is not None else None",
+        "        return None",
+        (f"{DISPATCH_HTTP_T}::test_state_row_is_committed_when_the_process_request_arrives",),
+    ),
+    Mutation(
+        "no_place_meta_with_the_rescan_resend",
+        "SPEC §5.1/§10 (issue 28): a re-sent process request carries the saved place too",
+        RESCAN_SQL_PY,
+        "place_meta=place_meta(row) if row[\"external_place_id\"] is not None else None,",
+        "place_meta=None,",
+        (f"{ROUND}::test_stale_pending_row_is_resent_and_spends_one_retry",),
     ),
 )

@@ -111,12 +111,22 @@ class LexicalQuery:
         return _search_terms(self)
 
     def matched(self, terms: frozenset[str] | set[str]) -> frozenset[str]:
-        """The content terms a record with these lexical ``terms`` covers."""
-        found = set(self.content.intersection(terms))
+        """The content terms a record with these lexical ``terms`` covers (memoised per term
+        set: the notes of one search share few distinct ones)."""
+        key = frozenset(terms)
+        cached = self._matched.get(key)
+        if cached is not None:
+            return cached
+        found = set(self.content.intersection(key))
         for named in self.alternatives:
-            if not named.covers <= found and named.named_by(terms):
+            if not named.covers <= found and named.named_by(key):
                 found |= named.covers
-        return frozenset(found & self.content)
+        out = self._matched[key] = frozenset(found & self.content)
+        return out
+
+    @cached_property
+    def _matched(self) -> dict[frozenset[str], frozenset[str]]:
+        return {}
 
     def coverage(self, terms: frozenset[str] | set[str]) -> float:
         """Share (0..1) of the query's content a record with these ``terms`` covers: the mean

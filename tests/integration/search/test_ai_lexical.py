@@ -144,8 +144,11 @@ async def test_core_search_and_the_internal_search_make_the_same_decision(
         assert extra.status_code == 201
         await app.settle()
         for query in QUERIES:
+            before = provider.calls
             public = await app.http.post("/v1/search", json={"query": query}, headers=auth)
             core = [(h["recordId"], h["contextId"], h["matchedBy"]) for h in public.json()["results"]]
+            # core asks twice (vector, then score) and the query is embedded once
+            assert provider.calls - before == (0 if query == "ㅎㅎ" else 1), query
             assert core == await internal(app, query, user=member), query
         assert await internal(app, "돈가스", user=member) != []  # not trivially empty
 
@@ -163,3 +166,36 @@ async def test_filler_queries_answer_nothing_on_every_path_without_a_model_call(
         for mode in ("hybrid", "vector", "score"):
             assert await internal(app, query, mode=mode, recordIds=[1]) == []
         assert provider.calls == before
+
+
+async def test_the_ai_lexical_statement_applies_each_filter_alone(
+        settings, db_url, engine, provider, judge, presets, sync_conn):
+    """The statement itself (``ai/search.sql`` → ``lexical_matches``), below the decision that
+    also needs a scored context: a deleted or cancelled embedding's words, another member's and
+    another profile's are never read (SPEC §11 #3, #19)."""
+    from pinlog.ai.channels import LexicalChannel
+    from pinlog.channels import RelevanceRule
+    from pinlog.channels.lexical import analyse_query
+
+    async with running_app(settings, db_url, provider, judge, ("ai",)) as app:
+        await backend_processes(app, sync_conn, process(1, EGGPLANT, user=7),
+                                process(2, "가지튀김 또 먹고 싶다", user=8))
+    channel = LexicalChannel(RelevanceRule(), engine)
+    channel.profile = PROFILE
+
+    async def found(user: int = 7) -> list[int]:
+        return sorted(c for m in (await channel.matches(user, analyse_query("가지튀김"))).values()
+                      for c in m.note_terms)
+
+    assert await found() == [1] and await found(8) == [2] and await found(9) == []
+    sync_conn.execute("UPDATE ai.context_embedding SET is_deleted = true WHERE context_id = 1")
+    assert await found() == []                                             # is_deleted alone
+    sync_conn.execute("UPDATE ai.context_embedding SET is_deleted = false WHERE context_id = 1")
+    sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'CANCELLED' WHERE context_id = 1")
+    assert await found() == []                                             # the status alone
+    sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'COMPLETED' WHERE context_id = 1")
+    sync_conn.execute("UPDATE ai.context_embedding SET embedding_profile = 'other-v1' WHERE context_id = 1")
+    assert await found() == []                                             # the profile alone
+    sync_conn.execute("UPDATE ai.context_embedding SET embedding_profile = %s, user_id = 8 "
+                      "WHERE context_id = 1", (PROFILE,))
+    assert await found() == [] and await found(8) == [2]                   # the member, both tables

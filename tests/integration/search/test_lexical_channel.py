@@ -121,3 +121,15 @@ async def test_another_members_notes_and_places_never_reach_the_lexical_channel(
         mine = (await create(app, auth, 2, "여기 국수 맛있음", "모던아시안누들서비스"))["recordId"]
         assert await scored_records(app, auth, receiver, "모던아시안누들서비스") == [mine]
         assert await scored_records(app, other_auth, receiver, "모던아시안누들서비스") == [theirs]
+
+
+@pytest.mark.parametrize("query", ["ㅎㅎ", "?", "..."])
+async def test_a_filler_query_asks_the_ai_side_nothing(app_factory, receiver, query):
+    """Issue 27: a query without any word answers ``[]`` before any channel or the ai side is
+    asked (no embedding, no request)."""
+    async with app_factory() as app:
+        _, auth = await app.member()
+        await create(app, auth, 1, "?! ... ㅎㅎ 맛있었음", "물음표 식당")
+        response = await app.http.post("/v1/search", json={"query": query}, headers=auth)
+        assert response.status_code == 200 and response.json() == {"results": []}
+        assert searches(receiver) == []
