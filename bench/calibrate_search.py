@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -286,7 +287,7 @@ async def main() -> None:
         embedded[name] = (np.asarray(await provider.embed([n["context"] for n in notes], "passage")),
                           np.asarray(await provider.embed([q["query"] for q in qs], "query")))
 
-    def cases_for(selected: list[str], lexical=analyse_query) -> list[Case]:
+    def cases_for(selected: list[str], lexical: Callable[[str], LexicalQuery] = analyse_query) -> list[Case]:
         out = []
         for name in selected:
             notes, qs = data[name]

@@ -111,13 +111,14 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
     # per query — a context's strength is its cosine against the query's cosines to the
     # background notes of the context's language (pinlog.ai.search.Background); no floor of its
     # own (-1), one strength for all query lengths (the calibration absorbs what made one-word
-    # queries need a lower floor). `python bench/calibrate_search.py --grid` on the shared sets
-    # (33 positives, 19 off-topic) and bench/data/search_eval_*.jsonl (59 positives across
-    # languages, spellings, synonyms, paraphrases; 18 off-topic, 7 of them sharing a word with a
-    # note): strength 3.5, support 2.0 (a partial lexical match the meaning agrees with),
-    # doubt 5.0 (a record the query only partly names needs a strong meaning match) — 33/33
-    # and 19/19 on the shared sets, leave-one-out and 5-fold the same; figures, margins and the
-    # held-out set in README ("Search").
+    # queries need a lower floor). `python bench/calibrate_search.py --grid` fits it together
+    # with the lexical thresholds (pinlog.channels.base.RelevanceRule) on the shared sets (33
+    # positives, 19 off-topic) and bench/data/search_eval_*.jsonl (64 positives across
+    # languages, spellings, synonyms, paraphrases; 22 off-topic, 11 sharing a word with a
+    # note): plateau centre strength 3.75 (scores the same from 3.25 to 4.25), doubt 5.5 (a
+    # record the query names only in part needs a strong meaning match) → shared 33/33 and
+    # 19/19, own set 58/64 and 22/22; leave-one-out 33/33, 19/19, 57/64, 19/22; 5-fold 33/33,
+    # 19/19, 58/64, 20/22; held-out set 29/34 and 10/10. Highest off-topic strength 3.08.
     local_e5.PROFILE: Calibration(
         candidate_floor=0.90,
         judge_floor=3.5,
