@@ -261,7 +261,7 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
         plans = {}
         async with engine.connect() as conn:
             for component, name in STATEMENTS:
-                raw = (core_queries if component == "core" else queries).raw(name)
+                raw = (core_queries if component == "core" else queries).sql(name)
                 plan = "\n".join(r[0] for r in (await conn.execute(
                     text("EXPLAIN (ANALYZE, BUFFERS) " + raw), params[name])).all())
                 plans[f"{component} {name}"] = re.sub(r"'\[[^\]]*\]'::vector",

@@ -1207,7 +1207,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ORDER BY s.embedding <=> c.v LIMIT 1",
         "ORDER BY c.i LIMIT 1",
         (f"{CALIBRATED_T}::test_strength_per_context_is_against_the_nearest_groups_background",),
-        occurrences=2,  # search_member and score_records
     ),
     Mutation(
         "best_context_by_cosine_not_strength",

@@ -38,13 +38,9 @@ WITH scored AS (
       AND 1 - (e.embedding <=> CAST(:query_vector AS vector)) >= :min_similarity
 ),
 calibrated AS (
-    SELECT s.record_id, s.context_id, s.similarity,
-           (s.similarity - (CAST(:means AS float8[]))[g.i]) / (CAST(:sds AS float8[]))[g.i] AS strength
+    SELECT s.record_id, s.context_id, s.similarity, {strength} AS strength
     FROM scored AS s
-    LEFT JOIN LATERAL (
-        SELECT c.i FROM unnest(CAST(:centroids AS vector[])) WITH ORDINALITY AS c(v, i)
-        ORDER BY s.embedding <=> c.v LIMIT 1
-    ) AS g ON true
+    {nearest_group}
     WHERE similarity <> 'NaN'::float8               -- NaN is never ranked
 ),
 best_per_record AS (
@@ -78,13 +74,9 @@ WITH scored AS (
   AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500
   AND NOT (1 - (e.embedding <=> CAST(:query_vector AS vector))) = 'NaN'::float8  -- NaN never scored
 )
-SELECT s.record_id, s.context_id, s.similarity,
-       (s.similarity - (CAST(:means AS float8[]))[g.i]) / (CAST(:sds AS float8[]))[g.i] AS strength
+SELECT s.record_id, s.context_id, s.similarity, {strength} AS strength
 FROM scored AS s
-LEFT JOIN LATERAL (
-    SELECT c.i FROM unnest(CAST(:centroids AS vector[])) WITH ORDINALITY AS c(v, i)
-    ORDER BY s.embedding <=> c.v LIMIT 1
-) AS g ON true
+{nearest_group}
 
 -- name: lexical_matches
 -- SPEC §10 "The same decision for adopters" (issue 28): the ai side's own lexical evidence
@@ -113,6 +105,20 @@ FROM (
 ) AS m
 ORDER BY cardinality(note_terms) + cardinality(place_terms) DESC, context_id
 LIMIT :max_rows
+
+-- name: nearest_group
+-- Fragment of search_member and score_records (issue 28, ai/search.py Background): the
+-- language group of a scored context s — the index g.i (1-based, the order of :means/:sds) of
+-- the background centroid (:centroids) nearest to its vector; NULL without centroids (an
+-- uncalibrated profile).
+LEFT JOIN LATERAL (
+    SELECT c.i FROM unnest(CAST(:centroids AS vector[])) WITH ORDINALITY AS c(v, i)
+    ORDER BY s.embedding <=> c.v LIMIT 1
+) AS g ON true
+
+-- name: strength
+-- Fragment: the per-query calibrated strength of s in its group g (NULL without a group).
+(s.similarity - (CAST(:means AS float8[]))[g.i]) / (CAST(:sds AS float8[]))[g.i]
 
 -- name: keyword_matched_records
 -- SPEC §10 / issue 14 (the reference's `keywordMatched`): which of the hit records have a

@@ -29,7 +29,7 @@ OLD_TEXT, NEW_TEXT, OTHER_TEXT = "old note: the query itself", "new note after t
 def search_sql(*, without: tuple[str, ...] = ()) -> TextClause:
     """``search_member`` as shipped, or a test double of it with the named ``-- filter:`` lines
     removed (each filter is on its own line, so removing one leaves valid SQL)."""
-    raw = Queries("pinlog.ai", "search.sql").raw("search_member")
+    raw = Queries("pinlog.ai", "search.sql").sql("search_member")
     lines = raw.splitlines()
     named = [m.group(1) for line in lines if (m := FILTER_LINE.search(line))]
     assert sorted(named) == ["is_deleted", "member", "profile", "status"], named
