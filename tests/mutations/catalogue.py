@@ -1176,6 +1176,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{REGISTRY_T}::test_records_to_score_add_the_vector_results_another_channel_knows",),
     ),
     Mutation(
+        "channels_read_after_the_vector_search",
+        "issue 28 latency: the channels read while the query is embedded, not one after the other",
+        FLOW,
+        "    found, answer = await gather(find_all(channels, query), vector.candidates(query, limit))",
+        "    found, answer = await find_all(channels, query), await vector.candidates(query, limit)",
+        ("tests/unit/test_channels_flow.py::"
+         "test_channels_read_beside_the_vector_search_then_the_named_records_are_scored",),
+    ),
+    Mutation(
         "filler_query_asks_the_ai_side",
         "issue 27 #5: a filler query answers [] before any channel or the ai side is asked",
         FLOW,
