@@ -119,7 +119,9 @@ class ProcessRequest(_StrictCamel):
     """Body of ``POST /internal/v1/context/process`` (SPEC §5.1).
 
     ``text`` length (1..``PINLOG_MAX_TEXT_CHARS`` characters) is checked by the ai side, whose
-    limit is configurable; ``placeMeta`` is accepted and unused (it would change the profile).
+    limit is configurable; ``placeMeta`` is never embedded (it would change the profile): its
+    name and address keys are the ai side's lexical terms of the place (SPEC §10 adopters,
+    :func:`pinlog.channels.lexical.place_meta_text`). core sends the record's saved place.
     """
 
     context_id: ContextId

@@ -430,8 +430,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "search_member_without_completed_filter",
         "SPEC §10/§11 #3: embedding_status = COMPLETED (alone sufficient), search_member's probe",
         SEARCH_SQL,
-        "WHERE s.context_id = e.context_id) = 'COMPLETED'",
-        "WHERE s.context_id = e.context_id) IN ('COMPLETED', 'PENDING', 'PROCESSING', 'FAILED')",
+        "WHERE s.context_id = k.context_id) = 'COMPLETED'",
+        "WHERE s.context_id = k.context_id) IN ('COMPLETED', 'PENDING', 'PROCESSING', 'FAILED')",
         (f"{SEARCH}::test_each_invalidation_marker_alone_hides_a_row",),
     ),
     Mutation(

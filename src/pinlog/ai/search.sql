@@ -6,9 +6,11 @@
 -- and the COMPLETED join both hide a deleted/edited context, the profile filter never compares
 -- vectors of different spaces. One row per record keeping its best context (DISTINCT ON), then
 -- ordered and limited AFTER the aggregation (#20). The status is checked by a correlated
--- primary-key probe per row of the member (a scalar subquery is never turned into a join): a
--- join let the planner hash the whole state table (a sequential scan of every member's rows,
--- ~285 ms at 1M rows); the probe costs O(the member's rows) at any table size.
+-- primary-key probe (a scalar subquery is never turned into a join): a join let the planner
+-- hash the whole state table (a sequential scan of every member's rows, ~285 ms at 1M rows);
+-- the probe runs only for the contexts that reached the strength (the calibrated CTE is
+-- MATERIALIZED so the planner cannot move the probe below the cut), O(the member's rows) at
+-- any table size.
 -- Per-query calibration (issue 28, ai/search.py Background): a context's strength is its
 -- cosine against the query's cosines to the background notes of the language group whose
 -- centroid (:centroids, in the order of :means/:sds) is nearest to the context's vector:
@@ -27,17 +29,16 @@ WITH scored AS (
     FROM ai.context_embedding AS e
     WHERE e.user_id = :user_id                      -- filter: member
       AND e.is_deleted = false                      -- filter: is_deleted
-      AND (SELECT s.embedding_status FROM ai.context_ai_state AS s WHERE s.context_id = e.context_id) = 'COMPLETED' -- filter: status
       AND e.embedding_profile = :profile            -- filter: profile
       AND vector_dims(e.embedding) = vector_dims(CAST(:query_vector AS vector))  -- never a 500
       -- cut: below the vector channel's floor a context can never be a hit (ai/search.py
       -- apply_cuts; calibrated: the lowest cosine any language group needs for the strength;
-      -- -2 = no cut). Checked before the status probe (cheaper quals first), so only contexts
-      -- near the query pay for it (and for the calibration below). The best context of a
-      -- record and the top :limit records above the cut are the same with or without it.
+      -- -2 = no cut), so only contexts near the query pay for the calibration and the probe.
+      -- The best context of a record and the top :limit records above the cut are the same
+      -- with or without it.
       AND 1 - (e.embedding <=> CAST(:query_vector AS vector)) >= :min_similarity
 ),
-calibrated AS (
+calibrated AS MATERIALIZED (
     SELECT s.record_id, s.context_id, s.similarity, {strength} AS strength
     FROM scored AS s
     {nearest_group}
@@ -45,8 +46,9 @@ calibrated AS (
 ),
 best_per_record AS (
     SELECT DISTINCT ON (record_id) record_id, context_id, similarity, strength
-    FROM calibrated
-    WHERE strength IS NULL OR strength >= :min_strength
+    FROM calibrated AS k
+    WHERE (strength IS NULL OR strength >= :min_strength)
+      AND (SELECT s.embedding_status FROM ai.context_ai_state AS s WHERE s.context_id = k.context_id) = 'COMPLETED' -- filter: status
     ORDER BY record_id, strength DESC NULLS LAST, similarity DESC, context_id
 )
 SELECT record_id, context_id, similarity, strength
@@ -85,15 +87,16 @@ FROM scored AS s
 -- sufficient (SPEC §11 #3, #19): another member's, a deleted (edited/superseded) one, one not
 -- COMPLETED or of another profile never matches — the lexical row is invalidated exactly with
 -- the embedding. Per context: the search terms (:terms) found in its note and in its place
--- (rows where either meets :tsquery), the rows with most terms first, at most :max_rows.
+-- (rows where either meets :tsquery; v − (v − terms) by two ts_delete calls), the rows with
+-- most terms first, at most :max_rows.
 -- Cost O(the member's rows): the member index, then @@ (as core's lexical_matches).
 SELECT context_id, record_id, note_terms, place_terms
 FROM (
     SELECT l.context_id, l.record_id,
-           ARRAY(SELECT unnest(tsvector_to_array(l.note_terms)) INTERSECT
-                 SELECT unnest(CAST(:terms AS text[]))) AS note_terms,
-           ARRAY(SELECT unnest(tsvector_to_array(l.place_terms)) INTERSECT
-                 SELECT unnest(CAST(:terms AS text[]))) AS place_terms
+           tsvector_to_array(ts_delete(l.note_terms, tsvector_to_array(
+               ts_delete(l.note_terms, CAST(:terms AS text[]))))) AS note_terms,
+           tsvector_to_array(ts_delete(l.place_terms, tsvector_to_array(
+               ts_delete(l.place_terms, CAST(:terms AS text[]))))) AS place_terms
     FROM ai.context_lexical AS l
     JOIN ai.context_embedding AS e ON e.context_id = l.context_id
     WHERE l.user_id = :user_id

@@ -62,11 +62,14 @@ TEXT, PLACE = "text", "place"
 QUERY_CONTENT_TAGS = frozenset({"NNG", "NNP", "NR", "XR", "VA", "SL", "SH", "SW", "SN"})
 
 #: Most distinct terms one search looks for (content terms first, then the variant table's
-#: alternatives in query order — a concept's own forms before its narrower concepts'; an
-#: alternative that does not fit is not looked for). The lexical statement's cost grows with
+#: alternatives in query order — round-robin over a concept, its narrower concepts and its
+#: compounds, each alternating between scripts (``VariantTable.alternatives``); an alternative
+#: that does not fit is not looked for). 32 keeps every figure of ``bench/calibrate_search.py``
+#: that 64 had. The lexical statement's cost grows with
 #: it: PostgreSQL tests every term of the ``tsquery`` against every row of the member
-#: (measured at 10,000 notes of one member: 1 term 2 ms, 35 terms 9-22 ms, 187 terms 65-96 ms).
-MAX_SEARCH_TERMS = 64
+#: (measured at 10,000 notes of one member: 1 term 2 ms, 35 terms 9-22 ms, 187 terms 65-96 ms;
+#: 16 / 32 / 64 terms 12 / 24 / 44 ms on a loaded 2-core machine).
+MAX_SEARCH_TERMS = 32
 
 
 def is_filler(query: str) -> bool:

@@ -191,19 +191,27 @@ class VariantTable:
     @lru_cache(maxsize=2048)  # noqa: B019 - the table lives as long as the process
     def alternatives(self, concept: str) -> tuple[frozenset[str], ...]:
         """Term sets of every form of ``concept``, of its narrower concepts (transitively) and
-        of the compounds any of those is a part of, each once, in table order — without those
-        that include another one (a record with the larger set has the smaller too)."""
-        seen: dict[frozenset[str], None] = {}
-        for cid in self._closure(concept):
-            for owner in (cid, *sorted(self._containing.get(cid, ()))):
-                for form in self.concepts[owner].forms:
-                    terms = frozenset(lexical_terms(form))
-                    if terms:
-                        seen.setdefault(terms)
+        of the compounds any of those is a part of, each once — without those that include
+        another one (a record with the larger set has the smaller too) — round-robin over those
+        concepts in table order (each one's first form, then each one's second …)."""
+        owners = list(dict.fromkeys(owner for cid in self._closure(concept)
+                                    for owner in (cid, *sorted(self._containing.get(cid, ())))))
+        per_owner = [[frozenset(lexical_terms(f)) for f in _by_script(self.concepts[o].forms)]
+                     for o in owners]
+        everything = {alt for forms in per_owner for alt in forms if alt}
         # a record with a longer form has every term of a shorter one it contains (회전초밥 ⊇
-        # 초밥): only the minimal term sets are needed
-        minimal = [alt for alt in seen if not any(other < alt for other in seen)]
-        return tuple(minimal)
+        # 초밥): only the minimal term sets are needed; and they are taken round-robin — every
+        # concept's first form, then every concept's second …, each concept's forms alternating
+        # between scripts — so that when a search keeps only its first alternatives
+        # (MAX_SEARCH_TERMS) each concept keeps its main forms in each language
+        minimal = [[alt for alt in forms if alt and not any(o < alt for o in everything)]
+                   for forms in per_owner]
+        seen: dict[frozenset[str], None] = {}
+        for rank in range(max((len(m) for m in minimal), default=0)):
+            for forms in minimal:
+                if rank < len(forms):
+                    seen.setdefault(forms[rank])
+        return tuple(seen)
 
     def _closure(self, concept: str) -> list[str]:
         out, stack = [concept], [concept]
@@ -256,6 +264,30 @@ class VariantTable:
                     for cid in sorted(self.lookup(sub)):
                         covers.setdefault(cid, set()).update(lexical_terms(sub))
         return [self._found(cid, frozenset(terms)) for cid, terms in covers.items()]
+
+
+def _script(form: str) -> int:
+    """0 Hangul, 1 Latin, 2 anything else (kana, Han …) — by the form's first letter."""
+    for ch in form:
+        if "\uac00" <= ch <= "\ud7a3":
+            return 0
+        if ch.isascii() and ch.isalpha() or "\u00c0" <= ch <= "\u024f":
+            return 1
+        if ch.isalpha():
+            return 2
+    return 2
+
+
+def _by_script(forms: tuple[str, ...]) -> list[str]:
+    """``forms`` alternating between scripts (the first Korean, the first Latin, the first other
+    form, the second Korean …), each script's forms in table order."""
+    groups: list[list[str]] = [[], [], []]
+    for form in forms:
+        groups[_script(form)].append(form)
+    out = []
+    for rank in range(max(len(g) for g in groups)):
+        out += [g[rank] for g in groups if rank < len(g)]
+    return out
 
 
 def parse(document: Any, source: str, *, sound: bool = True) -> VariantTable:
