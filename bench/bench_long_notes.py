@@ -45,8 +45,8 @@ async def run(url: str, data_dir: Path, args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     original = runtime._run_job
 
-    async def timed(request, request_id):
-        result = await original(request, request_id)
+    async def timed(request):
+        result = await original(request)
         done[request.context_id] = time.perf_counter() - started
         return result
 

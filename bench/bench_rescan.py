@@ -41,7 +41,7 @@ class NoopClient:
     def __init__(self) -> None:
         self.sent = 0
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def send(self, request: ProcessRequest) -> int:
         self.sent += 1
         return 202
 

@@ -30,6 +30,23 @@ between the positives and the nearest off-topic scores; ``--variants``: no varia
 table with exact forms only, the table with sound keys (shipped).
 
     python bench/calibrate_search.py [--data ../shared/data] [--grid] [--variants] [--holdout]
+
+``--provider`` (issue 23) calibrates the profile of the *configured* provider
+(``PINLOG_EMBEDDING_*``: an OpenAI-compatible endpoint, Azure OpenAI, sentence-transformers …)
+on an operator's own labelled set: the notes and queries are embedded through the same
+micro-batcher every embedding call goes through (the server's input cap and throttling apply),
+the floor grid is built from the cosines the model actually gives (its score scale is not
+e5's; a profile without a calibrated strength decides with its floors, issue 28), and the
+plateau centre is printed as the settings to export, with the leave-one-out estimate.
+``--json`` prints one JSON line instead::
+
+    PINLOG_EMBEDDING_PROVIDER=openai PINLOG_EMBEDDING_BASE_URL=… PINLOG_EMBEDDING_API_KEY=… \
+        python bench/calibrate_search.py --provider --notes my_notes.jsonl \
+        --queries my_queries.jsonl [--json]
+
+Notes are JSON lines ``{"member", "record", "context", "place": {"name", "address"?}}`` and
+queries ``{"member", "query", "expected_record"}`` (``null``: an off-topic query that must
+answer nothing), the format of ``../shared/data``.
 """
 
 from __future__ import annotations
@@ -41,6 +58,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,17 +130,21 @@ class Case:
     """One query and everything about it that does not depend on the rule's thresholds."""
 
     def __init__(self, name: str, query: dict, notes: list[dict], passages: np.ndarray,
-                 qv: np.ndarray, background: Background, lexical: LexicalQuery) -> None:
+                 qv: np.ndarray, background: Background | None, lexical: LexicalQuery) -> None:
+        """``background`` ``None``: no calibrated strengths (``--provider``: the floors decide;
+        run with ``calibrated=False``)."""
         self.name, self.q, self.lexical = name, query, lexical
         idx = [i for i, n in enumerate(notes) if n["member"] == query["member"]]
         self.records = list(dict.fromkeys(notes[i]["record"] for i in idx))
         rid = {r: k + 1 for k, r in enumerate(self.records)}
-        cal = background.calibrate(qv)
-        centroids = np.stack([np.asarray(json.loads(c), dtype=np.float32) for c in cal.centroids])
         vectors = passages[idx]
         cosines = vectors @ qv
-        groups = np.argmax(vectors @ centroids.T, axis=1)  # as ai/search.sql: nearest centroid
-        strengths = (cosines - np.asarray(cal.means)[groups]) / np.asarray(cal.sds)[groups]
+        strengths = cosines
+        if background is not None:
+            cal = background.calibrate(qv)
+            centroids = np.stack([np.asarray(json.loads(c), dtype=np.float32) for c in cal.centroids])
+            groups = np.argmax(vectors @ centroids.T, axis=1)  # as ai/search.sql: nearest centroid
+            strengths = (cosines - np.asarray(cal.means)[groups]) / np.asarray(cal.sds)[groups]
         #: (record id, context id, cosine, strength) of every context of the member
         self.contexts = [(rid[notes[i]["record"]], i + 1, float(c), float(s))
                          for i, c, s in zip(idx, cosines, strengths, strict=True)]
@@ -210,6 +232,129 @@ def choose(table: dict[Params, list[bool]], subset: list[int], weights: list[flo
                                           for k in GRID))
 
 
+def choose_on(table: dict, subset: list[int], weights: list[float], grid: dict[str, tuple]) -> Any:
+    """:func:`choose` over any grid (``grid``: the parameters' names → their values)."""
+    def val(p: Any) -> float:
+        return round(sum(weights[i] for i in subset if table[p][i]), 6)
+    top = max(val(p) for p in table)
+    plateau = [p for p in table if val(p) == top]
+    mid = {k: float(np.median([getattr(p, k) for p in plateau])) for k in grid}
+    return min(plateau, key=lambda p: sum(abs(getattr(p, k) - mid[k]) / ((max(grid[k]) - min(grid[k])) or 1)
+                                          for k in grid))
+
+
+@dataclass(frozen=True)
+class FloorParams:
+    """``--provider``: a profile without a calibrated strength — the cosine floors decide (the
+    lexical thresholds as shipped but the coverage)."""
+
+    floor: float
+    short_floor: float
+    ratio: float
+    min_coverage: float
+
+    def rule(self) -> RelevanceRule:
+        return RelevanceRule(min_coverage=self.min_coverage)
+
+    def cuts(self) -> SearchCuts:
+        return SearchCuts(self.floor, self.short_floor, self.ratio)
+
+
+#: ``--provider``: the coverages tried next to the floors of the model's own cosines.
+PROVIDER_COVERAGES = (0.45, 0.55, 0.63, 0.7)
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="pinlog-calibrate-")
+
+
+def data_grid(cases: list[Case], steps: int = 25) -> dict[str, tuple[float, ...]]:
+    """A floor grid on the model's own score scale: quantiles of the best cosine per record of
+    every labelled query (a floor between the positives' and the off-topic queries' top
+    cosines is what the search must find), the shipped ratio (0) and coverages."""
+    sims = sorted({round(h.similarity, 4) for c in cases for h in c.hits_raw})
+    if not sims:
+        raise SystemExit("no labelled query has a note of its member")
+    quantiles = np.quantile(np.asarray(sims), np.linspace(0.02, 0.98, steps))
+    floors = tuple(sorted({round(float(v), 4) for v in quantiles}))
+    return {"floor": floors, "short_floor": floors, "ratio": (0.0,), "min_coverage": PROVIDER_COVERAGES}
+
+
+def score(cases: list[Case], oks: list[bool]) -> tuple[int, int, int, int]:
+    """(positives at rank 1, positives, off-topic with no result, off-topic)."""
+    pos = [ok for c, ok in zip(cases, oks, strict=True) if c.q["expected_record"]]
+    neg = [ok for c, ok in zip(cases, oks, strict=True) if not c.q["expected_record"]]
+    return sum(pos), len(pos), sum(neg), len(neg)
+
+
+async def calibrate_provider(notes_path: Path, query_paths: list[Path], as_json: bool) -> dict:
+    """``--provider``: fit the search floors of the configured profile (module docstring)."""
+    import os
+
+    from pinlog.ai.providers import build_batched_provider
+
+    notes = load(notes_path)
+    queries = [q for path in query_paths for q in load(path)]
+    settings = (load_settings() if "PINLOG_DATA_DIR" in os.environ
+                else load_settings(data_dir=Path(tempfile_dir())))
+    config = build_config(settings)
+    batched = build_batched_provider(config.ai.embedding, config.ai.batching)
+    try:
+        passages = np.asarray(await batched.embed([n["context"] for n in notes], "passage"))
+        qvecs = np.asarray(await batched.embed([q["query"] for q in queries], "query"))
+    finally:
+        await batched.aclose()
+    passages /= np.linalg.norm(passages, axis=1, keepdims=True)
+    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    cases = [Case("provider", q, notes, passages, qv, None, analyse_query(q["query"]))
+             for q, qv in zip(queries, qvecs, strict=True)]
+    grid = data_grid(cases)
+    params = [FloorParams(*v) for v in itertools.product(*grid.values())]
+    table = {p: [c.ok(c.run(p.cuts(), p.rule(), calibrated=False)) for c in cases] for p in params}
+    everyone, weights = list(range(len(cases))), [1.0] * len(cases)
+    chosen = choose_on(table, everyone, weights, grid)
+    r1, npos, empty, nneg = score(cases, table[chosen])
+    loo = [table[choose_on(table, [j for j in everyone if j != i], weights, grid)][i] for i in everyone]
+    loo_pos, _, loo_neg, _ = score(cases, loo)
+    shipped = config.ai.calibration
+    shipped_params = FloorParams(shipped.search_floor, shipped.search_short_query_floor,
+                                 shipped.search_ratio, settings.search_text_min_coverage)
+    out = {
+        "profile": config.profile, "provider": config.ai.embedding.provider,
+        "notes": len(notes), "queries": len(queries), "positives": npos, "off_topic": nneg,
+        "shipped": {"search_floor": shipped.search_floor,
+                    "search_short_query_floor": shipped.search_short_query_floor,
+                    "search_ratio": shipped.search_ratio,
+                    "score": list(score(cases, [c.ok(c.run(shipped_params.cuts(), shipped_params.rule(),
+                                                           calibrated=False)) for c in cases]))},
+        "chosen": {"PINLOG_SEARCH_FLOOR": chosen.floor,
+                   "PINLOG_SEARCH_SHORT_QUERY_FLOOR": chosen.short_floor,
+                   "PINLOG_SEARCH_RATIO": chosen.ratio,
+                   "PINLOG_SEARCH_TEXT_MIN_COVERAGE": chosen.min_coverage},
+        "rank1": r1, "empty": empty, "loo_rank1": loo_pos, "loo_empty": loo_neg,
+        "grid_floors": [min(grid["floor"]), max(grid["floor"]), len(grid["floor"])],
+    }
+    if as_json:
+        print(json.dumps(out, ensure_ascii=False))
+        return out
+    print(f"profile {out['profile']} (provider {out['provider']}): {len(notes)} notes, "
+          f"{len(queries)} labelled queries ({npos} positive, {nneg} off-topic)")
+    s_r1, _, s_empty, _ = out["shipped"]["score"]
+    print(f"shipped floors {shipped.search_floor} / {shipped.search_short_query_floor} "
+          f"(ratio {shipped.search_ratio}): positives at rank 1 {s_r1}/{npos}, off-topic empty "
+          f"{s_empty}/{nneg}")
+    print(f"grid: {len(grid['floor'])} floors from the model's cosines "
+          f"({min(grid['floor'])}..{max(grid['floor'])}) × coverages {grid['min_coverage']}")
+    print(f"plateau centre: positives at rank 1 {r1}/{npos}, off-topic empty {empty}/{nneg}; "
+          f"leave-one-out {loo_pos}/{npos} and {loo_neg}/{nneg}")
+    print("export:")
+    for name, value in out["chosen"].items():
+        print(f"  {name}={value}")
+    return out
+
+
 def margins(cases: list[Case], p: Params) -> None:
     """The margin between the positives and the nearest off-topic scores, per channel."""
     rule = p.rule()
@@ -282,7 +427,22 @@ async def main() -> None:
     parser.add_argument("--variants", action="store_true", help="variant sources side by side")
     parser.add_argument("--holdout", action="store_true", help="also score the held-out set and the demo sample")
     parser.add_argument("--verbose", action="store_true", help="every query of every set")
+    parser.add_argument("--provider", action="store_true",
+                        help="calibrate the configured provider's profile (PINLOG_EMBEDDING_*) "
+                             "on a labelled set")
+    parser.add_argument("--notes", type=Path, default=None,
+                        help="with --provider: labelled notes (default: the shared data)")
+    parser.add_argument("--queries", type=Path, action="append", default=None,
+                        help="with --provider: labelled queries, repeatable (default: the "
+                             "shared data's two files)")
+    parser.add_argument("--json", action="store_true", help="with --provider: one JSON line")
     args = parser.parse_args()
+    if args.provider:
+        await calibrate_provider(
+            args.notes or args.data / "place_notes.jsonl",
+            args.queries or [args.data / "search_queries.jsonl",
+                             args.data / "search_queries_more.jsonl"], args.json)
+        return
     settings = load_settings(data_dir=Path("/tmp/pinlog-calibrate"))
     config = build_config(settings)
     provider = config.ai.embedding.build()

@@ -9,6 +9,7 @@ issue 14); responses carry the reference system's names too (``keywordMatched``)
 
 from __future__ import annotations
 
+import hmac
 import logging
 import threading
 from typing import Annotated, Any, Literal, Protocol
@@ -30,6 +31,19 @@ PROCESS_PATH = "/internal/v1/context/process"
 SEARCH_PATH = "/internal/v1/search"
 SECRET_HEADER = "X-Internal-Secret"
 REQUEST_ID_HEADER = "X-Request-Id"
+
+
+def secret_ok(presented: str | None, accepted: list[str]) -> bool:
+    """Constant-time comparison of ``presented`` with every accepted secret (no early exit):
+    the ``X-Internal-Secret`` check of every route that takes it (SPEC §5.1; the ai side's
+    internal API, core's operator API)."""
+    if not presented or not accepted:
+        return False
+    given = presented.encode("utf-8")
+    match = False
+    for secret in accepted:
+        match |= hmac.compare_digest(given, secret.encode("utf-8"))
+    return match
 
 
 #: Ids are PostgreSQL ``bigint``: an id outside 1..2^63-1 is a 422, never a failed save.
@@ -216,7 +230,8 @@ class ProcessClient(Protocol):
 
     ``send`` returns the HTTP status the ai side answered (202 accepted, 401, 422, 503 …) and
     never raises for an ai-side failure: timeouts/connection errors are reported as status 0
-    with the outcome class logged and counted by the implementation.
+    with the outcome class logged and counted by the implementation. The ``X-Request-Id`` is
+    the ``request_id`` of the caller's logging context (:mod:`pinlog.logs`), or a new one.
     """
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int: ...
+    async def send(self, request: ProcessRequest) -> int: ...

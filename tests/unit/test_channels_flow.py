@@ -83,7 +83,8 @@ async def test_a_filler_query_asks_nothing(query):
     assert await search(SearchQuery(1, query), channels(started), vector, RULE, 20) == []
     assert vector.calls == []
     nothing = await explain(SearchQuery(1, query), channels(started), vector, RULE, 20)
-    assert (nothing.decisions, nothing.evidence, vector.calls) == ([], {}, [])
+    assert (nothing.decisions, nothing.records, vector.calls) == ([], [], [])
+    assert nothing.channels == ("vector", "words")
 
 
 async def test_explain_shows_each_channels_evidence_and_the_same_decisions():
@@ -91,11 +92,14 @@ async def test_explain_shows_each_channels_evidence_and_the_same_decisions():
     shown = await search(SearchQuery(1, "카페"), channels(started), FakeVector(started), RULE, 20)
     started = asyncio.Event()
     why = await explain(SearchQuery(1, "카페"), channels(started), FakeVector(started), RULE, 20)
-    assert why.decisions == shown
-    assert set(why.evidence) == {("vector",), ("words",)}
-    assert why.evidence[("vector",)][1].strength == 4.0 and why.evidence[("vector",)][7].vouched is False
-    assert why.evidence[("words",)][7].context_id == 71
-    assert why.cosines[7] == {71: 0.5, 72: 0.6}
+    assert why.decisions == shown  # the decision itself (pinlog.relevance.explain runs decide)
+    assert why.channels == ("vector", "words")
+    by_id = {r.record_id: r for r in why.records}
+    vector_1, _ = by_id[1].evidence
+    vector_7, words_7 = by_id[7].evidence
+    assert vector_1.strength == 4.0 and vector_7.vouched is False and words_7.context_id == 71
+    assert by_id[7].counted == (False, True) and by_id[7].decision.similarity == 0.5
+    assert [r.position for r in why.records if r.decision] == [1, 2]
     assert why.lexical is None  # no lexical channel among these
 
 

@@ -2,7 +2,8 @@
 
 ``POST /internal/v1/context/process``: the secret header is checked first (constant time, against
 every configured secret, for rotation) so an unauthenticated caller learns nothing about the body
-rules; then the body is validated; then the job is queued. Error bodies are fixed strings.
+rules; then the body is validated; then the job is queued. Error bodies are fixed strings in
+the one envelope ``{"error": CODE, "message": …}`` (:func:`pinlog.http.error_body`).
 The runtime is read from ``request.app.state.ai``.
 
 :func:`search_error` is the ai side's one map from a search error to its HTTP answer, used by
@@ -12,7 +13,6 @@ The runtime is read from ``request.app.state.ai``.
 
 from __future__ import annotations
 
-import hmac
 import logging
 
 from fastapi import APIRouter, Request, Response
@@ -22,15 +22,18 @@ from pydantic import ValidationError
 from pinlog import metrics
 from pinlog.ai.errors import ModelError
 from pinlog.ai.search import ProfileMismatch
-from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessRequest
+from pinlog.contracts import PROCESS_PATH, SECRET_HEADER, ProcessRequest, secret_ok
+from pinlog.http import error_body
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["internal"])
 
-_UNAUTHORIZED = {"error": "unauthorized"}
-_INVALID = {"error": "invalid request"}
-_BUSY = {"error": "busy, retry later"}
+#: Fixed answers of the internal routes (never an input value).
+UNAUTHORIZED = error_body("UNAUTHORIZED", "missing or wrong X-Internal-Secret")
+INVALID = error_body("INVALID_INPUT", "the request body is not a valid request for this route")
+BUSY = error_body("BUSY", "the work queue is full, retry later")
+SEARCH_UNAVAILABLE = error_body("SEARCH_UNAVAILABLE", "search unavailable, retry later")
 
 
 def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]]:
@@ -43,24 +46,13 @@ def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]
     """
     if isinstance(exc, ProfileMismatch):
         # Our keys and the reference system's (requestProfile/serverProfile, SPEC §10).
-        return 422, {"error": "embedding profile mismatch", "requested": exc.requested,
-                     "server": exc.server, "requestProfile": exc.requested,
-                     "serverProfile": exc.server}
+        return 422, error_body("PROFILE_MISMATCH", "embedding profile mismatch",
+                               requested=exc.requested, server=exc.server,
+                               requestProfile=exc.requested, serverProfile=exc.server)
     metrics.SEARCH_REQUESTS.labels("model_error").inc()
     log.warning("search query could not be embedded",
                 extra={"error_class": "transient" if exc.transient else "permanent"})
-    return 503, {"error": "search unavailable"}
-
-
-def secret_ok(presented: str | None, accepted: list[str]) -> bool:
-    """Constant-time comparison of ``presented`` with every accepted secret (no early exit)."""
-    if not presented or not accepted:
-        return False
-    given = presented.encode("utf-8")
-    match = False
-    for secret in accepted:
-        match |= hmac.compare_digest(given, secret.encode("utf-8"))
-    return match
+    return 503, dict(SEARCH_UNAVAILABLE)
 
 
 @router.post(
@@ -71,23 +63,22 @@ def secret_ok(presented: str | None, accepted: list[str]) -> bool:
 async def process_context(request: Request) -> Response:
     """Accept a context for background processing (SPEC §5.1): 202 (empty body), 401, 422, 503."""
     runtime = request.app.state.ai
-    request_id = request.headers.get(REQUEST_ID_HEADER)
     if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
         metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
         log.warning("process request with a missing or wrong secret",
-                    extra={"request_id": request_id, "http_status": 401})
-        return JSONResponse(_UNAUTHORIZED, status_code=401)
+                    extra={"http_status": 401})
+        return JSONResponse(UNAUTHORIZED, status_code=401)
     try:
         body = ProcessRequest.model_validate_json(await request.body())
     except ValidationError:
         metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
-        return JSONResponse(_INVALID, status_code=422)
-    status = await runtime.submit(body, request_id=request_id)
+        return JSONResponse(INVALID, status_code=422)
+    status = await runtime.submit(body)  # the request id rides in the logging context
     if status == 202:
         return Response(status_code=202)
     if status == 503:
         from pinlog.ai.runtime import RETRY_AFTER_SECONDS
 
-        return JSONResponse(_BUSY, status_code=503,
+        return JSONResponse(BUSY, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-    return JSONResponse(_INVALID, status_code=422)
+    return JSONResponse(INVALID, status_code=422)

@@ -39,6 +39,7 @@ from pinlog.ai import state
 from pinlog.ai.calibration import Calibration
 from pinlog.ai.candidates import select_candidates
 from pinlog.ai.errors import (
+    BudgetExceeded,
     ModelError,
     PermanentModelError,
     TransientModelError,
@@ -121,6 +122,8 @@ class PipelineConfig:
         retries: attempts and backoff of a model call (SPEC §6 budget: ``retries.budget``).
         candidate_top_k: ``PINLOG_CANDIDATE_TOP_K``.
         candidate_floor: the calibrated candidate floor of the configured profile.
+        max_picks: most keywords stored per context, whatever the judge answered
+            (``PINLOG_JUDGE_MAX_PICKS``, per profile: 3 for the shipped profiles; SPEC §8).
     """
 
     processing_expiry: timedelta
@@ -129,6 +132,7 @@ class PipelineConfig:
     retries: RetryPolicy
     candidate_top_k: int
     candidate_floor: float
+    max_picks: int = 3
 
     @classmethod
     def from_settings(cls, settings: Settings, calibration: Calibration) -> PipelineConfig:
@@ -136,7 +140,8 @@ class PipelineConfig:
                    embedding_timeout=settings.embedding_timeout,
                    llm_timeout=settings.llm_timeout, retries=settings.retries,
                    candidate_top_k=settings.candidate_top_k,
-                   candidate_floor=calibration.candidate_floor)
+                   candidate_floor=calibration.candidate_floor,
+                   max_picks=calibration.max_picks)
 
 
 class Pipeline:
@@ -185,11 +190,12 @@ class Pipeline:
         return self.config.retries.budget(self.config.llm_timeout)
 
     # --- the job -------------------------------------------------------------------------------
-    async def run(self, request: ProcessRequest, *, request_id: str | None = None) -> JobResult:
+    async def run(self, request: ProcessRequest) -> JobResult:
         """Process one request (SPEC §5.2). Never raises for a classified failure; the outcome of
-        each stage is returned, logged and counted."""
+        each stage is returned, logged and counted. Its lines carry the ids of the logging
+        context the job runs in (:class:`pinlog.ai.worker.WorkQueue` sets ``request_id``,
+        ``context_id``, ``record_id``: :mod:`pinlog.logs`)."""
         cid = request.context_id
-        ids = {"context_id": cid, "record_id": request.record_id, "request_id": request_id}
         sha = text_sha256(request.text)
         stage = Stage.EMBEDDING
         step = "pre-check"
@@ -197,7 +203,7 @@ class Pipeline:
             # Step 1 and the embedding stage's guarded start share one short checkout.
             async with self._connection(autocommit=True) as conn:
                 pre = await state.precheck(conn, cid)
-                stopped = self._stop_reason(pre, sha, ids)
+                stopped = self._stop_reason(pre, sha)
                 if stopped is not None:
                     return JobResult("skipped", "skipped", stopped=stopped)
                 assert pre is not None
@@ -206,28 +212,28 @@ class Pipeline:
                 previous = None
                 if not reuse:
                     step = "start"
-                    previous = await self._start(cid, stage, ids, conn)
+                    previous = await self._start(cid, stage, conn)
         except Exception as exc:  # noqa: BLE001 - classified, logged; the rescan recovers
             if step == "pre-check":
                 error_class, reason = classify(exc)
                 log.warning("pre-check failed; job stopped",
-                            extra={**ids, "error_class": error_class, "reason": reason})
+                            extra={"error_class": error_class, "reason": reason})
                 return JobResult("skipped", "skipped", stopped=error_class)
-            embedding_outcome = await self._stage_failed(cid, stage, exc, ids)
-            return JobResult(embedding_outcome, await self._keyword_stage(request, None, ids))
+            embedding_outcome = await self._stage_failed(cid, stage, exc)
+            return JobResult(embedding_outcome, await self._keyword_stage(request, None))
 
         if reuse:
             self._count(stage, "reused")
-            log.info("embedding reused", extra={**ids, "stage": stage.label, "outcome": "reused"})
+            log.info("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
             embedding_outcome, carried = "reused", None
         elif previous is None:
             embedding_outcome, carried = "skipped", None
         else:
-            embedding_outcome, carried = await self._embedding_stage(request, sha, ids)
-        keyword_outcome = await self._keyword_stage(request, carried, ids)
+            embedding_outcome, carried = await self._embedding_stage(request, sha)
+        keyword_outcome = await self._keyword_stage(request, carried)
         return JobResult(embedding_outcome, keyword_outcome)
 
-    def _stop_reason(self, pre: state.PreCheck | None, sha: bytes, ids: dict) -> str | None:
+    def _stop_reason(self, pre: state.PreCheck | None, sha: bytes) -> str | None:
         """Why the pre-check ends the job (``missing``, ``contract_violation``, ``finished``),
         or None to go on (SPEC §5.2 step 1, §5.6).
 
@@ -244,50 +250,64 @@ class Pipeline:
             # stages are finished. Ids only, never the text.
             metrics.CONTRACT_VIOLATIONS.inc()
             log.warning("contract violation: same contextId sent with a different text; "
-                        "nothing changed", extra={**ids, "reason": "text_sha256 differs"})
+                        "nothing changed", extra={"reason": "text_sha256 differs"})
             return "contract_violation"
         if pre is None or not pre.has_work:
             reason = "missing" if pre is None else "finished"
-            log.info("nothing to do", extra={**ids, "reason": reason})
+            log.info("nothing to do", extra={"reason": reason})
             for stage in Stage:
                 metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome="skipped").inc()
             return reason
         return None
 
     # --- stage 2: embedding (after a successful guarded start) ----------------------------------
-    async def _embedding_stage(self, request: ProcessRequest, sha: bytes,
-                               ids: dict) -> tuple[str, state.StoredEmbedding | None]:
+    async def _embedding_stage(self, request: ProcessRequest,
+                               sha: bytes) -> tuple[str, state.StoredEmbedding | None]:
         stage = Stage.EMBEDDING
         cid = request.context_id
         try:
             vector = await self._embed(request.text)
             saved = await self._save_embedding(request, vector, sha)
         except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-            return await self._stage_failed(cid, stage, exc, ids), None
+            return await self._stage_failed(cid, stage, exc), None
         if not saved:
             self._count(stage, "discarded")
             log.info("embedding result discarded: guard failed at save",
-                     extra={**ids, "stage": stage.label, "outcome": "discarded"})
+                     extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded", None
         self._count(stage, "completed")
-        log.info("embedding completed", extra={**ids, "stage": stage.label, "outcome": "completed"})
+        log.info("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
         return "completed", state.StoredEmbedding(vector, self.profile, sha)
 
     async def _embed(self, text: str) -> np.ndarray:
         """One ``(dim,)`` float32 vector; attempts/backoff/timeout per SPEC §6.
 
+        A throttle's ``Retry-After`` is waited out without spending an attempt, but only while
+        the wait ends inside the stage budget (``timeout × attempts + backoff``, which the
+        settings keep below the processing expiry): every attempt and every wait of the stage
+        ends before a re-claim could duplicate it (SPEC §6 budget rule).
+
         Raises:
-            TransientModelError: all attempts failed transiently (incl. timeouts).
+            TransientModelError: all attempts failed transiently (incl. timeouts), or a throttle
+                asked for a wait past the budget (:class:`~pinlog.ai.errors.BudgetExceeded`).
             PermanentModelError: at once (wrong vector length, non-finite values or a zero /
                 near-zero norm included: :class:`~pinlog.ai.errors.DegenerateVectorError`).
         """
         # A micro-batcher times each provider call itself, scaled to the call's work, and
         # splits a call that timed out; waiting for a batch is then bounded by the stage budget
-        # only (SPEC §6: < processing expiry). A bare provider gets the per-attempt timeout.
+        # only (SPEC §6: < processing expiry). A bare provider gets the per-attempt timeout,
+        # cut to what is left of the budget.
         batched = bool(getattr(self.provider, "enforces_timeouts", False))
-        timeout = None if batched else self.config.embedding_timeout
+        loop = asyncio.get_running_loop()
+        budget = self.embedding_budget
+        deadline = loop.time() + budget
 
         async def once() -> np.ndarray:
+            timeout = None
+            if not batched:
+                timeout = min(self.config.embedding_timeout, deadline - loop.time())
+                if timeout <= 0:
+                    raise BudgetExceeded(f"embedding stage exceeded its budget of {budget:g} s")
             try:
                 call = self.provider.embed([text], "passage")
                 out = await (asyncio.wait_for(call, timeout) if timeout is not None else call)
@@ -297,11 +317,12 @@ class Pipeline:
             return check_embeddings(out, 1, self.dimension)[0]
 
         retries = self.config.retries
-        attempts = with_retries(once, attempts=retries.attempts, base=retries.backoff_base,
-                                cap=retries.backoff_cap, sleep=self._sleep)
+        attempts = with_retries(
+            once, attempts=retries.attempts, base=retries.backoff_base, cap=retries.backoff_cap,
+            sleep=self._sleep, deadline=deadline, clock=loop.time,
+            on_wait=metrics.MODEL_THROTTLE_WAIT.labels(kind="embedding").inc)
         if not batched:
             return await attempts
-        budget = self.embedding_budget
         try:
             return await asyncio.wait_for(attempts, budget)
         except TimeoutError:
@@ -325,15 +346,15 @@ class Pipeline:
         return await self._save(body)
 
     # --- stage 3: keywords ----------------------------------------------------------------------
-    async def _keyword_stage(self, request: ProcessRequest, carried: state.StoredEmbedding | None,
-                             ids: dict) -> str:
+    async def _keyword_stage(self, request: ProcessRequest,
+                             carried: state.StoredEmbedding | None) -> str:
         stage = Stage.KEYWORD
         cid = request.context_id
         try:
             async with self._connection(autocommit=True) as conn:
                 previous, stored, fingerprint = await state.start_keyword_and_read(
                     conn, cid, self.expiry, self.profile)
-                self._note_start(stage, previous, ids)
+                self._note_start(stage, previous)
                 if previous is None:
                     return "skipped"
                 stored = carried or stored
@@ -351,20 +372,20 @@ class Pipeline:
                                            text=request.text)
             if candidates:
                 answer = await self._judge(request.text, candidates)
-                picks = _only_candidates(answer.picks, candidates)
+                picks = _only_candidates(answer.picks, candidates, self.config.max_picks)
             else:
                 answer = JudgeAnswer(picks=(), model_profile=NO_CANDIDATES_PROFILE)
                 picks = ()
             saved = await self._save_keywords(cid, snapshot, answer, picks)
         except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-            return await self._stage_failed(cid, stage, exc, ids)
+            return await self._stage_failed(cid, stage, exc)
         if not saved:
             self._count(stage, "discarded")
             log.info("keyword result discarded: guard failed at save",
-                     extra={**ids, "stage": stage.label, "outcome": "discarded"})
+                     extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded"
         self._count(stage, "completed")
-        log.info("keywords completed", extra={**ids, "stage": stage.label, "outcome": "completed",
+        log.info("keywords completed", extra={"stage": stage.label, "outcome": "completed",
                                               "count": len(picks)})
         return "completed"
 
@@ -407,7 +428,7 @@ class Pipeline:
         return await self._save(body)
 
     # --- shared steps --------------------------------------------------------------------------
-    async def _start(self, cid: int, stage: Stage, ids: dict,
+    async def _start(self, cid: int, stage: Stage,
                      conn: AsyncConnection | None = None) -> Status | None:
         """Guarded start, one autocommit statement (on ``conn`` when given); logs/counts a
         re-claim (SPEC §3)."""
@@ -416,20 +437,20 @@ class Pipeline:
                 previous = await state.start_stage(own, cid, stage, self.expiry)
         else:
             previous = await state.start_stage(conn, cid, stage, self.expiry)
-        self._note_start(stage, previous, ids)
+        self._note_start(stage, previous)
         return previous
 
-    def _note_start(self, stage: Stage, previous: Status | None, ids: dict) -> None:
+    def _note_start(self, stage: Stage, previous: Status | None) -> None:
         """Log/count the outcome of a guarded start: 0 rows (INFO), re-claim (WARNING)."""
         if previous is None:
             self._count(stage, "skipped")
-            log.info("stage not started (0 rows)", extra={**ids, "stage": stage.label,
+            log.info("stage not started (0 rows)", extra={"stage": stage.label,
                                                           "outcome": "skipped"})
         elif previous is Status.PROCESSING:
             self._count(stage, "reclaimed")
             log.warning("re-claimed a PROCESSING stage (processing expiry passed, or the row's "
                         "retry_count rose since it started: SPEC §7.3)",
-                        extra={**ids, "stage": stage.label, "outcome": "reclaimed",
+                        extra={"stage": stage.label, "outcome": "reclaimed",
                                "previous_status": previous.value})
 
     @asynccontextmanager
@@ -455,12 +476,12 @@ class Pipeline:
             await transaction.commit()
             return True
 
-    async def _stage_failed(self, cid: int, stage: Stage, exc: BaseException, ids: dict) -> str:
+    async def _stage_failed(self, cid: int, stage: Stage, exc: BaseException) -> str:
         """Record a classified failure (SPEC §5.5): transient/internal → ``last_error`` + event,
         stage stays PROCESSING; permanent → guarded FAILED + event."""
         error_class, reason = classify(exc)
         message = state.format_error(stage, error_class, redact(reason))
-        extra = {**ids, "stage": stage.label, "outcome": error_class, "error_class": error_class,
+        extra = {"stage": stage.label, "outcome": error_class, "error_class": error_class,
                  "reason": message}
         try:
             async with self._connection(autocommit=True) as conn:
@@ -471,17 +492,21 @@ class Pipeline:
         except Exception as write_exc:  # noqa: BLE001 - the DB may be what failed
             changed = False
             log.warning("could not record the stage error",
-                        extra={**ids, "stage": stage.label,
+                        extra={"stage": stage.label,
                                "error_class": classify(write_exc)[0]})
         self._count(stage, error_class)
+        # what happened to the stage: the guarded write says whether it was PROCESSING (ours);
+        # a failure before the stage started (its guarded start raised) leaves it PENDING
+        left = ("left PROCESSING for the rescan" if changed else
+                "the stage was not PROCESSING (not started yet, or no longer this job's) or "
+                "the error could not be recorded: nothing written")
         if error_class == "permanent":
             log.error("stage failed permanently" + ("" if changed else " (stage no longer "
                       "PROCESSING; nothing written)"), extra=extra)
         elif error_class == "transient":
-            log.warning("stage failed transiently; left PROCESSING for the rescan", extra=extra)
+            log.warning(f"stage failed transiently; {left}", extra=extra)
         else:
-            log.error("stage failed with an internal error; left PROCESSING for the rescan",
-                      extra=extra, exc_info=exc)
+            log.error(f"stage failed with an internal error; {left}", extra=extra, exc_info=exc)
         return error_class
 
     @staticmethod
@@ -489,9 +514,14 @@ class Pipeline:
         metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome=outcome).inc()
 
 
-def _only_candidates(picks: tuple[Pick, ...], candidates: list[Candidate]) -> tuple[Pick, ...]:
-    """Last line of SPEC §8: keep only picks among the candidates, unique ids, confidences in
-    [0, 1] or None (judges already map; this guards against a judge that did not)."""
+def _only_candidates(picks: tuple[Pick, ...], candidates: list[Candidate],
+                     max_picks: int) -> tuple[Pick, ...]:
+    """Last line of SPEC §8, for every judge: keep only picks among the candidates, unique ids,
+    confidences in [0, 1] or None (judges already map; this guards against a judge that did
+    not), and at most ``max_picks`` of them — the highest confidences first (a pick without a
+    confidence counts as 0; ties keep the judge's order). Keywords are shown to the owner and,
+    for PUBLIC presets, to everyone: a judge that selects every candidate must not store ten
+    (issue 23)."""
     allowed = {c.preset.id for c in candidates}
     kept: dict[int, Pick] = {}
     for pick in picks:
@@ -504,4 +534,7 @@ def _only_candidates(picks: tuple[Pick, ...], candidates: list[Candidate]) -> tu
         old = kept.get(pick.keyword_id)
         if old is None or (pick.confidence or 0.0) > (old.confidence or 0.0):
             kept[pick.keyword_id] = pick
-    return tuple(kept.values())
+    ranked = sorted(kept.values(), key=lambda p: -(p.confidence or 0.0))  # stable: judge order
+    if len(ranked) > max_picks:
+        metrics.JUDGE_DROPPED_PICKS.labels(reason="max_picks").inc(len(ranked) - max_picks)
+    return tuple(ranked[:max(0, max_picks)])

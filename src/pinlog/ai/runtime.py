@@ -26,6 +26,7 @@ from pinlog.ai.pipeline import JobResult, Pipeline, PipelineConfig
 from pinlog.ai.ports import EmbeddingProvider, Judge, close_resource
 from pinlog.ai.providers import (BatchConfig, EmbeddingProviderConfig, MicroBatcher,
                                  build_batched_provider, embedding_config)
+from pinlog.ai.retention import AiRetentionConfig
 from pinlog.ai.rewrite import RewriteConfig
 from pinlog.ai.worker import WorkQueue, db_slots
 from pinlog.channels.base import RelevanceRule
@@ -81,6 +82,7 @@ class AiConfig:
         search_timeout: ``PINLOG_SEARCH_TIMEOUT``, seconds.
         shutdown_grace: ``PINLOG_SHUTDOWN_GRACE``, seconds.
         internal_secrets: ``PINLOG_INTERNAL_SECRETS`` accepted on ``/internal/*``.
+        retention: the ai part of the retention job (``PINLOG_RETENTION_*``, issue 31).
     """
 
     embedding: EmbeddingProviderConfig
@@ -97,6 +99,7 @@ class AiConfig:
     search_timeout: float
     shutdown_grace: float
     internal_secrets: tuple[SecretStr, ...]
+    retention: AiRetentionConfig
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AiConfig:
@@ -114,7 +117,8 @@ class AiConfig:
                    db_pool_size=settings.db_pool_size, max_text_chars=settings.max_text_chars,
                    search_timeout=settings.search_timeout,
                    shutdown_grace=settings.shutdown_grace,
-                   internal_secrets=tuple(settings.internal_secrets))
+                   internal_secrets=tuple(settings.internal_secrets),
+                   retention=AiRetentionConfig.from_settings(settings))
 
     def secret_values(self) -> list[str]:
         """The accepted internal secrets' values (compare in constant time; never log them)."""
@@ -323,25 +327,26 @@ class AiRuntime:
         except Exception:  # noqa: BLE001 - not ready, whatever the reason
             return False
 
-    async def submit(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def submit(self, request: ProcessRequest) -> int:
         """The in-process adapter of ``POST /internal/v1/context/process`` (SPEC §5.1).
 
         Returns:
             202 accepted (queued), 422 text longer than ``PINLOG_MAX_TEXT_CHARS`` (or empty),
             503 the work queue is full or the runtime is not running (the row stays PENDING; the
-            rescan recovers it). Counted in ``pinlog_process_requests_total``.
+            rescan recovers it). Counted in ``pinlog_process_requests_total``. The job's log
+            lines carry the caller's logging context (its ``request_id``: :mod:`pinlog.logs`).
         """
         if not 1 <= len(request.text) <= self.config.max_text_chars:
             metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
             return 422
-        if self.queue is None or not self.queue.offer(request, request_id):
+        if self.queue is None or not self.queue.offer(request):
             metrics.PROCESS_REQUESTS.labels(outcome="busy").inc()
-            self._log_refusal(request, request_id)
+            self._log_refusal(request)
             return 503
         metrics.PROCESS_REQUESTS.labels(outcome="accepted").inc()
         return 202
 
-    def _log_refusal(self, request: ProcessRequest, request_id: str | None) -> None:
+    def _log_refusal(self, request: ProcessRequest) -> None:
         """One WARNING per :data:`REFUSAL_LOG_INTERVAL` seconds while the work queue refuses
         requests, with the number refused since the previous line (``count``); every refusal
         is counted in ``pinlog_process_requests_total{outcome="busy"}``. A backlog re-sent
@@ -353,13 +358,12 @@ class AiRuntime:
                 now - self._refused_logged_at < REFUSAL_LOG_INTERVAL:
             return
         log.warning("work queue full; requests refused with 503 (the rows stay PENDING)",
-                    extra={"context_id": request.context_id, "request_id": request_id,
-                           "count": self._refused})
+                    extra={"context_id": request.context_id, "count": self._refused})
         self._refused, self._refused_logged_at = 0, now
 
-    async def _run_job(self, request: ProcessRequest, request_id: str | None) -> JobResult:
+    async def _run_job(self, request: ProcessRequest) -> JobResult:
         assert self.pipeline is not None
-        return await self.pipeline.run(request, request_id=request_id)
+        return await self.pipeline.run(request)
 
     async def join(self) -> None:
         """Wait until the work queue is drained and every accepted job has finished (tests)."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from pinlog import metrics
 from pinlog.contracts import ProcessRequest
+from pinlog.logs import current_log_context, log_context
 
 log = logging.getLogger(__name__)
 
@@ -37,21 +38,25 @@ def db_slots(db_pool_size: int) -> int:
 
 @dataclass(frozen=True)
 class Job:
+    """An accepted request and the logging context it was accepted in (its ``request_id``)."""
+
     request: ProcessRequest
-    request_id: str | None = None
+    log_context: Mapping[str, object]
 
 
 class WorkQueue:
     """Bounded queue + ``concurrency`` worker tasks running ``handler`` for each job.
 
     Args:
-        handler: ``async (request, request_id) -> object``; its exceptions are logged (ids only)
-            and never stop a worker.
+        handler: ``async (request) -> object``; its exceptions are logged (ids only) and never
+            stop a worker. It runs in the logging context the job was offered in (its
+            ``request_id``) plus the request's ``context_id`` and ``record_id`` — never the
+            context of the worker task or of another job.
         capacity: most jobs waiting (not counting running ones).
         concurrency: worker tasks.
     """
 
-    def __init__(self, handler: Callable[[ProcessRequest, str | None], Awaitable[object]], *,
+    def __init__(self, handler: Callable[[ProcessRequest], Awaitable[object]], *,
                  capacity: int, concurrency: int) -> None:
         self._handler = handler
         self.capacity = capacity
@@ -72,12 +77,13 @@ class WorkQueue:
         self._tasks = [asyncio.create_task(self._work(), name=f"ai-worker-{i}")
                        for i in range(self.concurrency)]
 
-    def offer(self, request: ProcessRequest, request_id: str | None = None) -> bool:
-        """Enqueue without waiting. Returns False when full (or not started)."""
+    def offer(self, request: ProcessRequest) -> bool:
+        """Enqueue without waiting, with the caller's logging context. Returns False when full
+        (or not started)."""
         if self._queue is None:
             return False
         try:
-            self._queue.put_nowait(Job(request, request_id))
+            self._queue.put_nowait(Job(request, current_log_context()))
         except asyncio.QueueFull:
             return False
         metrics.WORK_QUEUE_DEPTH.set(self._queue.qsize())
@@ -135,13 +141,16 @@ class WorkQueue:
             job = await queue.get()
             metrics.WORK_QUEUE_DEPTH.set(queue.qsize())
             self._running_jobs += 1
-            try:
-                await self._handler(job.request, job.request_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a job never kills its worker
-                log.error("job crashed", extra={"context_id": job.request.context_id,
-                                                "error_class": type(exc).__name__})
-            finally:
-                self._running_jobs -= 1
-                queue.task_done()
+            # the job's edge: its lines carry the request id it was accepted with and its ids
+            # (the worker task's own context is replaced, not merged: SPEC §12 ids per job)
+            with log_context(job.log_context, context_id=job.request.context_id,
+                             record_id=job.request.record_id):
+                try:
+                    await self._handler(job.request)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a job never kills its worker
+                    log.error("job crashed", extra={"error_class": type(exc).__name__})
+                finally:
+                    self._running_jobs -= 1
+                    queue.task_done()

@@ -23,6 +23,7 @@ from pinlog.channels.flow import (
     decide,
     explain,
     find_all,
+    labels,
     records_to_score,
     scored_contexts,
     search,
@@ -32,4 +33,4 @@ from pinlog.channels.vector import VECTOR, VectorChannel, VectorFound
 
 __all__ = ["VECTOR", "Channel", "Explanation", "Found", "LexicalChannel", "LexicalFound", "LexicalMatch",
            "LexicalQuery", "RelevanceRule", "SearchQuery", "VectorChannel", "VectorFound", "VectorSearch",
-           "analyse_query", "decide", "explain", "find_all", "records_to_score", "scored_contexts", "search"]
+           "analyse_query", "decide", "explain", "find_all", "labels", "records_to_score", "scored_contexts", "search"]

@@ -12,7 +12,7 @@ about each record, for a search debugger (the console).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,7 +20,7 @@ from pinlog import relevance
 from pinlog.channels.base import Channel, Found, RelevanceRule, SearchQuery
 from pinlog.channels.lexical import LexicalFound, LexicalQuery, is_filler
 from pinlog.contracts import MAX_SCORED_RECORDS, SearchResponse
-from pinlog.relevance import Decision, Evidence
+from pinlog.relevance import Decision, Explained
 
 
 class VectorSearch(Protocol):
@@ -85,21 +85,32 @@ def decide(found: Sequence[Found], response: SearchResponse, rule: RelevanceRule
                             rrf_k=rule.rrf_k, limit=limit)
 
 
+def labels(channels: Sequence[Channel | type[Channel]]) -> tuple[str, ...]:
+    """A label per channel, in channel order: its ``matchedBy`` names joined by ``/``."""
+    return tuple("/".join(channel.names) for channel in channels)
+
+
 @dataclass(frozen=True)
 class Explanation:
-    """What one search saw (:func:`explain`): no note text, ids and numbers only.
+    """What one search saw (:func:`explain`; the console's search debugger): no note text, ids
+    and numbers only.
 
     Attributes:
-        lexical: the query as the lexical channel read it (``None``: no lexical channel).
-        evidence: channel ``matchedBy`` names → record id → :class:`pinlog.relevance.Evidence`.
-        cosines: record id → context id → cosine of every scored context.
-        decisions: what the search returns, best first.
+        lexical: the query as the lexical channel read it (``None``: no lexical channel, or a
+            filler query).
+        channels: a label per channel, in channel order (:func:`labels`).
+        records: per record, every channel's evidence, rank and whether its vouch counted,
+            with the decision taken (:func:`pinlog.relevance.explain`), shown ones first.
     """
 
     lexical: LexicalQuery | None
-    evidence: dict[tuple[str, ...], Mapping[int, Evidence]]
-    cosines: dict[int, dict[int, float]]
-    decisions: list[Decision]
+    channels: tuple[str, ...]
+    records: list[Explained]
+
+    @property
+    def decisions(self) -> list[Decision]:
+        """What the search returns, best first (the shown records' decisions)."""
+        return [r.decision for r in self.records if r.decision is not None]
 
 
 async def _run(query: SearchQuery, channels: Sequence[Channel], vector: VectorSearch,
@@ -132,12 +143,14 @@ async def search(query: SearchQuery, channels: Sequence[Channel], vector: Vector
 
 async def explain(query: SearchQuery, channels: Sequence[Channel], vector: VectorSearch,
                   rule: RelevanceRule, limit: int) -> Explanation:
-    """:func:`search` with each channel's evidence for every record it knows (the same
-    decisions :func:`search` returns)."""
+    """:func:`search` with each channel's evidence for every record it knows: the same run and
+    the decision of :func:`pinlog.relevance.explain`, which calls :func:`pinlog.relevance.decide`
+    itself (its ``decisions`` are those :func:`search` returns)."""
     if is_filler(query.text):
-        return Explanation(None, {}, {}, [])
+        return Explanation(None, labels(channels), [])
     found, answer = await _run(query, channels, vector, rule, limit)
     cosines = scored_contexts(answer)
-    evidence = {type(c).names: f.evidence(answer, cosines) for c, f in zip(channels, found, strict=True)}
+    records = relevance.explain(cosines, [f.evidence(answer, cosines) for f in found],
+                                rrf_k=rule.rrf_k, limit=limit)
     lexical = next((f.query for f in found if isinstance(f, LexicalFound)), None)
-    return Explanation(lexical, evidence, cosines, decide(found, answer, rule, limit))
+    return Explanation(lexical, labels(channels), records)

@@ -7,6 +7,9 @@
   workers. When full, a request is **dropped** and counted: its PENDING state row is already
   committed and the rescan recovers it (SPEC §7).
 
+The ``X-Request-Id`` sent is the ``request_id`` of the logging context (:mod:`pinlog.logs`: the
+public request, the rescan's re-send, or the one the dispatcher gave the request), or a new one.
+
 No client ever raises into the caller: every outcome is logged by class and counted in
 ``pinlog_dispatch_outcomes_total`` (401/403 and other 4xx at ERROR — a wrong secret must be loud;
 503 busy, 5xx, timeouts and connection errors at WARNING).
@@ -16,10 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -27,6 +28,7 @@ from pydantic import SecretStr
 
 from pinlog import metrics
 from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessClient, ProcessRequest
+from pinlog.logs import log_context, request_id_or_new
 from pinlog.settings import Settings, reveal
 
 log = logging.getLogger(__name__)
@@ -57,12 +59,11 @@ def outcome_for_status(status: int) -> str:
     return CLIENT_ERROR
 
 
-def record_outcome(outcome: str, *, context_id: int, request_id: str | None,
-                   http_status: int | None = None) -> None:
-    """Count ``outcome`` and log it at the level its class deserves (ids only, never text)."""
+def record_outcome(outcome: str, *, context_id: int, http_status: int | None = None) -> None:
+    """Count ``outcome`` and log it at the level its class deserves (ids only, never text; the
+    request id comes from the logging context)."""
     metrics.DISPATCH_OUTCOMES.labels(outcome).inc()
-    extra = {"context_id": context_id, "request_id": request_id, "outcome": outcome,
-             "http_status": http_status}
+    extra = {"context_id": context_id, "outcome": outcome, "http_status": http_status}
     if outcome == ACCEPTED:
         log.debug("process request accepted", extra=extra)
     elif outcome == UNAUTHORIZED:
@@ -148,27 +149,31 @@ class HttpProcessClient:
         base_url, secret = config.endpoint()
         return cls(base_url, secret, config.connect_timeout, config.read_timeout)
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
-        """POST ``request``; returns the status (0 = no answer). Logged and counted, never raises."""
-        request_id = request_id or uuid.uuid4().hex
+    async def send(self, request: ProcessRequest) -> int:
+        """POST ``request`` with the logging context's request id (``X-Request-Id``); returns
+        the status (0 = no answer). Logged and counted, never raises."""
+        with log_context(request_id=request_id_or_new()) as ids:
+            return await self._post(request, str(ids["request_id"]))
+
+    async def _post(self, request: ProcessRequest, request_id: str) -> int:
         headers = {SECRET_HEADER: self._secret, REQUEST_ID_HEADER: request_id}
         try:
             response = await self._client.post(
                 PROCESS_PATH, json=request.model_dump(mode="json", by_alias=True), headers=headers)
         except httpx.TimeoutException:
-            record_outcome(TIMEOUT, context_id=request.context_id, request_id=request_id)
+            record_outcome(TIMEOUT, context_id=request.context_id)
             return 0
         except httpx.TransportError:
-            record_outcome(CONNECTION, context_id=request.context_id, request_id=request_id)
+            record_outcome(CONNECTION, context_id=request.context_id)
             return 0
         except Exception:  # noqa: BLE001 - a dispatch failure must never reach the user request
             log.exception("unexpected error while sending a process request",
-                          extra={"context_id": request.context_id, "request_id": request_id})
+                          extra={"context_id": request.context_id})
             metrics.DISPATCH_OUTCOMES.labels(ERROR).inc()
             return 0
         status = response.status_code
         record_outcome(outcome_for_status(status), context_id=request.context_id,
-                       request_id=request_id, http_status=status)
+                       http_status=status)
         return status
 
     async def aclose(self) -> None:
@@ -180,39 +185,30 @@ class InProcessClient:
     """:class:`pinlog.contracts.ProcessClient` calling the ai runtime directly (SPEC §1).
 
     Args:
-        submit: ``async submit(request: ProcessRequest[, *, request_id]) -> int`` — the ai
-            runtime's in-process adapter, answering like the HTTP route (202 accepted, 422,
-            503 queue full). ``request_id`` is passed when ``submit`` accepts it.
+        submit: ``async submit(request: ProcessRequest) -> int`` — the ai runtime's in-process
+            adapter, answering like the HTTP route (202 accepted, 422, 503 queue full). It runs
+            in the logging context with a ``request_id`` (the current one, or a new one), as
+            the HTTP route would.
 
     ``send`` returns that status, or 0 when ``submit`` raised (logged at ERROR, counted); it never
     raises (except ``asyncio.CancelledError``).
     """
 
-    def __init__(self, submit: Callable[..., Awaitable[int]]) -> None:
+    def __init__(self, submit: Callable[[ProcessRequest], Awaitable[int]]) -> None:
         self._submit = submit
-        try:
-            params = inspect.signature(submit).parameters.values()
-        except (TypeError, ValueError):
-            params = []  # type: ignore[assignment]
-        self._takes_request_id = any(p.name == "request_id" or p.kind is p.VAR_KEYWORD
-                                     for p in params)
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def send(self, request: ProcessRequest) -> int:
         """Hand ``request`` to the ai runtime; returns its status (0 when it raised)."""
-        request_id = request_id or uuid.uuid4().hex
-        try:
-            if self._takes_request_id:
-                status = int(await self._submit(request, request_id=request_id))
-            else:
+        with log_context(request_id=request_id_or_new()):
+            try:
                 status = int(await self._submit(request))
-        except Exception:  # noqa: BLE001 - never into the caller
-            log.exception("in-process submit failed",
-                          extra={"context_id": request.context_id, "request_id": request_id})
-            metrics.DISPATCH_OUTCOMES.labels(ERROR).inc()
-            return 0
-        record_outcome(outcome_for_status(status), context_id=request.context_id,
-                       request_id=request_id, http_status=status)
-        return status
+            except Exception:  # noqa: BLE001 - never into the caller
+                log.exception("in-process submit failed", extra={"context_id": request.context_id})
+                metrics.DISPATCH_OUTCOMES.labels(ERROR).inc()
+                return 0
+            record_outcome(outcome_for_status(status), context_id=request.context_id,
+                           http_status=status)
+            return status
 
     async def aclose(self) -> None:
         """Nothing to close."""
@@ -225,10 +221,10 @@ class UnconfiguredClient:
     PENDING until an ai side is reachable and the rescan re-sends them.
     """
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def send(self, request: ProcessRequest) -> int:
         metrics.DISPATCH_OUTCOMES.labels(UNCONFIGURED).inc()
         log.warning("no ai side configured (PINLOG_AI_BASE_URL unset and no in-process ai)",
-                    extra={"context_id": request.context_id, "request_id": request_id})
+                    extra={"context_id": request.context_id})
         return 0
 
     async def aclose(self) -> None:
@@ -254,11 +250,11 @@ class Dispatcher:
         self.client = client
         self.queue_size = queue_size
         self.workers = workers
-        self._queue: asyncio.Queue[tuple[ProcessRequest, str]] | None = None
+        self._queue: asyncio.Queue[tuple[ProcessRequest, Mapping[str, object]]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
-    def queue(self) -> asyncio.Queue[tuple[ProcessRequest, str]]:
+    def queue(self) -> asyncio.Queue[tuple[ProcessRequest, Mapping[str, object]]]:
         if self._queue is None:  # created lazily inside the running event loop
             self._queue = asyncio.Queue(maxsize=self.queue_size)
         return self._queue
@@ -275,22 +271,22 @@ class Dispatcher:
         self._tasks = [asyncio.create_task(self._work(), name=f"pinlog-dispatch-{i}")
                        for i in range(self.workers)]
 
-    def enqueue(self, request: ProcessRequest, *, request_id: str | None = None) -> bool:
-        """Queue ``request`` without blocking.
+    def enqueue(self, request: ProcessRequest) -> bool:
+        """Queue ``request`` without blocking, with the caller's logging context and its
+        ``request_id`` (a new one when it has none): the worker sends it in that context.
 
         Returns:
             True when queued; False when the queue was full (dropped: logged at WARNING and
             counted as ``dropped`` — the committed PENDING row is recovered by the rescan).
         """
-        request_id = request_id or uuid.uuid4().hex
-        try:
-            self.queue.put_nowait((request, request_id))
-        except asyncio.QueueFull:
-            metrics.DISPATCH_OUTCOMES.labels(DROPPED).inc()
-            log.warning("dispatch queue full: request dropped, the rescan will recover it",
-                        extra={"context_id": request.context_id, "request_id": request_id,
-                               "queue": self.queue_size})
-            return False
+        with log_context(request_id=request_id_or_new()) as ids:
+            try:
+                self.queue.put_nowait((request, ids))
+            except asyncio.QueueFull:
+                metrics.DISPATCH_OUTCOMES.labels(DROPPED).inc()
+                log.warning("dispatch queue full: request dropped, the rescan will recover it",
+                            extra={"context_id": request.context_id, "queue": self.queue_size})
+                return False
         metrics.DISPATCH_QUEUE_DEPTH.set(self.queue.qsize())
         return True
 
@@ -317,12 +313,15 @@ class Dispatcher:
     async def _work(self) -> None:
         queue = self.queue
         while True:
-            request, request_id = await queue.get()
+            request, ids = await queue.get()
             metrics.DISPATCH_QUEUE_DEPTH.set(queue.qsize())
-            try:
-                await self.client.send(request, request_id=request_id)
-            except Exception:  # noqa: BLE001 - a client bug must not kill the worker
-                log.exception("process client raised", extra={"context_id": request.context_id})
-                metrics.DISPATCH_OUTCOMES.labels(ERROR).inc()
-            finally:
-                queue.task_done()
+            # sent in the context it was enqueued in (not the worker task's own)
+            with log_context(ids):
+                try:
+                    await self.client.send(request)
+                except Exception:  # noqa: BLE001 - a client bug must not kill the worker
+                    log.exception("process client raised",
+                                  extra={"context_id": request.context_id})
+                    metrics.DISPATCH_OUTCOMES.labels(ERROR).inc()
+                finally:
+                    queue.task_done()

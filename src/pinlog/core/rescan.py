@@ -47,7 +47,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog import metrics
 from pinlog.contracts import ProcessClient, ProcessRequest
 from pinlog.core.services import place_meta
+from pinlog.db.background import stop_task
 from pinlog.db.sql import SqlStatements
+from pinlog.logs import log_context
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -270,16 +272,16 @@ async def resend(
                     record_id=row["record_id"], text=row["body"],
                     place_meta=place_meta(row) if row["external_place_id"] is not None else None,
                 )
-                request_id = f"{actor}-{uuid.uuid4().hex[:16]}"
-                status = await client.send(request, request_id=request_id)
-                # busy (503: the ai side's queue is full) → wait and re-send, so the rescan is
-                # paced by that queue instead of flooding it (SPEC §7.2 "Recovery speed")
-                deadline = time.monotonic() + busy_wait
-                pause = BUSY_BACKOFF[0]
-                while status == 503 and time.monotonic() + pause < deadline:
-                    await asyncio.sleep(pause)
-                    pause = min(BUSY_BACKOFF[1], pause * 2)
-                    status = await client.send(request, request_id=request_id)
+                with log_context(request_id=f"{actor}-{uuid.uuid4().hex[:16]}"):  # X-Request-Id
+                    status = await client.send(request)
+                    # busy (503: the ai side's queue is full) → wait and re-send, so the rescan
+                    # is paced by that queue instead of flooding it (SPEC §7.2 "Recovery speed")
+                    deadline = time.monotonic() + busy_wait
+                    pause = BUSY_BACKOFF[0]
+                    while status == 503 and time.monotonic() + pause < deadline:
+                        await asyncio.sleep(pause)
+                        pause = min(BUSY_BACKOFF[1], pause * 2)
+                        status = await client.send(request)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one failure never stops the round
@@ -389,11 +391,16 @@ class RescanLoop:
 
     async def run_round(self) -> RoundReport:
         """One full round: finalize → claim → re-send (SPEC §7.2). Updates RESCAN_* metrics.
+        Every line of the round carries its ``round_id`` (16 hex digits; logging context).
 
         Raises:
             whatever the database raises in steps 1–2 (the loop logs it and tries again next
             interval); step 3 never raises for a single context.
         """
+        with log_context(round_id=uuid.uuid4().hex[:16]):  # the round's edge
+            return await self._round()
+
+    async def _round(self) -> RoundReport:
         started = time.monotonic()
         report = RoundReport()
         try:
@@ -456,20 +463,7 @@ class RescanLoop:
         committed is simply recovered by a later round). Safe to call twice or when not started.
         """
         task, self._task = self._task, None
-        if task is None:
-            return
-        self._stopping.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=grace)
-        except (TimeoutError, asyncio.TimeoutError):
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
+        await stop_task(task, self._stopping, grace)
 
     async def run_forever(self) -> None:
         """Run the loop in the foreground until cancelled or :meth:`stop` is called."""

@@ -22,9 +22,10 @@ from pinlog.core.dispatch import (DispatchConfig, Dispatcher, HttpProcessClient,
                                   UnconfiguredClient)
 from pinlog.core.reprocess import ReprocessConfig
 from pinlog.core.rescan import RescanConfig
+from pinlog.core.retention import CoreRetentionConfig
 from pinlog.core.search import SearchConfig
 from pinlog.core.services import CoreService, ServiceConfig
-from pinlog.core.status import StatusConfig
+from pinlog.core.status import CountCompactor, StatusConfig
 from pinlog.settings import Settings
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ class CoreConfig:
     (:func:`pinlog.composition.build_config`); each part goes to the one component that uses it.
 
     Attributes:
-        service, dispatch, rescan, search, status, reprocess, auth: the components' configs.
+        service, dispatch, rescan, search, status, reprocess, auth, retention: the
+            components' configs.
         shutdown_grace: ``PINLOG_SHUTDOWN_GRACE``, seconds a running round and the dispatch
             queue get on stop.
     """
@@ -53,6 +55,7 @@ class CoreConfig:
     reprocess: ReprocessConfig
     auth: AuthConfig
     shutdown_grace: float
+    retention: CoreRetentionConfig
 
     @classmethod
     def from_settings(cls, settings: Settings, *, profile: str,
@@ -71,7 +74,8 @@ class CoreConfig:
                    status=StatusConfig.from_settings(settings),
                    reprocess=ReprocessConfig.from_settings(settings, profile=profile),
                    auth=AuthConfig.from_settings(settings),
-                   shutdown_grace=settings.shutdown_grace)
+                   shutdown_grace=settings.shutdown_grace,
+                   retention=CoreRetentionConfig.from_settings(settings))
 
 
 def build_client(config: DispatchConfig,
@@ -119,12 +123,15 @@ class CoreRuntime:
         else:
             self.search_client = in_process_search
         self.rescan: RescanLoop | None = None
+        self.compactor = CountCompactor(engine)
 
     async def start(self) -> None:
-        """Start the dispatcher, then the rescan loop when enabled. A long-running process (the
-        rescan loop runs: ``pinlog serve``) loads the Korean analyser of search's lexical
-        channel now (~3-5 s), not inside the first search; one-shot commands do not pay it."""
+        """Start the dispatcher, the state-count compactor, then the rescan loop when enabled. A
+        long-running process (the rescan loop runs: ``pinlog serve``) loads the Korean analyser
+        of search's lexical channel now (~3-5 s), not inside the first search; one-shot commands
+        do not pay it."""
         self.dispatcher.start()
+        self.compactor.start()
         if self.run_rescan:
             from pinlog.core.rescan import RescanLoop
             from pinlog.text import warm_up
@@ -137,6 +144,7 @@ class CoreRuntime:
         """Stop the rescan loop (if started), then drain and stop the dispatcher, then close
         the client."""
         grace = self.config.shutdown_grace
+        await self.compactor.stop()
         if self.rescan is not None:
             try:
                 await self.rescan.stop(grace=grace)

@@ -14,7 +14,6 @@ context's text and the owner-view keywords of that context (SPEC §8).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +28,9 @@ from pinlog.core.dispatch import DispatchConfig
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
-from pinlog.relevance import Decision
+from pinlog.logs import request_id_or_new
+from pinlog.channels.lexical import LexicalQuery
+from pinlog.relevance import Decision, Explained
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -109,11 +110,12 @@ class HttpSearchClient:
             timeout=httpx.Timeout(config.timeout + 1.0, connect=dispatch.connect_timeout))
 
     async def __call__(self, request: SearchRequest) -> SearchResponse:
-        """Raises SearchRejected on 422, SearchUnavailable on anything else but 200."""
+        """Raises SearchRejected on 422, SearchUnavailable on anything else but 200. Sends the
+        logging context's request id (``X-Request-Id``: the public request's), or a new one."""
         try:
             response = await self._client.post(
                 SEARCH_PATH, json=request.model_dump(by_alias=True),
-                headers={SECRET_HEADER: self._secret, REQUEST_ID_HEADER: uuid.uuid4().hex})
+                headers={SECRET_HEADER: self._secret, REQUEST_ID_HEADER: request_id_or_new()})
         except httpx.HTTPError as exc:
             log.warning("search call failed", extra={"error_class": type(exc).__name__})
             raise SearchUnavailable("search unavailable") from None
@@ -213,16 +215,40 @@ async def member_search(engine: AsyncEngine, config: SearchConfig, search: Searc
     return await verify_hits(engine, member_id, decisions)
 
 
+@dataclass(frozen=True)
+class SearchExplanation:
+    """One search explained (the operator console's search debugger, issue 29).
+
+    Attributes:
+        channels: a label per channel, in channel order (:func:`pinlog.channels.labels`).
+        records: every record a channel had evidence about, with each channel's evidence, rank
+            and whether its vouch counted, and the decision (:class:`pinlog.relevance.Explained`),
+            shown ones first.
+        results: what :func:`member_search` answers for the same search (after re-verification).
+        lexical: the query as the lexical channel read it (its content words and the variant
+            table's concepts; ``None`` for a filler query).
+    """
+
+    channels: tuple[str, ...]
+    records: list[Explained]
+    results: list[SearchResult]
+    lexical: LexicalQuery | None = None
+
+
 async def explain_search(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
-                         member_id: int, query: str, limit: int = 20) -> channels.Explanation:
-    """What each of core's channels said about each record for this search
-    (:func:`pinlog.channels.explain`; ids and numbers, never note text) — the search debugger's
-    data. Its decisions are those :func:`member_search` verifies.
+                         member_id: int, query: str, limit: int = 20) -> SearchExplanation:
+    """:func:`member_search` with the evidence behind its answer: the same channels, the same
+    ai-side requests and the same decision — :func:`pinlog.channels.explain` is the flow
+    :func:`pinlog.channels.search` runs, and its records come from :func:`pinlog.relevance.explain`,
+    which calls :func:`pinlog.relevance.decide` itself. Ids and numbers; the results (verified
+    as :func:`member_search` does) carry the matched notes' text.
 
     Raises:
         SearchUnavailable, SearchRejected: as :func:`member_search`.
     """
     if search is None:
         raise SearchUnavailable("search unavailable")
-    return await channels.explain(SearchQuery(member_id, query), build(engine, config.rule),
-                                  AiVectorSearch(search, config.profile), config.rule, limit)
+    why = await channels.explain(SearchQuery(member_id, query), build(engine, config.rule),
+                                 AiVectorSearch(search, config.profile), config.rule, limit)
+    return SearchExplanation(why.channels, why.records,
+                             await verify_hits(engine, member_id, why.decisions), why.lexical)

@@ -157,3 +157,23 @@ def test_rescan_once_with_the_in_process_ai_side_finishes_the_work(tmp_path, db_
     assert (row["embedding_status"], row["keyword_status"], row["retry_count"]) == (
         "COMPLETED", "COMPLETED", 1)
     assert fake_openai.embedded_texts.count("친구들과 늦게까지 수다 떨기 좋은 술집") == 1
+
+
+def test_a_commands_lines_carry_the_command_the_round_and_the_request_id_it_sent(
+        tmp_path, db_url, sync_conn):
+    """pinlog.logs, set once per edge: the CLI command (``command``), the rescan round
+    (``round_id``) and the re-send (``request_id``, sent as X-Request-Id) — no parameter."""
+    from tests.integration.core.support import Receiver
+
+    stale = make_context(sync_conn, body="조용한 북카페", age_s=10_000)
+    with Receiver(mode=500) as ai_side:
+        result = run_pinlog(["rescan", "--once"], env_for(tmp_path, db_url, ai_side.url),
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    [received] = ai_side.received
+    lines = [json.loads(raw) for raw in result.stderr.splitlines() if raw.startswith("{")]
+    [line] = [x for x in lines if x["logger"] == "pinlog.core.dispatch"]
+    assert (line["context_id"], line["outcome"], line["command"]) == (stale, "server_error", "rescan")
+    assert line["request_id"] == received.headers["X-Request-Id"]
+    assert line["request_id"].startswith("rescan-") and len(line["round_id"]) == 16
+    assert "조용한" not in result.stderr

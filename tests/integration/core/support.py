@@ -116,7 +116,7 @@ class RecordingClient:
     sent: list[ProcessRequest] = field(default_factory=list)
     states: list[tuple[str, str] | None] = field(default_factory=list)
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def send(self, request: ProcessRequest) -> int:
         if self.db_url:
             with psycopg.connect(self.db_url, autocommit=True) as conn:
                 self.states.append(state_row(conn, request.context_id))
@@ -183,4 +183,15 @@ def snapshot(conn: psycopg.Connection) -> list[Any]:
                 "SELECT context_id, is_deleted FROM ai.context_embedding ORDER BY context_id",
                 "SELECT count(*) FROM ai.context_ai_event", "SELECT count(*) FROM core.place"):
         out.append(conn.execute(sql).fetchall())
+    return out
+
+
+def full_count(conn: psycopg.Connection) -> dict[str, dict[str, int]]:
+    """State rows per stage × status by a full scan (what the maintained counts must equal);
+    statuses with rows only."""
+    out: dict[str, dict[str, int]] = {"embedding": {}, "keyword": {}}
+    for stage in out:
+        for status, n in conn.execute(
+                f"SELECT {stage}_status, count(*) FROM ai.context_ai_state GROUP BY 1"):
+            out[stage][status] = n
     return out

@@ -10,6 +10,7 @@ import pytest
 from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessRequest
 from pinlog.core.dispatch import Dispatcher, HttpProcessClient
 from pinlog.core.services import CoreService
+from pinlog.logs import log_context
 from tests.conftest import TEST_SECRET, config_of
 from tests.helpers import free_port
 from tests.integration.core.conftest import place
@@ -52,7 +53,8 @@ async def test_accepted_is_counted():
     before = dispatch_count("accepted")
     with Receiver(mode=202) as receiver:
         client = HttpProcessClient(receiver.url, TEST_SECRET)
-        assert await client.send(REQ, request_id="rid-1") == 202
+        with log_context(request_id="rid-1"):
+            assert await client.send(REQ) == 202
         await client.aclose()
     assert receiver.received[0].headers[REQUEST_ID_HEADER] == "rid-1"
     assert dispatch_count("accepted") == before + 1

@@ -12,6 +12,7 @@ from pinlog import metrics
 from pinlog.ai.errors import PermanentModelError, TransientModelError
 from pinlog.ai.ports import EmbeddingProvider
 from pinlog.ai.providers.batching import MicroBatcher
+from pinlog.logs import current_log_context, log_context
 from tests.fakes import FakeEmbeddingProvider, fake_vector
 
 
@@ -148,3 +149,22 @@ async def test_closed_batcher_refuses():
     await batcher.aclose()
     with pytest.raises(RuntimeError):
         await batcher.embed(["a"], "passage")
+
+
+async def test_a_batch_never_runs_in_the_logging_context_of_the_job_that_started_the_batcher():
+    """The batcher's loop tasks are shared by every job: they start with an empty logging
+    context (pinlog.logs), so a batch's lines never carry the first caller's ids."""
+    seen: list[dict] = []
+
+    class Recording(FakeEmbeddingProvider):
+        async def embed(self, texts, kind):
+            seen.append(dict(current_log_context()))
+            return await super().embed(texts, kind)
+
+    batcher = MicroBatcher(Recording(), batch_size=32, wait_ms=1)
+    with log_context(request_id="rid-first", context_id=1):
+        await asyncio.wait_for(batcher.embed(["a"], "passage"), 5)
+    with log_context(request_id="rid-second", context_id=2):
+        await asyncio.wait_for(batcher.embed(["b"], "query"), 5)
+    await batcher.aclose()
+    assert seen == [{}, {}]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from pinlog.ai.worker import WorkQueue
 from pinlog.contracts import ProcessRequest
+from pinlog.logs import log_context
 
 
 def req(cid: int) -> ProcessRequest:
@@ -18,7 +20,7 @@ async def test_bounded_queue_refuses_when_full_and_runs_jobs_concurrently_up_to_
     peak = 0
     two_running = asyncio.Event()
 
-    async def handler(request, _rid):
+    async def handler(request):
         nonlocal peak
         running.add(request.context_id)
         peak = max(peak, len(running))
@@ -44,7 +46,7 @@ async def test_bounded_queue_refuses_when_full_and_runs_jobs_concurrently_up_to_
 async def test_a_crashing_job_never_stops_its_worker():
     seen = []
 
-    async def handler(request, _rid):
+    async def handler(request):
         seen.append(request.context_id)
         if request.context_id == 1:
             raise ValueError("bug")
@@ -62,7 +64,7 @@ async def test_stop_drops_queued_jobs_and_refuses_new_ones():
     started = asyncio.Event()
     seen = []
 
-    async def handler(request, _rid):
+    async def handler(request):
         seen.append(request.context_id)
         started.set()
         await asyncio.Event().wait()  # never finishes by itself
@@ -74,3 +76,42 @@ async def test_stop_drops_queued_jobs_and_refuses_new_ones():
     await asyncio.wait_for(started.wait(), 5)
     await queue.stop(grace=0.05)
     assert seen == [1] and not queue.offer(req(3)) and not queue.running
+
+
+async def test_concurrent_jobs_log_their_own_ids_never_another_jobs_nor_the_workers(caplog):
+    """The job runner is the job's edge (pinlog.logs): each job's lines carry the request id it
+    was offered with plus its context/record ids — not those of a job running beside it, and
+    not the logging context the worker tasks were started in."""
+    caplog.set_level(logging.INFO, logger="tests.jobs")
+    jobs_log = logging.getLogger("tests.jobs")
+    all_running = asyncio.Event()
+    second_logged = asyncio.Event()
+    running = 0
+
+    async def handler(request):
+        nonlocal running
+        running += 1
+        if running == 3:
+            all_running.set()
+        await all_running.wait()  # the three jobs are interleaved on the loop
+        if request.context_id == 1:
+            await second_logged.wait()  # job 1 logs after job 2 did
+        jobs_log.info("job line")
+        if request.context_id == 2:
+            second_logged.set()
+
+    queue = WorkQueue(handler, capacity=5, concurrency=3)
+    with log_context(request_id="rid-worker", command="serve"):
+        queue.start()  # the worker tasks copy this context
+    with log_context(request_id="rid-A"):
+        assert queue.offer(req(1))
+    with log_context(request_id="rid-B"):
+        assert queue.offer(req(2))
+    assert queue.offer(req(3))  # offered outside any logging context
+    await queue.join()
+    await queue.stop()
+    seen = [(r.context_id, r.record_id, getattr(r, "request_id", None), getattr(r, "command", None))
+            for r in caplog.records if r.name == "tests.jobs"]
+    assert seen[-1][0] == 1  # job 1 logged while job 2 had run beside it
+    assert sorted(seen, key=lambda s: s[0]) == [(1, 1, "rid-A", None), (2, 1, "rid-B", None),
+                                               (3, 1, None, None)]

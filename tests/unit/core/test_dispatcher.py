@@ -9,6 +9,7 @@ import pytest
 
 from pinlog.contracts import ProcessRequest
 from pinlog.core.dispatch import Dispatcher, HttpProcessClient, InProcessClient, outcome_for_status
+from pinlog.logs import current_log_context, log_context
 from tests.conftest import config_of, make_settings
 from tests.integration.core.support import dispatch_count
 
@@ -25,7 +26,7 @@ class GatedClient:
         self.entered = asyncio.Event()
         self.sent: list[int] = []
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def send(self, request: ProcessRequest) -> int:
         self.entered.set()
         await self.gate.wait()
         self.sent.append(request.context_id)
@@ -66,7 +67,7 @@ async def test_a_raising_client_does_not_kill_the_workers():
     class Boom:
         calls = 0
 
-        async def send(self, request, *, request_id=None):
+        async def send(self, request):
             Boom.calls += 1
             raise RuntimeError("bug")
 
@@ -100,11 +101,12 @@ async def test_in_process_client_returns_submit_status_and_never_raises():
     assert await InProcessClient(ok).send(req(1)) == 202
     seen = []
 
-    async def with_id(request, *, request_id=None):
-        seen.append(request_id)
+    async def with_id(request):
+        seen.append(current_log_context().get("request_id"))
         return 202
 
-    assert await InProcessClient(with_id).send(req(1), request_id="rid-9") == 202
+    with log_context(request_id="rid-9"):
+        assert await InProcessClient(with_id).send(req(1)) == 202
     assert seen == ["rid-9"]
     assert await InProcessClient(boom).send(req(1)) == 0
 
@@ -140,3 +142,27 @@ async def test_default_timeouts_are_connect_1s_read_3s(tmp_path):
     timeout = client._client.timeout
     assert (timeout.connect, timeout.read) == (1.0, 3.0)
     await client.aclose()
+
+
+async def test_a_request_is_sent_with_the_request_id_of_the_context_it_was_enqueued_in():
+    """pinlog.logs: the dispatcher's workers resume the enqueuer's logging context (a public
+    request's id), never the context they were started in; without one, each request gets its
+    own new id."""
+    seen: dict[int, object] = {}
+
+    class Recording:
+        async def send(self, request: ProcessRequest) -> int:
+            seen[request.context_id] = current_log_context().get("request_id")
+            return 202
+
+    dispatcher = Dispatcher(Recording(), queue_size=5, workers=2)
+    with log_context(request_id="rid-starter"):
+        dispatcher.start()
+    with log_context(request_id="rid-public"):
+        assert dispatcher.enqueue(req(1))
+    assert dispatcher.enqueue(req(2)) and dispatcher.enqueue(req(3))
+    await dispatcher.join()
+    await dispatcher.stop()
+    assert seen[1] == "rid-public"
+    assert len({seen[1], seen[2], seen[3], "rid-starter"}) == 4
+    assert all(isinstance(seen[c], str) and len(str(seen[c])) == 32 for c in (2, 3))

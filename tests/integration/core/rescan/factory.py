@@ -112,7 +112,7 @@ class RecordingClient:
     def ids(self) -> list[int]:
         return [r.context_id for r in self.requests]
 
-    async def send(self, request: ProcessRequest, *, request_id: str | None = None) -> int:
+    async def send(self, request: ProcessRequest) -> int:
         self.requests.append(request)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)

@@ -24,8 +24,8 @@ class NotifyingClient(RecordingClient):
         self.busy_left = busy_first
         self.accepted: set[int] = set()
 
-    async def send(self, request, *, request_id=None):
-        await super().send(request, request_id=request_id)
+    async def send(self, request):
+        await super().send(request)
         if self.busy_left > 0:
             self.busy_left -= 1
             return 503

@@ -14,6 +14,7 @@ import pytest
 
 from pinlog.contracts import ProcessRequest
 from pinlog.core.rescan import RescanLoop
+from pinlog.logs import current_log_context
 from tests.integration.core.rescan.conftest import run_round_in_thread
 from tests.integration.core.rescan.factory import (
     RecordingClient,
@@ -76,8 +77,8 @@ async def test_one_failing_call_does_not_stop_the_others(sync_conn, engine, make
     ids = [make_context(sync_conn, age_s=OLD) for _ in range(4)]
 
     class Flaky(RecordingClient):
-        async def send(self, request, *, request_id=None):
-            await super().send(request, request_id=request_id)
+        async def send(self, request):
+            await super().send(request)
             if request.context_id == ids[1]:
                 raise ConnectionError("down")
             return 202
@@ -450,3 +451,32 @@ async def test_the_loop_runs_in_the_background_and_stops_cleanly(
             await asyncio.sleep(0.01)
     await asyncio.wait_for(loop2.stop(), 2)
     assert loop2.rounds == 1  # fixed delay of an hour: no second round
+
+
+async def test_every_line_of_a_rescan_round_carries_its_round_id(
+        sync_conn, engine, make_rescan_config, caplog):
+    """pinlog.logs: the round is its lines' edge — each line of one round carries the same
+    ``round_id``, another round another one; each re-send has its own ``rescan-…`` request id
+    (what the process client sends as X-Request-Id), passed as no parameter."""
+    sent: dict[int, dict] = {}
+
+    class NoAnswer(RecordingClient):
+        async def send(self, request):
+            sent[request.context_id] = dict(current_log_context())
+            return await super().send(request)
+
+    client = NoAnswer(status=0)  # "re-send not accepted": one WARNING per context
+    loop = RescanLoop(engine, make_rescan_config(), client)
+    first = [make_context(sync_conn, age_s=OLD) for _ in range(2)]
+    with caplog.at_level(logging.WARNING, logger="pinlog.core.rescan"):
+        await loop.run_round()
+        second = make_context(sync_conn, age_s=OLD)
+        await loop.run_round()
+    lines = {r.context_id: r for r in caplog.records if r.getMessage() == "re-send not accepted"}
+    assert sorted(lines) == sorted([*first, second])
+    rounds = {cid: lines[cid].round_id for cid in lines}
+    assert rounds[first[0]] == rounds[first[1]] != rounds[second]
+    assert all(len(r) == 16 for r in rounds.values())
+    assert {cid: seen["round_id"] for cid, seen in sent.items()} == rounds
+    request_ids = {seen["request_id"] for seen in sent.values()}
+    assert len(request_ids) == 3 and all(r.startswith("rescan-") for r in request_ids)

@@ -14,8 +14,8 @@ by ``context_id`` (retention purges it with the context's other ai rows). Nothin
 
 from alembic import op
 
-revision = "0007_ai_lexical_terms"
-down_revision = "0005_preset_categories"
+revision = "0011_ai_lexical_terms"
+down_revision = "0008_operator_console"
 
 
 def upgrade() -> None:
