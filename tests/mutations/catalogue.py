@@ -1671,6 +1671,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{FUSION_T}::test_a_doubted_record_is_shown_only_by_a_channel_strong_enough",),
     ),
     Mutation(
+        "explain_counts_a_doubted_vouch",
+        "issue 28/29: the search debugger shows a vouch another channel doubts as not counted (the decision's rule)",
+        RELEVANCE,
+        "                             tuple(vouches(i, evidence) for i in range(len(evidence))),",
+        "                             tuple(e is not None and e.vouched for e in evidence),",
+        (f"{FUSION_T}::test_a_doubted_record_is_shown_only_by_a_channel_strong_enough",
+         "tests/unit/test_channels_flow.py::test_explain_shows_each_channels_evidence_and_the_same_decisions"),
+    ),
+    Mutation(
         "lexical_never_doubts",
         "SPEC §10 (issue 28): a partial word match doubts the record",
         LEXICAL,
@@ -1706,8 +1715,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "variants_without_narrower_concepts",
         "SPEC §10 (issue 28): a broader word also finds notes naming a narrower concept",
         VARIANTS,
-        "        for cid in self._closure(concept):",
-        "        for cid in [concept]:",
+        "owner for cid in self._closure(concept)",
+        "owner for cid in [concept]",
         (f"{CHANNEL_RULES_T}::test_narrower_concepts_are_found_from_the_broader_word_only",),
     ),
     Mutation(
