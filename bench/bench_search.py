@@ -13,12 +13,15 @@ out anyway, they only have to be there). Note bodies and their lexical terms com
 texts, place names from the notes' places.
 
 Then ``--queries`` (default 200) searches run one after another through the real
-:func:`pinlog.core.search.member_search` (core's lexical channel, the ai side's
-:func:`pinlog.ai.search.search` in process — embedding, exact cosine SQL, scoring of the lexical
-matches — then the relevance decision, the merge and core's re-verification) with the provider
-the ai runtime uses (the real model behind the :class:`~pinlog.ai.providers.MicroBatcher`). The
-embedding call is timed separately, so the report gives p50/p95 of the whole search, of the
-query embedding and of the rest (all SQL + decision), and the share spent embedding the query.
+:func:`pinlog.core.search.member_search` (core's lexical channel side by side with the ai side's
+vector search in process — :class:`pinlog.ai.channels.AiSearch`: embedding, per-query
+calibration against the embedded background set, exact cosine SQL — then the scoring of the
+lexical matches with the query vector reused, the relevance decision and core's
+re-verification) with the provider the ai runtime uses (the real model behind the
+:class:`~pinlog.ai.providers.MicroBatcher`). The embedding call is timed separately, so the
+report gives p50/p95 of the whole search, of the query embedding and of the rest (total minus
+the embedding: what the lexical statement's overlap with the embedding did not hide, the other
+SQL and the decision), and the share spent embedding the query.
 ``EXPLAIN (ANALYZE, BUFFERS)`` of each search statement is printed per size.
 
 Run: ``python bench/bench_search.py [--queries 200] [--sizes 1000,10000] [--total 1000000]
@@ -49,9 +52,11 @@ from sqlalchemy import text
 from pinlog.ai.ports import EmbedKind
 from pinlog.ai.presets import load_preset_file
 from pinlog.ai.providers import build_batched_provider
-from pinlog.ai.search import NO_CUT, SearchCuts, is_short_query, queries, search, to_pgvector
-from pinlog.contracts import SearchRequest, SearchResponse
-from pinlog.core.channels.lexical import LexicalFound, lexical_matches
+from pinlog.ai.channels import AiSearch
+from pinlog.ai.search import (NO_CUT, NO_STRENGTH, Background, QueryVectors, SearchCuts, is_short_query,
+                              queries, to_pgvector)
+from pinlog.channels.lexical import MAX_MATCHED_ROWS, LexicalFound, analyse_query, tsquery
+from pinlog.core.channels.lexical import LexicalChannel
 from pinlog.core.search import member_search
 from pinlog.core.search import queries as core_queries
 from pinlog.db.engine import create_engine
@@ -214,48 +219,49 @@ STATEMENTS = (("core", "lexical_matches"), ("ai", "search_member"), ("ai", "scor
 
 
 async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: SearchCuts,
-                  query_texts: list[str], limit: int, sql_runs: int = 50) -> dict[str, object]:
-    engine = create_engine(url, pool_size=2)
+                  query_texts: list[str], limit: int, background: Background | None,
+                  sql_runs: int = 50) -> dict[str, object]:
+    engine = create_engine(url, pool_size=4)
+    rule = build_config(settings).core.search.rule
+    # the in-process adapter (composition.in_process_search without the error mapping)
+    ai_search = AiSearch(engine, provider, cuts, rule, background=background, vectors=QueryVectors())
 
-    async def ai_search(request: SearchRequest) -> SearchResponse:  # the in-process adapter
-        return await search(engine, provider, request, cuts)
-
+    search_config = build_config(settings).core.search
     try:
         for q in query_texts[:5]:  # warm-up: pool connection, model caches, PostgreSQL buffers
-            await member_search(engine, build_config(settings).core.search, ai_search, MEMBER, q, limit)
-        provider.times.clear()
+            await member_search(engine, search_config, ai_search, MEMBER, q, limit)
+        ai_search.vectors = QueryVectors()  # no query of the measured run is embedded already
         totals: list[float] = []
         counts: list[int] = []
+        embeds: list[float] = []
         for q in query_texts:
+            calls = len(provider.times)
             t0 = time.perf_counter()
-            results = await member_search(engine, build_config(settings).core.search, ai_search, MEMBER, q, limit)
+            results = await member_search(engine, search_config, ai_search, MEMBER, q, limit)
             totals.append(time.perf_counter() - t0)
             counts.append(len(results))
-        embeds = list(provider.times)
-        assert len(embeds) == len(totals)
+            embeds.append(sum(provider.times[calls:]))  # one call (none for a filler query)
         rest = [t - e for t, e in zip(totals, embeds, strict=True)]
         # plans of one search's statements, with a query that matches lexically
         q = next((t for t in query_texts if "카페" in t), query_texts[0])
         vector = (await provider.inner.embed([q], "query"))[0]
-        terms = lexical_terms(q)
-        lexical = await lexical_matches(engine, MEMBER, terms)
-        record_ids = LexicalFound(lexical, len(terms),
-                                  build_config(settings).core.search.rule.min_coverage).to_score()
+        lexical_query = analyse_query(q)
+        lexical = await LexicalChannel(rule, engine).matches(MEMBER, lexical_query)
+        record_ids = LexicalFound(lexical, lexical_query, rule).to_score()
+        calibration = _calibration(background, vector, cuts)
         params = {
-            "lexical_matches": {"member_id": MEMBER,
-                                "tsquery": " | ".join(f"'{t}'" for t in terms)},
+            "lexical_matches": _lexical_params(lexical_query),
             "search_member": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
                               "profile": provider.profile, "limit": limit,
-                              "min_similarity": cuts.short_query_floor if is_short_query(q)
-                              else cuts.floor},
+                              **_floors(q, cuts, background, vector), **calibration},
             "score_records": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
-                              "profile": provider.profile, "record_ids": record_ids},
+                              "profile": provider.profile, "record_ids": record_ids, **calibration},
             "verify_hits": {"member_id": MEMBER, "context_ids": list(range(1, limit + 1))},
         }
         plans = {}
         async with engine.connect() as conn:
             for component, name in STATEMENTS:
-                raw = (core_queries if component == "core" else queries).raw(name)
+                raw = (core_queries if component == "core" else queries).sql(name)
                 plan = "\n".join(r[0] for r in (await conn.execute(
                     text("EXPLAIN (ANALYZE, BUFFERS) " + raw), params[name])).all())
                 plans[f"{component} {name}"] = re.sub(r"'\[[^\]]*\]'::vector",
@@ -270,25 +276,51 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
             for qt, qv in zip(query_texts[:sql_runs], vectors, strict=False):
                 vparams = {"query_vector": to_pgvector(qv), "user_id": MEMBER,
                            "profile": provider.profile, "limit": limit}
-                floor = cuts.short_query_floor if is_short_query(qt) else cuts.floor
-                qterms = lexical_terms(qt) or ["x"]
+                calibration = _calibration(background, qv, cuts)
+                qlex = analyse_query(qt)
                 for label, statement, p in (
                         ("search_member (before: join)", text(OLD_SEARCH_MEMBER), vparams),
                         ("search_member (no floor)", queries("search_member"),
-                         {**vparams, "min_similarity": NO_CUT}),
+                         {**vparams, "min_similarity": NO_CUT, "min_strength": NO_STRENGTH,
+                          **calibration}),
                         ("search_member", queries("search_member"),
-                         {**vparams, "min_similarity": floor}),
-                        ("lexical_matches", core_queries("lexical_matches"),
-                         {"member_id": MEMBER, "tsquery": " | ".join(f"'{t}'" for t in qterms)})):
+                         {**vparams, **_floors(qt, cuts, background, qv), **calibration}),
+                        ("lexical_matches", core_queries("lexical_matches"), _lexical_params(qlex))):
+                    if label == "lexical_matches" and not qlex.search_terms:
+                        continue
                     t0 = time.perf_counter()
                     (await conn.execute(statement, p)).all()
                     sql_times[label].append(time.perf_counter() - t0)
         return {"total": totals, "embed": embeds, "rest": rest, "counts": counts, "plans": plans,
                 "sql": sql_times,
-                "plan_query": f"{len(terms)} lexical terms, {len(lexical)} lexically matched "
+                "plan_query": f"{len(lexical_query.search_terms)} search terms, {len(lexical)} lexically matched "
                               f"records, {len(record_ids)} of them scored"}
     finally:
         await engine.dispose()
+
+
+def _calibration(background: Background | None, vector: np.ndarray, cuts: SearchCuts) -> dict:
+    """The statements' calibration parameters for this query (as ``pinlog.ai.search.search``)."""
+    from pinlog.ai.search import UNCALIBRATED
+
+    if background is None or cuts.strength is None:
+        return dict(UNCALIBRATED)
+    return background.calibrate(vector).params()
+
+
+def _floors(query: str, cuts: SearchCuts, background: Background | None, vector: np.ndarray) -> dict:
+    """``min_similarity`` and ``min_strength`` of ``search_member`` for this query."""
+    floor = cuts.short_query_floor if is_short_query(query) else cuts.floor
+    if background is None or cuts.strength is None:
+        return {"min_similarity": floor, "min_strength": NO_STRENGTH}
+    return {"min_similarity": max(floor, background.calibrate(vector).floor(cuts.strength)),
+            "min_strength": cuts.strength}
+
+
+def _lexical_params(query) -> dict:  # type: ignore[no-untyped-def]
+    """The parameters of core's ``lexical_matches`` for a :class:`LexicalQuery`."""
+    return {"member_id": MEMBER, "terms": list(query.search_terms), "tsquery": tsquery(query),
+            "max_rows": MAX_MATCHED_ROWS}
 
 
 def run_sizes(sizes: list[int], *, total: int, queries: int, noise: float, limit: int,
@@ -318,6 +350,9 @@ def run_sizes(sizes: list[int], *, total: int, queries: int, noise: float, limit
             batched = build_batched_provider(build_config(settings).ai.embedding, build_config(settings).ai.batching)  # what AiRuntime.search embeds through
             try:
                 seeds = await embed_seeds(batched.provider)
+                calibration = build_config(settings).ai.calibration
+                background = (await Background.embed(batched.provider)
+                              if calibration.search_strength is not None else None)
                 provider = TimedProvider(batched)
                 rng = np.random.default_rng(20260601)
                 for size in sizes:
@@ -325,8 +360,8 @@ def run_sizes(sizes: list[int], *, total: int, queries: int, noise: float, limit
                                     noise, build_config(settings).profile, rng)
                     log(f"populated {size:,} contexts for the member among "
                         f"{max(total, size):,} rows in total in {took:.1f} s")
-                    runs = [await measure(url, settings, provider, cuts, query_texts, limit)
-                            for _ in range(passes)]
+                    runs = [await measure(url, settings, provider, cuts, query_texts, limit,
+                                          background) for _ in range(passes)]
                     results[size] = {**runs[0], "passes": runs, "populate_s": took}
             finally:
                 await batched.aclose()
@@ -355,8 +390,8 @@ def main() -> int:
     ms = 1000.0
     print(f"\n{args.queries} sequential searches per size (member_search: lexical + vector "
           f"channels, decision, verification) among {args.total:,} state/embedding rows, limit "
-          f"{args.limit}, vector floors ({cuts.floor}, one-word {cuts.short_query_floor}, "
-          f"ratio {cuts.ratio}), lexical coverage {settings.search_text_min_coverage}, "
+          f"{args.limit}, vector strength {cuts.strength} (floors {cuts.floor}, one-word "
+          f"{cuts.short_query_floor}), lexical coverage {settings.search_text_min_coverage}, "
           f"micro-batch wait {settings.embedding_batch_wait_ms} ms; "
           f"load average at the end {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(f"{'contexts':>9} | {'total p50':>9} {'p95':>7} | {'embed p50':>9} {'p95':>7} | "
@@ -368,8 +403,9 @@ def main() -> int:
               f"{pct(embed, .5) * ms:>9.1f} {pct(embed, .95) * ms:>7.1f} | "  # type: ignore[arg-type]
               f"{pct(rest, .5) * ms:>12.1f} {pct(rest, .95) * ms:>7.1f} | {share:>10.0%} | "  # type: ignore[arg-type]
               f"{statistics.mean(r['counts']):>10.1f}")  # type: ignore[arg-type]
-    print("(milliseconds; embed = the provider call for the query; sql+rest = everything else "
-          "of pinlog.core.search.member_search: 4 SQL statements, decision, merge)")
+    print("(milliseconds; embed = the provider call for the query; sql+rest = total minus embed: "
+          "of pinlog.core.search.member_search's lexical statement what ran past the embedding, "
+          "search_member, score_records, verify_hits, decision)")
     print("\nSQL alone (one statement, round trip included), the same query vectors/texts "
           "alternating:")
     for size, r in results.items():

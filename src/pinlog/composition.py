@@ -75,8 +75,10 @@ def build_config(settings: Settings) -> Config:
     from pinlog.core.runtime import CoreConfig
 
     ai = AiConfig.from_settings(settings)
+    # one relevance rule for core's search and the ai side's hybrid search (SPEC §10)
     return Config(settings=settings, ai=ai,
-                  core=CoreConfig.from_settings(settings, profile=ai.embedding.profile))
+                  core=CoreConfig.from_settings(settings, profile=ai.embedding.profile,
+                                                relevance=ai.relevance))
 
 
 def load_config(**overrides: object) -> Config:

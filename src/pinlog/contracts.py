@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 import logging
 import threading
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -133,7 +133,9 @@ class ProcessRequest(_StrictCamel):
     """Body of ``POST /internal/v1/context/process`` (SPEC §5.1).
 
     ``text`` length (1..``PINLOG_MAX_TEXT_CHARS`` characters) is checked by the ai side, whose
-    limit is configurable; ``placeMeta`` is accepted and unused (it would change the profile).
+    limit is configurable; ``placeMeta`` is never embedded (it would change the profile): its
+    name and address keys are the ai side's lexical terms of the place (SPEC §10 adopters,
+    :func:`pinlog.channels.lexical.place_meta_text`). core sends the record's saved place.
     """
 
     context_id: ContextId
@@ -147,13 +149,28 @@ class ProcessRequest(_StrictCamel):
 MAX_SCORED_RECORDS = 1000
 
 
+#: What ``POST /internal/v1/search`` answers (:attr:`SearchRequest.mode`).
+SearchMode = Literal["hybrid", "vector", "score"]
+
+
 class SearchRequest(_StrictCamel):
     """Body of ``POST /internal/v1/search`` (SPEC §10).
 
-    ``recordIds`` (optional, at most :data:`MAX_SCORED_RECORDS`): records core's lexical channel
-    found; the ai side returns the cosine similarity of each of their contexts in ``scored``
-    (same filters as the search: member, not deleted, COMPLETED, profile), whether or not the
-    vector channel vouches for them.
+    ``mode`` (optional):
+
+    - ``"hybrid"`` (the default; what a reference backend gets): the ai side's own channels —
+      its vector search and its lexical evidence from the text and ``placeMeta`` of the process
+      requests — and the same decision as core's search (SPEC §10 "The same decision for
+      adopters"); ``results`` are the records to show, each with ``matchedBy``.
+    - ``"vector"`` (core, which brings its own lexical channel): ``results`` are the records the
+      vector channel vouches for, each with its calibrated ``score``.
+    - ``"score"``: only ``scored`` for ``recordIds`` (core's second call of a search; the
+      query's vector is reused when this replica embedded it moments before).
+
+    ``recordIds`` (optional, at most :data:`MAX_SCORED_RECORDS`): records whose contexts the ai
+    side returns in ``scored`` with their cosine and strength (same filters as the search:
+    member, not deleted, COMPLETED, profile), whether or not the vector channel vouches for
+    them (modes ``vector`` and ``score``).
     """
 
     user_id: MemberId
@@ -161,8 +178,9 @@ class SearchRequest(_StrictCamel):
     limit: int = Field(20, ge=1, le=100)
     embedding_profile: str = Field(min_length=1)
     record_ids: list[RecordId] = Field(default_factory=list, max_length=MAX_SCORED_RECORDS)
+    mode: SearchMode = "hybrid"
 
-    @field_validator("limit", "record_ids", mode="before")
+    @field_validator("limit", "record_ids", "mode", mode="before")
     @classmethod
     def _null_is_absent(cls, value: Any, info: ValidationInfo) -> Any:
         """A JSON ``null`` for an optional field means "not given": the default applies (a
@@ -179,21 +197,28 @@ class SearchHit(_Camel):
     ``keyword_matched`` (``keywordMatched``, the reference's field): True when the hit's record
     has a keyword (COMPLETED keyword stage, active context) among the query's own best presets
     (:func:`pinlog.ai.search.query_presets`).
+
+    ``score``: the vector channel's calibrated strength for this context (unitless; the cosine
+    against the query's similarity to a background set of notes, ``pinlog.ai.search``); absent
+    for a profile without calibration. ``matched_by`` (``matchedBy``, mode ``hybrid`` only):
+    the channels that matched (``vector``, ``text``, ``place``; SPEC §10).
     """
 
     record_id: int
     context_id: int
     similarity: float
     keyword_matched: bool = False
+    score: float | None = None
+    matched_by: list[str] | None = None
 
 
 class SearchResponse(_Camel):
     """``{"results": [...], "scored": [...]}``.
 
-    ``results``: one hit per record, best first — only records the vector channel vouches for
-    (cosine at or above the profile's calibrated floor for the query's length); an off-topic
-    query gets none. ``scored``: one entry per searchable context of the requested ``recordIds``,
-    with its cosine (any order).
+    ``results``: one hit per record, best first — mode ``hybrid``: the records the decision
+    shows (with ``matchedBy``); mode ``vector``: only records the vector channel vouches for;
+    mode ``score``: none. An off-topic or filler query gets none. ``scored``: one entry per
+    searchable context of the requested ``recordIds``, with its cosine and strength (any order).
     """
 
     results: list[SearchHit]

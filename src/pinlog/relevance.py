@@ -1,7 +1,8 @@
 """The relevance decision and the fusion of personal search (SPEC §10), channel-neutral.
 
 Shared kernel: imports nothing of ``pinlog.core`` or ``pinlog.ai``, and names no channel. A
-search **channel** (core's are registered in :mod:`pinlog.core.channels`) gives, per record it
+search **channel** (:mod:`pinlog.channels`; each component's registry: ``pinlog.core.channels``,
+``pinlog.ai.channels``) gives, per record it
 knows, one :class:`Evidence`: a value to rank the record by, whether it vouches for the record
 (its calibrated evidence), the ``matchedBy`` name(s) it reports then, and the context it would
 show. :func:`decide` turns N such lists into the records to show:
@@ -11,7 +12,11 @@ show. :func:`decide` turns N such lists into the records to show:
   not searchable yet, or no longer. Evidence about other records, or a channel's context that
   was not scored, is ignored.
 - **no evidence, no result:** a record is shown only when at least one channel vouches for it;
-  there is no "keep the top hit" rule (an off-topic query gets ``[]``).
+  there is no "keep the top hit" rule (an off-topic query gets ``[]``). A channel that **doubts**
+  a record (``doubt``: it sees part of the query in the record and not the rest) lets another
+  channel's vouch for it count only when that channel's calibrated ``strength`` reaches the
+  doubt (issue 28: the lexical channel's partial matches, the vector channel's per-query
+  calibrated strength).
 - **matchedBy:** the names of the channels that vouched, in channel order, each once.
 - **shown context:** the context named by the *last* vouching channel that names one — channels
   are listed from the most general evidence (meaning) to the most specific (the member's own
@@ -25,10 +30,11 @@ show. :func:`decide` turns N such lists into the records to show:
 :func:`explain` shows, per record, every channel's evidence and rank next to the decision
 :func:`decide` took (the operator console's search debugger).
 
-Why the kernel: core decides for ``POST /v1/search`` today; the ai side's ``/internal/v1/search``
-is to give adopters the same decision (SPEC §10, "The same decision for adopters"), so both
-components must run this one function (core never imports ai, ai never imports core). Channel
-rules and their data stay with the component that owns the data.
+Why the kernel: core's ``POST /v1/search`` and the ai side's ``/internal/v1/search`` (adopters)
+make the same decision (SPEC §10, "The same decision for adopters"): both run this one function
+through the shared flow :mod:`pinlog.channels` (core never imports ai, ai never imports core),
+and the console's search debugger shows :func:`explain` of that same flow. Channel rules live in
+:mod:`pinlog.channels`; each component brings its own rows.
 """
 
 from __future__ import annotations
@@ -49,14 +55,20 @@ class Evidence(NamedTuple):
         score: the value this channel ranks the record by (higher first; e.g. a cosine, a
             coverage in 0..1); ``None``: the channel does not rank the record (no RRF term).
         vouched: the channel's calibrated evidence holds — the record may be shown.
-        matched_by: the ``matchedBy`` name(s) reported when ``vouched``.
+        matched_by: the ``matchedBy`` name(s) reported when the channel vouches.
         context_id: the context the channel would show (``None``: no preference).
+        strength: the channel's calibrated strength for the record, comparable with other
+            channels' ``doubt`` (the vector channel's per-query calibrated score; ``None``: none).
+        doubt: another channel's vouch for the record counts only when its ``strength`` is at
+            least this (``None``: no doubt).
     """
 
     score: float | None
     vouched: bool = False
     matched_by: tuple[str, ...] = ()
     context_id: int | None = None
+    strength: float | None = None
+    doubt: float | None = None
 
 
 #: One channel's evidence: record id → :class:`Evidence` (records it knows nothing of are absent).
@@ -82,6 +94,17 @@ def competition_ranks(values: Mapping[int, float]) -> dict[int, int]:
     for i, v in enumerate(ordered, start=1):
         first.setdefault(v, i)
     return {record_id: first[v] for record_id, v in values.items()}
+
+
+def vouches(index: int, evidence: Sequence[Evidence | None]) -> bool:
+    """Whether channel ``index``'s evidence for a record vouches for it, given every channel's
+    evidence for that record (``None``: the channel knows nothing of it): ``vouched``, and no
+    other channel's ``doubt`` above this channel's ``strength`` (module docstring)."""
+    own = evidence[index]
+    if own is None or not own.vouched:
+        return False
+    return all(e is None or e.doubt is None or (own.strength is not None and own.strength >= e.doubt)
+               for i, e in enumerate(evidence) if i != index)
 
 
 def channel_ranks(pool: Sequence[int], channels: Sequence[ChannelEvidence]) -> list[dict[int, int]]:
@@ -111,7 +134,8 @@ def decide(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int,
     decisions = []
     for r in pool:
         scored = cosines[r]
-        vouching = [e for ev in channels if (e := ev.get(r)) is not None and e.vouched]
+        evidence = [ev.get(r) for ev in channels]
+        vouching = [e for i, e in enumerate(evidence) if e is not None and vouches(i, evidence)]
         if not vouching:
             continue
         matched_by = tuple(dict.fromkeys(name for e in vouching for name in e.matched_by))
@@ -139,6 +163,9 @@ class Explained:
             knows nothing of the record).
         ranks: per channel, the record's rank in that channel's ranking (the RRF term's rank;
             ``None``: not ranked by it, or the record is not searchable).
+        counted: per channel, whether its vouch counts for the record (:func:`vouches`: it
+            vouched and no other channel's ``doubt`` is above its ``strength``) — a vouch that
+            another channel doubts shows ``vouched`` but not ``counted``.
         searchable: the ai side scored at least one of its contexts.
         decision: the :class:`Decision` when the record is among the shown ones, else ``None``.
         position: 1-based place in the fused order when shown, else ``None``.
@@ -147,6 +174,7 @@ class Explained:
     record_id: int
     evidence: tuple[Evidence | None, ...]
     ranks: tuple[int | None, ...]
+    counted: tuple[bool, ...]
     searchable: bool
     decision: Decision | None
     position: int | None
@@ -171,9 +199,10 @@ def explain(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int
     out = []
     for r in dict.fromkeys([*pool, *(r for ev in channels for r in ev)]):
         position, decision = shown.get(r, (None, None))
-        out.append(Explained(r, tuple(ev.get(r) for ev in channels),
-                             tuple(rank.get(r) for rank in ranks), r in searchable,
-                             decision, position))
+        evidence = tuple(ev.get(r) for ev in channels)
+        out.append(Explained(r, evidence, tuple(rank.get(r) for rank in ranks),
+                             tuple(vouches(i, evidence) for i in range(len(evidence))),
+                             r in searchable, decision, position))
     best = {r: max(cosines[r].values()) for r in pool}
     out.sort(key=lambda x: (x.position is None, x.position or 0,
                             -best.get(x.record_id, float("-inf")), x.record_id))

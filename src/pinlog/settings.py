@@ -327,8 +327,18 @@ class Settings(BaseSettings):
     search_ratio: float | None = Field(None, ge=-1, le=1,
                                        description="At most 1 (0 = off). Per profile when unset.")
     search_text_min_coverage: float = Field(
-        0.35, gt=0, le=1, description="Lexical evidence: share of the query's terms a record's "
-        "notes and place must contain.")
+        0.63, gt=0, le=1, description="Lexical evidence: share of the query's content words a "
+        "record's notes and place must contain (directly or through the variant table).")
+    search_text_doubt_coverage: float = Field(
+        0.7, gt=0, le=1, description="Lexical doubt: a record containing more than 0 and less "
+        "than this share of the query's content words is shown by the vector channel only at "
+        "the doubt strength.")
+    search_strength: float | None = Field(
+        None, description="Vector evidence: calibrated strength (per-query, against the "
+        "background set) a record's best context must reach. Per profile when unset.")
+    search_doubt_strength: float | None = Field(
+        None, description="Calibrated strength a record the lexical channel doubts needs. Per "
+                          "profile when unset.")
     search_rrf_k: int = Field(60, ge=1, le=10_000, description="Reciprocal rank fusion constant.")
     search_rewrite: Literal["off", "llm"] = Field(
         "off", description="'llm': rewrite the query with PINLOG_LLM_* chat model before embedding.")

@@ -35,7 +35,7 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = ["Morph", "analyse", "content_terms", "evidence_terms", "identifier_problem", "is_blank",
-           "lexical_terms", "normalize", "normalize_line", "warm_up"]
+           "lexical_term_spans", "lexical_terms", "lexical_words", "normalize", "normalize_line", "warm_up"]
 
 
 #: Bidirectional formatting characters — embeddings, overrides, isolates and marks (LRM, RLM,
@@ -238,23 +238,35 @@ def lexical_terms(text: str) -> list[str]:
     Every term matches ``\\w+`` (no quote, backslash or space), so it can be written into a
     ``tsquery`` literal unescaped. Raises nothing for any ``str``.
     """
-    seen: dict[str, None] = {}
-    for run in _RUNS.findall(normalize(text).casefold()):
-        if _JAMO.match(run):
-            continue
+    return list(dict.fromkeys(term for term, _, _ in lexical_term_spans(text)))
+
+
+def lexical_words(text: str) -> list[tuple[str, int, int]]:
+    """The runs :func:`lexical_terms` takes its terms from — one script each, in order — with
+    their start/end offsets in ``normalize(text).casefold()`` (the string they are taken from).
+    Runs of Hangul jamo (``ㅋㅋ``) are left out, as they give no term. Raises nothing."""
+    folded = normalize(text).casefold()
+    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)
+            if not _JAMO.match(m.group(0))]
+
+
+def lexical_term_spans(text: str) -> list[tuple[str, int, int]]:
+    """Every occurrence of a :func:`lexical_terms` term, in order, with its start/end offsets in
+    ``normalize(text).casefold()`` (a bigram spans two characters, a Latin word its run)."""
+    spans: list[tuple[str, int, int]] = []
+    for run, start, end in lexical_words(text):
         if _BIGRAM_SCRIPT.match(run):
             if len(run) == 1:
-                seen.setdefault(run)
-            for i in range(len(run) - 1):
-                seen.setdefault(run[i:i + 2])
+                spans.append((run, start, end))
+            spans.extend((run[i:i + 2], start + i, start + i + 2) for i in range(len(run) - 1))
             continue
         word = run[:MAX_TERM_CHARS]
         if word in ENGLISH_STOPWORDS or (len(word) == 1 and not word.isdigit()):
             continue
         if len(word) > 3 and word.endswith("s") and not word.endswith("ss") and word.isalpha():
             word = word[:-1]
-        seen.setdefault(word)
-    return list(seen)
+        spans.append((word, start, end))
+    return spans
 
 
 #: content tags plus dependent nouns (잔, 바퀴, 명) and determiners (한, 두): keyword cues such as

@@ -43,7 +43,7 @@ async def test_purge_dry_run_member_erasure_and_purge(tmp_path, db_url, engine, 
 
     erased = pinlog("--member", f"id:{bob}")
     assert erased.returncode == 0, erased.stderr
-    assert "erasure of member" in erased.stdout and "13 row(s) removed" in erased.stdout
+    assert "erasure of member" in erased.stdout and "15 row(s) removed" in erased.stdout
     assert sync_conn.execute("SELECT count(*) FROM core.member WHERE id = %s",
                              (bob,)).fetchone()[0] == 0
 
@@ -57,7 +57,7 @@ async def test_purge_dry_run_member_erasure_and_purge(tmp_path, db_url, engine, 
     assert counted["removed"] == {
         "core.context": 4, "core.record": 1, "core.member": 0, "ai.context_embedding": 4,
         "ai.context_embedding_shadow": 4, "ai.context_keyword": 4,
-        "ai.context_keyword_analysis": 4, "ai.context_ai_state": 6,
+        "ai.context_keyword_analysis": 4, "ai.context_lexical": 4, "ai.context_ai_state": 6,
         "ai.context_ai_event": 0}
 
     done = pinlog()

@@ -71,6 +71,10 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                             "stage": ("text", False), "from_status": ("text", True),
                             "to_status": ("text", True), "actor": ("text", False),
                             "reason": ("text", True), "at": TS},
+    # issue 28 (0011_ai_lexical_terms): the ai side's own lexical evidence, one row per context
+    "ai.context_lexical": {"context_id": ("bigint", False), "user_id": ("bigint", False),
+                           "record_id": ("bigint", False), "note_terms": ("tsvector", False),
+                           "place_terms": ("tsvector", False), "updated_at": TS},
     # issue 16 #7 (0003_process_settings): rule-relevant settings of each live process
     "ai.process_settings": {"process_id": ("text", False), "host": ("text", False),
                             "pid": ("integer", False), "components": ("text", False),
@@ -150,6 +154,7 @@ def test_migrate_creates_exactly_the_spec_schema(sync_conn):
     assert "WHERE (NOT is_deleted)" in indexes["context_embedding_user_idx"]
     assert "(record_id)" in indexes["context_embedding_record_idx"]
     assert "(keyword_id)" in indexes["context_keyword_keyword_idx"]
+    assert "(user_id)" in indexes["context_lexical_user_idx"]  # the lexical statement's member index
     assert "WHERE (deleted_at IS NULL)" in indexes["record_member_place_active_uq"]
     assert "UNIQUE" in indexes["record_member_place_active_uq"]
     assert "UNIQUE" in indexes["member_external_ref_active_uq"]

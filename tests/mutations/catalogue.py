@@ -58,8 +58,9 @@ CLI_APP_PY = "src/pinlog/cli/app.py"
 CLI_OPS_PY = "src/pinlog/cli/ops.py"
 RELEVANCE = "src/pinlog/relevance.py"
 CHANNELS = "src/pinlog/core/channels/__init__.py"
-LEXICAL = "src/pinlog/core/channels/lexical.py"
-VECTOR = "src/pinlog/core/channels/vector.py"
+LEXICAL = "src/pinlog/channels/lexical.py"
+VECTOR = "src/pinlog/channels/vector.py"
+FLOW = "src/pinlog/channels/flow.py"
 AI_SEARCH = "src/pinlog/ai/search.py"
 AI_RUNTIME = "src/pinlog/ai/runtime.py"
 BATCHING = "src/pinlog/ai/providers/batching.py"
@@ -143,12 +144,22 @@ SPEED_T = "tests/integration/core/rescan/test_recovery_speed.py"
 MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
 PRESET_FILE_T = "tests/unit/ai/judges/test_preset_file.py"
 NO_DATABASE_T = "tests/unit/test_no_database.py"
+# issue 28: search beyond the tuned set, the same decision for adopters
+VARIANTS = "src/pinlog/channels/variants.py"
+AI_CHANNELS = "src/pinlog/ai/channels.py"
+RESCAN_SQL_PY = "src/pinlog/core/rescan.py"
+CHANNEL_RULES_T = "tests/unit/test_channels_lexical.py"
+AI_LEXICAL_T = "tests/integration/search/test_ai_lexical.py"
+CALIBRATED_T = "tests/integration/search/test_calibrated_sql.py"
+CUTS_T = "tests/unit/ai/test_search_cuts.py"
+SAVES_T = "tests/integration/ai/test_state_saves.py"
+WIRING_T = "tests/unit/test_search_wiring.py"
+DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
 LOGS_T = "tests/unit/test_logs.py"
 WORKER_T = "tests/unit/ai/test_worker.py"
 DISPATCHER_T = "tests/unit/core/test_dispatcher.py"
 BATCHING_T = "tests/unit/ai/test_batching.py"
 LOG_CONTEXT_T = "tests/integration/ai/test_log_context.py"
-DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
 OPS_CLI_T = "tests/acceptance/rescan/test_ops_cli.py"
 PROFILES_T = "tests/integration/ai/test_profiles.py"
 NEXT_PROFILE_T = "tests/unit/ai/test_next_profile.py"
@@ -390,8 +401,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "upsert_embedding_ignores_the_claim",
         "SPEC §7.3.1: upsert_embedding writes only while the job still owns its claim",
         STATE_SQL,
-        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\n   AND NOT EXISTS",
-        "   AND s.embedding_status = 'PROCESSING'\n   AND NOT EXISTS",
+        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 "
+        "FROM ai.embedding_profile",
+        "   AND s.embedding_status = 'PROCESSING'\n   AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile",
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
     ),
     Mutation(
@@ -728,7 +740,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "(e.user_id = :user_id OR true) ",
         (f"{SEARCH}::test_scenario_19_another_members_data_never_appears_even_with_a_large_limit",
          f"{SEARCH}::test_score_records_applies_each_filter_alone"),
-        occurrences=2,  # search_member and score_records (the lexical channel's records)
+        occurrences=3,  # search_member, score_records and the ai side's lexical_matches
     ),
     Mutation(
         "search_without_is_deleted_filter",
@@ -738,14 +750,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "(e.is_deleted = false OR true) ",
         (f"{SEARCH}::test_each_invalidation_marker_alone_hides_a_row",
          f"{SEARCH}::test_score_records_applies_each_filter_alone"),
-        occurrences=2,  # search_member and score_records (the lexical channel's records)
+        occurrences=3,  # search_member, score_records and the ai side's lexical_matches
     ),
     Mutation(
         "search_member_without_completed_filter",
         "SPEC §10/§11 #3: embedding_status = COMPLETED (alone sufficient), search_member's probe",
         SEARCH_SQL,
-        "WHERE s.context_id = e.context_id) = 'COMPLETED'",
-        "WHERE s.context_id = e.context_id) IN ('COMPLETED', 'PENDING', 'PROCESSING', 'FAILED')",
+        "WHERE s.context_id = k.context_id) = 'COMPLETED'",
+        "WHERE s.context_id = k.context_id) IN ('COMPLETED', 'PENDING', 'PROCESSING', 'FAILED')",
         (f"{SEARCH}::test_each_invalidation_marker_alone_hides_a_row",),
     ),
     Mutation(
@@ -764,7 +776,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "(e.embedding_profile = :profile OR true) ",
         (f"{SEARCH}::test_other_profile_rows_are_never_compared",
          f"{SEARCH}::test_score_records_applies_each_filter_alone"),
-        occurrences=2,  # search_member and score_records (the lexical channel's records)
+        occurrences=3,  # search_member, score_records and the ai side's lexical_matches
     ),
     Mutation(
         "core_verify_hits_keeps_deleted_contexts",
@@ -830,38 +842,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lexical_ignores_the_coverage_threshold",
         "SPEC §10: lexical evidence needs PINLOG_SEARCH_TEXT_MIN_COVERAGE of the query's terms",
         LEXICAL,
-        "Evidence(cov, cov >= self.min_coverage, names, shown)",
-        "Evidence(cov, True, names, shown)",
+        "Evidence(cov, cov >= rule.min_coverage, names or (TEXT,), shown,",
+        "Evidence(cov, True, names or (TEXT,), shown,",
         (f"{RELEVANCE_T}::test_lexical_evidence_needs_the_coverage_threshold",),
     ),
     Mutation(
         "lexical_counts_words_of_unscored_notes",
         "SPEC §10: a note is searchable once its embedding COMPLETED (its words count only then)",
         LEXICAL,
-        "cov = coverage(match, self.query_terms, scored)",
-        "cov = coverage(match, self.query_terms)",
+        "cov = query.coverage(match.terms(scored))",
+        "cov = query.coverage(match.terms())",
         (f"{RELEVANCE_T}::test_words_of_a_note_without_an_embedding_do_not_count",),
     ),
     Mutation(
         "lexical_asks_to_score_records_below_the_threshold",
         "SPEC §10: only records that can pass the lexical test are sent to be scored (recordIds)",
         LEXICAL,
-        "if self.query_terms and coverage(m, self.query_terms) >= self.min_coverage]",
-        "if self.query_terms]",
+        "            if cov > 0 and cov >= self.rule.min_coverage:\n",
+        "            if cov > 0:\n",
         (f"{REGISTRY_T}::test_the_lexical_channel_asks_for_the_records_that_can_pass_counting_every_note",),
     ),
     Mutation(
         "vector_channel_vouches_for_every_scored_record",
         "SPEC §10: the vector channel vouches only for the ai side's results (calibrated floors)",
         VECTOR,
-        "Evidence(max(scored.values()), record_id in vouched, (VECTOR,),",
-        "Evidence(max(scored.values()), True, (VECTOR,),",
+        "out[record_id] = Evidence(max(scored.values()) if s is None else s, record_id in vouched,",
+        "out[record_id] = Evidence(max(scored.values()) if s is None else s, True,",
         (f"{RELEVANCE_T}::test_no_evidence_means_no_result_even_for_the_best_cosine",),
     ),
     Mutation(
         "records_to_score_from_the_first_channel_only",
         "SPEC §10: the ai side scores the records every channel names",
-        CHANNELS,
+        FLOW,
         "wanted = dict.fromkeys(r for f in found for r in f.to_score())",
         "wanted = dict.fromkeys(r for f in found[:1] for r in f.to_score())",
         (f"{REGISTRY_T}::test_records_to_score_are_every_channels_requests_in_order_each_once_capped",
@@ -871,7 +883,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "scored_contexts_drop_the_vouched_results",
         "SPEC §10: the records the vector channel vouches for are searchable with their cosine",
-        CHANNELS,
+        FLOW,
         "    for hit in (*response.scored, *response.results):\n",
         "    for hit in response.scored:\n",
         (f"{REGISTRY_T}::test_scored_contexts_hold_every_cosine_of_the_answer",
@@ -900,24 +912,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     # ---- dispatch after commit (core/services.py, SPEC §4) -----------------------------------
     _dispatch_inside(
         "create_record",
-        '            context_id = await self._insert_context(conn, record_id, member_id, text, '
-        '"created")',
+        "            meta = await self._place_meta(conn, record_id)",
         '        log.info("record created", extra={"member_id": member_id, "record_id": record_id,\n'
         '                                          "context_id": context_id})',
-        "self._dispatch([self._request(context_id, member_id, record_id, text, place)])"),
+        "self._dispatch([self._request(context_id, member_id, record_id, text, meta)])"),
     _dispatch_inside(
         "add_context",
-        '            await conn.execute(q("touch_record"), {"record_id": record_id})',
+        "            meta = await self._place_meta(conn, record_id)",
         '        log.info("context added", extra={"member_id": member_id, "record_id": record_id,\n'
         '                                         "context_id": context_id})',
-        "self._dispatch([self._request(context_id, member_id, record_id, text, None)])"),
+        "self._dispatch([self._request(context_id, member_id, record_id, text, meta)])"),
     _dispatch_inside(
         "edit_context",
-        '            await conn.execute(q("touch_record"), {"record_id": record_id})',
+        "            meta = await self._place_meta(conn, record_id)",
         '        log.info("context edited", extra={"member_id": member_id, "record_id": record_id,\n'
         '                                          "context_id": new_id, "reason": f"replaces '
         '{context_id}"})',
-        "self._dispatch([self._request(new_id, member_id, record_id, text, None)])"),
+        "self._dispatch([self._request(new_id, member_id, record_id, text, meta)])"),
     # ---- candidate mapping (ai/candidates.py, SPEC §8) ---------------------------------------
     Mutation(
         "judge_picks_outside_the_candidates_kept",
@@ -1098,16 +1109,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "relevance_ignores_the_coverage_threshold_end_to_end",
         "SPEC §10: lexical evidence needs the query-term coverage threshold, not any one term",
         LEXICAL,
-        "Evidence(cov, cov >= self.min_coverage, names, shown)",
-        "Evidence(cov, True, names, shown)",
+        "Evidence(cov, cov >= rule.min_coverage, names or (TEXT,), shown,",
+        "Evidence(cov, True, names or (TEXT,), shown,",
         (f"{LEXICAL_T}::test_one_query_term_of_five_is_below_the_coverage_threshold",),
     ),
     Mutation(
         "relevance_counts_unscored_notes_words_end_to_end",
         "SPEC §10: words of a note that is not searchable (no embedding scored) give no evidence",
         LEXICAL,
-        "cov = coverage(match, self.query_terms, scored)",
-        "cov = coverage(match, self.query_terms)",
+        "cov = query.coverage(match.terms(scored))",
+        "cov = query.coverage(match.terms())",
         (f"{LEXICAL_T}::test_a_note_that_is_not_searchable_yet_gives_no_evidence_and_no_result",),
     ),
     # -- the vector channel's short-query floor through search() (ai/search.py, SPEC §10)
@@ -1116,9 +1127,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §10 cuts: a one-word query's hits are cut at the short-query floor, also in the "
         "statement's bound (min_similarity)",
         AI_SEARCH,
-        "        min_similarity = (cuts.short_query_floor if is_short_query(request.query)\n"
-        "                          else cuts.floor) if apply else NO_CUT",
-        "        min_similarity = cuts.floor if apply else NO_CUT",
+        "            floor = cuts.short_query_floor if is_short_query(request.query) else cuts.floor\n",
+        "            floor = cuts.floor\n",
         (f"{PUBLIC_SEARCH}::test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_the_floor",),
     ),
     Mutation(
@@ -1179,8 +1189,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §13: a query is normalised (NFC) before its lexical terms are taken, so an NFD "
         "query matches like its NFC copy",
         TEXT,
-        "    for run in _RUNS.findall(normalize(text).casefold()):",
-        "    for run in _RUNS.findall(text.casefold()):",
+        "    folded = normalize(text).casefold()\n"
+        "    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)",
+        "    folded = text.casefold()\n"
+        "    return [(m.group(0), m.start(), m.end()) for m in _RUNS.finditer(folded)",
         (f"{LEXICAL_T}::test_an_nfd_query_gets_the_lexical_matches_of_its_nfc_copy",),
     ),
     Mutation(
@@ -2255,6 +2267,220 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return path.is_relative_to(UNIT_TESTS) and DATABASE_FIXTURE in fixturenames",
         "    return False",
         (f"{NO_DATABASE_T}::test_a_unit_test_that_requests_the_database_is_caught",),
+    ),
+    # ---- issue 28: the lexical channel's rules (pinlog/channels, kernel) ---------------------
+    Mutation(
+        "relevance_ignores_a_doubt",
+        "SPEC §10 (issue 28): a record a channel doubts is shown by another only at the doubt strength",
+        RELEVANCE,
+        "    return all(e is None or e.doubt is None or (own.strength",
+        "    return all(e is None or True or (own.strength",
+        (f"{FUSION_T}::test_a_doubted_record_is_shown_only_by_a_channel_strong_enough",),
+    ),
+    Mutation(
+        "explain_counts_a_doubted_vouch",
+        "issue 28/29: the search debugger shows a vouch another channel doubts as not counted (the decision's rule)",
+        RELEVANCE,
+        "                             tuple(vouches(i, evidence) for i in range(len(evidence))),",
+        "                             tuple(e is not None and e.vouched for e in evidence),",
+        (f"{FUSION_T}::test_a_doubted_record_is_shown_only_by_a_channel_strong_enough",),
+    ),
+    Mutation(
+        "lexical_never_doubts",
+        "SPEC §10 (issue 28): a partial word match doubts the record",
+        LEXICAL,
+        "            doubt = rule.doubt_strength if cov < rule.doubt_coverage else None\n",
+        "            doubt = None\n",
+        (f"{CHANNEL_RULES_T}::test_a_partial_match_doubts_a_full_one_vouches",),
+    ),
+    Mutation(
+        "query_verbs_are_content",
+        "SPEC §10 (issue 28): only nouns, adjectives, foreign words and numbers are what a query asks for",
+        LEXICAL,
+        "        if tag not in QUERY_CONTENT_TAGS or table.is_generic(m.lemma) or table.is_generic(m.form):",
+        "        if table.is_generic(m.lemma) or table.is_generic(m.form):",
+        (f"{CHANNEL_RULES_T}::test_content_words_are_nouns_adjectives_and_foreign_words_never_verbs_adverbs_or_generic",),
+    ),
+    Mutation(
+        "query_generic_words_are_content",
+        "SPEC §10 (issue 28): the variant table's generic words (곳, place, good) are never evidence",
+        LEXICAL,
+        "        if tag not in QUERY_CONTENT_TAGS or table.is_generic(m.lemma) or table.is_generic(m.form):",
+        "        if tag not in QUERY_CONTENT_TAGS:",
+        (f"{CHANNEL_RULES_T}::test_content_words_are_nouns_adjectives_and_foreign_words_never_verbs_adverbs_or_generic",),
+    ),
+    Mutation(
+        "coverage_per_bigram_not_per_word",
+        "SPEC §10 (issue 28): coverage is the mean share per content word (a long word counts once)",
+        LEXICAL,
+        "        units = self.units or tuple(frozenset((t,)) for t in self.content)",
+        "        units = tuple(frozenset((t,)) for t in self.content)",
+        (f"{CHANNEL_RULES_T}::test_coverage_is_per_word_not_per_bigram",),
+    ),
+    Mutation(
+        "variants_without_narrower_concepts",
+        "SPEC §10 (issue 28): a broader word also finds notes naming a narrower concept",
+        VARIANTS,
+        "owner for cid in self._closure(concept)",
+        "owner for cid in [concept]",
+        (f"{CHANNEL_RULES_T}::test_narrower_concepts_are_found_from_the_broader_word_only",),
+    ),
+    Mutation(
+        "variants_without_sound_keys",
+        "SPEC §10 (issue 28): a spelling the table does not list finds its concept by sound",
+        VARIANTS,
+        "        if self.sound and len(key) >= 2 and _HANGUL.match(key):",
+        "        if False:",
+        (f"{CHANNEL_RULES_T}::test_sound_keys_find_spellings_the_table_does_not_list",),
+    ),
+    Mutation(
+        "variants_compounds_never_from_parts",
+        "SPEC §10 (issue 28): a compound (피맥) is found in a note naming all its parts",
+        VARIANTS,
+        "        return bool(self.all_of) and all(",
+        "        return False and all(",
+        (f"{CHANNEL_RULES_T}::test_compounds_are_found_by_their_parts_and_find_notes_naming_all_parts",),
+    ),
+    Mutation(
+        "records_the_lexical_channel_knows_not_scored",
+        "SPEC §10 (issue 28): a vector result another channel knows is scored whole (its doubt counts all notes)",
+        FLOW,
+        "    if answer is not None:\n        wanted.update(",
+        "    if answer is not None and False:\n        wanted.update(",
+        (f"{REGISTRY_T}::test_records_to_score_add_the_vector_results_another_channel_knows",),
+    ),
+    Mutation(
+        "channels_read_after_the_vector_search",
+        "issue 28 latency: the channels read while the query is embedded, not one after the other",
+        FLOW,
+        "    found, answer = await gather(find_all(channels, query), vector.candidates(query, limit))",
+        "    found, answer = await find_all(channels, query), await vector.candidates(query, limit)",
+        ("tests/unit/test_channels_flow.py::"
+         "test_channels_read_beside_the_vector_search_then_the_named_records_are_scored",),
+    ),
+    Mutation(
+        "filler_query_asks_the_ai_side",
+        "issue 27 #5: a filler query answers [] before any channel or the ai side is asked",
+        FLOW,
+        "    if is_filler(query.text):\n        return []\n",
+        "    if False:\n        return []\n",
+        (f"{CHANNEL_T}::test_a_filler_query_asks_the_ai_side_nothing",),
+    ),
+    # ---- issue 28: the vector channel's per-query calibration (ai/search.py, ai/search.sql) --
+    Mutation(
+        "filler_query_embedded",
+        "issue 27 #5: a filler query answers nothing on the ai side, without a model call",
+        AI_SEARCH,
+        "    if is_filler(request.query):  # nothing asked: no model call (issue 27)",
+        "    if False:  # nothing asked: no model call (issue 27)",
+        (f"{AI_LEXICAL_T}::test_filler_queries_answer_nothing_on_every_path_without_a_model_call",),
+    ),
+    Mutation(
+        "strength_cut_ignored",
+        "SPEC §10 (issue 28): a calibrated profile's vector evidence needs the strength",
+        AI_SEARCH,
+        "            and (cuts.strength is None or (h.score is not None and h.score >= cuts.strength))]",
+        "            ]",
+        (f"{CUTS_T}::test_a_calibrated_cut_needs_the_strength_too",),
+    ),
+    Mutation(
+        "strength_against_the_first_group_only",
+        "SPEC §10 (issue 28): a context is calibrated against the background of its nearest language group",
+        SEARCH_SQL,
+        "ORDER BY s.embedding <=> c.v LIMIT 1",
+        "ORDER BY c.i LIMIT 1",
+        (f"{CALIBRATED_T}::test_strength_per_context_is_against_the_nearest_groups_background",),
+    ),
+    Mutation(
+        "best_context_by_cosine_not_strength",
+        "SPEC §10 (issue 28): a record's best context is its strongest (per-query calibrated)",
+        SEARCH_SQL,
+        "    ORDER BY record_id, strength DESC NULLS LAST, similarity DESC, context_id",
+        "    ORDER BY record_id, similarity DESC, context_id",
+        (f"{CALIBRATED_T}::test_strength_per_context_is_against_the_nearest_groups_background",),
+    ),
+    Mutation(
+        "one_cache_miss_per_request",
+        "issue 28 latency: one search embeds its query once (core's second request reuses it)",
+        AI_SEARCH,
+        "        if vector is not None:\n            self._vectors.move_to_end(key)",
+        "        if vector is not None and False:\n            self._vectors.move_to_end(key)",
+        (f"{AI_LEXICAL_T}::test_core_search_and_the_internal_search_make_the_same_decision",),
+    ),
+    # ---- issue 28: the ai side's own lexical evidence (ai/state.sql, ai/search.sql, ai/channels.py)
+    Mutation(
+        "ai_lexical_terms_stored_when_not_processing",
+        "SPEC §10 (issue 28): the ai side's lexical terms are stored with the embedding, under its guard",
+        STATE_SQL,
+        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 FROM "
+        "ai.context_embedding AS e",
+        "   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
+        (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",),
+    ),
+    Mutation(
+        "ai_lexical_terms_ignore_the_claim",
+        "SPEC §7.3.1 + §10: the ai side's lexical terms are written only while the job owns its claim",
+        STATE_SQL,
+        "   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
+        "   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+    ),
+    Mutation(
+        "ai_lexical_terms_over_a_deleted_embedding",
+        "SPEC §10 (issue 28): never over a context whose embedding core marked deleted",
+        STATE_SQL,
+        "   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e\n"
+        "                    WHERE e.context_id = s.context_id AND e.is_deleted)\n",
+        "",
+        (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",),
+    ),
+    Mutation(
+        "ai_lexical_matches_without_the_status_filter",
+        "SPEC §10/§11 #3 (issue 28): the ai side's words of a cancelled context never match",
+        SEARCH_SQL,
+        "WHERE s.context_id = l.context_id) = 'COMPLETED'",
+        "WHERE s.context_id = l.context_id) IN ('COMPLETED', 'CANCELLED', 'PENDING', 'PROCESSING', 'FAILED')",
+        (f"{AI_LEXICAL_T}::test_the_ai_lexical_statement_applies_each_filter_alone",),
+    ),
+    Mutation(
+        "ai_lexical_matches_of_every_member",
+        "SPEC §10/§11 #19 (issue 28): another member's words never match through the ai side",
+        SEARCH_SQL,
+        "    WHERE l.user_id = :user_id\n      AND e.user_id = :user_id ",
+        "    WHERE true\n      AND true ",
+        (f"{AI_LEXICAL_T}::test_the_ai_lexical_statement_applies_each_filter_alone",),
+    ),
+    Mutation(
+        "hybrid_search_without_the_ai_lexical_channel",
+        "SPEC §10 (issue 28): /internal/v1/search gives adopters the lexical channel too",
+        AI_CHANNELS,
+        "CHANNELS: tuple[type[Channel], ...] = (VectorChannel, LexicalChannel)",
+        "CHANNELS: tuple[type[Channel], ...] = (VectorChannel,)",
+        (f"{AI_LEXICAL_T}::test_internal_search_returns_lexical_only_matches_with_matched_by",),
+    ),
+    Mutation(
+        "core_decides_with_its_own_rule",
+        "SPEC §10 (issue 28): core's search decides with the ai side's relevance rule (one decision)",
+        COMPOSITION_PY,
+        "                                                relevance=ai.relevance))",
+        "                                                relevance=None))",
+        (f"{WIRING_T}::test_core_search_decides_with_the_ai_sides_rule",),
+    ),
+    Mutation(
+        "no_place_meta_with_the_process_request",
+        "SPEC §5.1/§10 (issue 28): every process request carries the record's saved place",
+        SERVICES,
+        "        return place_meta(row) if row is not None else None",
+        "        return None",
+        (f"{DISPATCH_HTTP_T}::test_state_row_is_committed_when_the_process_request_arrives",),
+    ),
+    Mutation(
+        "no_place_meta_with_the_rescan_resend",
+        "SPEC §5.1/§10 (issue 28): a re-sent process request carries the saved place too",
+        RESCAN_SQL_PY,
+        "place_meta=place_meta(row) if row[\"external_place_id\"] is not None else None,",
+        "place_meta=None,",
+        (f"{ROUND}::test_stale_pending_row_is_resent_and_spends_one_retry",),
     ),
     # ---- issue 27: the HTTP edge (pinlog/http.py, app.py) ----------------------------------
     Mutation(

@@ -102,6 +102,33 @@ def test_ties_go_to_the_higher_best_cosine_then_the_lower_record_id_then_the_lim
     assert [d.record_id for d in decide(cosines, [same], rrf_k=K, limit=2)] == [4, 5]
 
 
+def test_a_doubted_record_is_shown_only_by_a_channel_strong_enough():
+    """Issue 28: a channel that doubts a record (the lexical channel, a partial word match)
+    lets another channel's vouch count only at a calibrated strength of at least the doubt;
+    its own vouch is not doubted by itself; a vouch without a strength cannot beat a doubt."""
+    from pinlog.relevance import vouches
+
+    cosines = {1: {10: 0.8}, 2: {20: 0.8}, 3: {30: 0.8}, 4: {40: 0.8}}
+    vector = {1: Evidence(4.0, True, ("vector",), 10, strength=4.0),
+              2: Evidence(6.0, True, ("vector",), 20, strength=6.0),
+              3: Evidence(0.8, True, ("vector",), 30),                 # no strength
+              4: Evidence(4.0, True, ("vector",), 40, strength=4.0)}
+    doubting = {r: Evidence(0.5, False, ("text",), None, doubt=5.5) for r in (1, 2, 3)}
+    doubting[4] = Evidence(0.65, True, ("text",), 40, doubt=5.5)       # vouches and doubts
+    out = decide(cosines, [vector, doubting], rrf_k=K, limit=20)
+    assert {d.record_id: d.matched_by for d in out} == {2: ("vector",), 4: ("text",)}
+    assert vouches(0, [vector[1], None]) and not vouches(0, [vector[1], doubting[1]])
+    assert vouches(1, [vector[4], doubting[4]]) and not vouches(0, [vector[4], doubting[4]])
+    # without the doubting channel every vector vouch counts
+    assert [d.record_id for d in decide(cosines, [vector], rrf_k=K, limit=20)] == [2, 1, 4, 3]
+    # the console's explanation shows a doubted vouch as vouched but not counted
+    from pinlog.relevance import explain
+
+    why = {x.record_id: x for x in explain(cosines, [vector, doubting], rrf_k=K, limit=20)}
+    assert why[1].evidence[0].vouched and why[1].counted == (False, False) and why[1].decision is None
+    assert why[2].counted == (True, False) and why[4].counted == (False, True)
+
+
 def test_explain_shows_every_channels_evidence_next_to_the_decision_it_took():
     from pinlog.relevance import explain
 

@@ -49,7 +49,7 @@ def test_the_purge_knows_every_per_context_ai_table():
     """One ``context_rows_<table>`` statement per ai table keyed by context_id (issue 31)."""
     assert [table for _, table in context_tables()] == [
         "ai.context_embedding", "ai.context_embedding_shadow", "ai.context_keyword",
-        "ai.context_keyword_analysis"]
+        "ai.context_keyword_analysis", "ai.context_lexical"]
 
 
 def test_reports_merge_by_table():

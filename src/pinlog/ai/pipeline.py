@@ -61,10 +61,12 @@ from pinlog.ai.ports import Candidate, EmbeddingProvider, Judge, JudgeAnswer, Pi
 from pinlog.ai.presets import load_snapshot
 from pinlog.ai.routing import ProfileModels, ProfileNotServed, ProfileRouter
 from pinlog.ai.vectors import check_embeddings
+from pinlog.channels.lexical import place_meta_text
 from pinlog.contracts import ProcessRequest
 from pinlog.db.engine import is_database_unreachable
 from pinlog.settings import RetryPolicy, Settings
 from pinlog.states import Stage, Status
+from pinlog.text import lexical_terms
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -435,11 +437,14 @@ class Pipeline:
         cid = request.context_id
 
         async def body(conn: AsyncConnection) -> None:
-            # FOR UPDATE lock, guarded upsert (never is_deleted), guarded complete
+            # FOR UPDATE lock, guarded upserts (never is_deleted; the lexical terms with the
+        # vector, SPEC §10), guarded complete
             if not await state.save_embedding(conn, context_id=cid, user_id=request.user_id,
                                               record_id=request.record_id, vector=vector,
                                               profile=profile, text_sha256=sha, shadow=shadow,
-                                              claim=claim):
+                                              claim=claim, note_terms=lexical_terms(request.text),
+                                              place_terms=lexical_terms(
+                                                  place_meta_text(request.place_meta))):
                 raise _Discard
 
         return await self._save(body)

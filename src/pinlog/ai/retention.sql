@@ -82,6 +82,15 @@ WITH found AS (SELECT context_id FROM ai.context_keyword_analysis WHERE {given_c
 SELECT count(*) FROM found
 
 
+-- name: context_rows_context_lexical
+-- Rule: issue 31 + issue 28 — the ai side's own lexical terms of each given context (the terms of
+-- its note and place name/address, received in process requests; one row per context; CANCELLED
+-- and locked, as above).
+WITH found AS (SELECT context_id FROM ai.context_lexical WHERE {given_contexts}),
+     purged AS (DELETE FROM ai.context_lexical WHERE {given_contexts} AND CAST(:apply AS boolean))
+SELECT count(*) FROM found
+
+
 -- name: delete_cancelled_states
 -- Rule: issue 31 — the state rows of a purged batch, last (after their data), in the batch's
 -- transaction. Guarded: the whole predicate is repeated under the lock. From here on a request

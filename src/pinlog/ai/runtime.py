@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
@@ -32,12 +33,15 @@ from pinlog.ai.routing import (DIMENSION_PROBE_TEXT, ProfileModels, ProfileRoute
 from pinlog.ai.worker import WorkQueue, db_slots
 from pinlog.db.background import every
 from pinlog.db.process_settings import HEARTBEAT_SECONDS
+from pinlog.channels.base import RelevanceRule
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.errors import StartupError
 from pinlog.settings import Settings
 
 if TYPE_CHECKING:
+    from pinlog.ai.channels import AiSearch
     from pinlog.ai.rewrite import QueryRewriter
+    from pinlog.ai.search import Background
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,9 @@ class AiConfig:
         batching: the micro-batcher's bounds.
         judge: the configured judge's model (``PINLOG_JUDGE``).
         calibration: the thresholds of the configured profile (SPEC §8, §10).
+        relevance: the search decision's parameters — the settings' lexical thresholds and the
+            profile's calibrated strengths; core's search gets this same value (SPEC §10: one
+            decision for ``/v1/search`` and ``/internal/v1/search``).
         pipeline: what one job reads.
         rewrite: the optional query rewrite.
         work_queue_size, worker_concurrency: ``PINLOG_WORK_QUEUE_SIZE``,
@@ -83,6 +90,7 @@ class AiConfig:
     batching: BatchConfig
     judge: JudgeConfig
     calibration: Calibration
+    relevance: RelevanceRule
     pipeline: PipelineConfig
     rewrite: RewriteConfig
     work_queue_size: int
@@ -109,6 +117,8 @@ class AiConfig:
         return cls(embedding=embedding, next_embedding=next_embedding,
                    next_calibration=next_calibration, batching=BatchConfig.from_settings(settings),
                    judge=judge_config(settings), calibration=calibration,
+                   relevance=RelevanceRule.from_settings(
+                       settings, doubt_strength=calibration.search_doubt_strength),
                    pipeline=PipelineConfig.from_settings(settings, calibration),
                    rewrite=RewriteConfig.from_settings(settings),
                    work_queue_size=settings.work_queue_size,
@@ -168,6 +178,11 @@ class AiRuntime:
         self.rewriter: QueryRewriter | None = None  # when PINLOG_SEARCH_REWRITE=llm
         self._owned: list[tuple[object, bool]] = []  # (batcher or judge, close its provider?)
         self._watch: asyncio.Task[None] | None = None
+        # SPEC §10 / issue 28: each calibrated profile's embedded background, and the searches
+        # by profile (built once per profile and background)
+        self.backgrounds: dict[str, Background | None] = {}
+        self.searchers: dict[str, AiSearch] = {}
+        self._background_lock = asyncio.Lock()
         self._refused = 0  # 503s since the last "work queue full" log line
         self._refused_logged_at: float | None = None  # time.monotonic() of that line
         # SPEC §7.3.1: ids accepted over HTTP whose sending this process takes over, recorded
@@ -227,17 +242,19 @@ class AiRuntime:
                 raise StartupError(
                     f"no usable keyword presets for embedding profile {router.active_profile}: "
                     "run `pinlog presets load` first")
-            if any(p.cues for p in (snapshot.presets if snapshot is not None else ())):
-                # the Korean analyser behind cue matching loads in ~3-5 s: now, not inside
-                # the first keyword stage (which would stall while its stage is PROCESSING)
-                from pinlog.text import warm_up
+            # the Korean analyser behind cue matching and the lexical channel of search loads
+            # in ~3-5 s: now, not inside the first keyword stage (which would stall while its
+            # stage is PROCESSING) nor inside the first search (against its deadline)
+            from pinlog.text import warm_up
 
-                await asyncio.to_thread(warm_up)
+            await asyncio.to_thread(warm_up)
         except BaseException:
             await self._close_owned()
             raise
         self.profiles = router
         self.provider = models[0].provider  # type: ignore[assignment]
+        if router.serves_active():
+            await self._embed_background(router.active(), at_start=True)
         config = self.config
         pool = getattr(self.engine.sync_engine.pool, "size", lambda: config.db_pool_size)()
         judge = models[0].judge
@@ -254,6 +271,53 @@ class AiRuntime:
                                                        name="ai-take-over-sending")
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})
+
+    async def _embed_background(self, models: ProfileModels, *,
+                                at_start: bool = False) -> Background | None:
+        """The background set of ``models``' profile for the per-query calibration of search
+        (SPEC §10, issue 28), embedded once per profile — only for a calibrated profile
+        (``search_strength``). At start-up a transient failure (endpoint briefly down) only
+        defers it (WARNING): the first search embeds it then, and answers 503 while that fails.
+
+        Raises:
+            pinlog.ai.errors.ModelError: not at start-up, the background could not be embedded.
+        """
+        from pinlog.ai.errors import ModelError
+        from pinlog.ai.search import Background
+
+        if models.calibration.search_strength is None:
+            return None
+        async with self._background_lock:
+            if self.backgrounds.get(models.profile) is None:
+                try:
+                    self.backgrounds[models.profile] = await Background.embed(models.provider)
+                except ModelError as exc:
+                    if not at_start or not exc.transient:
+                        raise
+                    log.warning("search background not embedded yet: provider unavailable",
+                                extra={"error_class": "transient", "profile": models.profile})
+        return self.backgrounds.get(models.profile)
+
+    async def _searcher(self, models: ProfileModels, accepted: Sequence[str]) -> AiSearch:
+        """The search of ``models``' profile (its provider, cuts, background, doubt strength;
+        ``accepted``: the profiles a request may name, SPEC §9.1), rebuilt when its background
+        appeared."""
+        from pinlog.ai.channels import AiSearch
+        from pinlog.ai.search import SearchCuts
+
+        background = await self._embed_background(models)
+        searcher = self.searchers.get(models.profile)
+        if searcher is None or searcher.background is not background:
+            calibration = models.calibration
+            rule = replace(self.config.relevance,
+                           doubt_strength=calibration.search_doubt_strength)
+            searcher = AiSearch(self.engine, models.provider,
+                                SearchCuts.from_calibration(calibration), rule,
+                                background=background, rewrite=self.rewriter,
+                                keyword_floor=calibration.candidate_floor,
+                                accepted_profiles=accepted)
+            self.searchers[models.profile] = searcher
+        return searcher
 
     async def _models(self, embedding: EmbeddingProviderConfig, calibration: Calibration,
                       given: EmbeddingProvider | None) -> ProfileModels:
@@ -432,7 +496,10 @@ class AiRuntime:
             await self.queue.join()
 
     async def search(self, request: SearchRequest) -> SearchResponse:
-        """Personal vector search (SPEC §10): embed the query once, exact cosine, cuts — with the
+        """Personal search (SPEC §10) by the request's mode (:class:`pinlog.ai.channels.AiSearch`):
+        ``hybrid`` — the ai side's channels and the shared decision; ``vector`` — the records
+        the vector channel vouches for; ``score`` — the cosines of ``recordIds``' contexts. The
+        query is embedded once (and reused by the second request of one search) — with the
         active profile's models (SPEC §9.1). The vectors are read in the same snapshot as the
         roles; when an activation committed since this replica last read them, the query is
         embedded again with the new active profile (once), so a search sees one profile or the
@@ -449,8 +516,6 @@ class AiRuntime:
                 for the active profile.
             RuntimeError: the runtime is not started.
         """
-        from pinlog.ai.search import SearchCuts, search
-
         router = self.profiles
         if router is None:
             raise RuntimeError("the ai runtime is not started")
@@ -458,14 +523,9 @@ class AiRuntime:
 
         async def run() -> SearchResponse:
             for attempt in range(2):
-                models = router.active()
-                calibration = models.calibration
+                searcher = await self._searcher(router.active(), router.served)
                 try:
-                    return await search(self.engine, models.provider, request,
-                                        SearchCuts.from_calibration(calibration),
-                                        rewrite=self.rewriter,
-                                        keyword_floor=calibration.candidate_floor,
-                                        accepted_profiles=router.served)
+                    return await searcher(request)
                 except ProfileSwitched:
                     if attempt:
                         raise

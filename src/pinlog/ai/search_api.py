@@ -48,4 +48,4 @@ async def search(request: Request) -> JSONResponse:
             return JSONResponse(answer, status_code=status,
                                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         return JSONResponse(answer, status_code=status)
-    return JSONResponse(response.model_dump(by_alias=True))
+    return JSONResponse(response.model_dump(by_alias=True, exclude_none=True))

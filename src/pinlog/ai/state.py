@@ -59,6 +59,13 @@ def _embedding_params(context_id: int, user_id: int, record_id: int, vector: np.
             "embedding": to_pgvector(vector), "profile": profile, "text_sha256": text_sha256}
 
 
+def _lexical_params(context_id: int, user_id: int, record_id: int, note_terms: Sequence[str],
+                    place_terms: Sequence[str]) -> dict[str, Any]:
+    """Parameters of ``upsert_lexical`` (the terms as text arrays)."""
+    return {"context_id": context_id, "user_id": user_id, "record_id": record_id,
+            "note_terms": list(note_terms), "place_terms": list(place_terms)}
+
+
 def _keyword_params(context_id: int, picks: Sequence[tuple[int, float | None]],
                     preset_version: int) -> dict[str, Any]:
     """Parameters of ``insert_keywords``: parallel id / confidence arrays (3 decimals)."""
@@ -249,6 +256,17 @@ async def lock_state(conn: AsyncConnection, context_id: int) -> tuple[Status, St
     return (Status(row[0]), Status(row[1])) if row else None
 
 
+async def upsert_lexical(conn: AsyncConnection, *, context_id: int, user_id: int, record_id: int,
+                         note_terms: Sequence[str], place_terms: Sequence[str],
+                         claim: Claim) -> bool:
+    """Store the context's lexical terms while embedding is PROCESSING, the job owns ``claim``
+    (SPEC §7.3.1) and its embedding is not marked deleted (SPEC §10, issue 28). Returns False
+    when 0 rows were written."""
+    cursor = await _execute(conn, "upsert_lexical", {**_lexical_params(
+        context_id, user_id, record_id, note_terms, place_terms), **claim.params()})
+    return cursor.rowcount == 1
+
+
 async def upsert_embedding(conn: AsyncConnection, *, context_id: int, user_id: int,
                            record_id: int, vector: np.ndarray, profile: str,
                            text_sha256: bytes, claim: Claim) -> bool:
@@ -342,14 +360,16 @@ async def preset_fingerprint(conn: AsyncConnection, profile: str) -> str:
 
 async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int, record_id: int,
                          vector: np.ndarray, profile: str, text_sha256: bytes,
-                         claim: Claim, shadow: Mapping[str, np.ndarray] | None = None) -> bool:
+                         claim: Claim, shadow: Mapping[str, np.ndarray] | None = None,
+                         note_terms: Sequence[str] = (), place_terms: Sequence[str] = ()) -> bool:
     """Embedding save (SPEC §5.2 step 2), inside the caller's transaction: the profile lock
     (shared), :func:`lock_state`, :func:`upsert_embedding` (only while ``profile`` is the active
     one, SPEC §9.1), the ``shadow`` vectors (``profile → (dim,) vector``: the building
-    profile's, written only while it is building; they never decide the save), then
-    :func:`complete_stage` — each guarded by ``claim`` (§7.3.1). Returns True when both guards
-    matched (commit), False when either affected 0 rows (roll back and discard; the caller may
-    retry under the new active profile, :class:`pinlog.ai.pipeline.Pipeline`)."""
+    profile's, written only while it is building; they never decide the save),
+    :func:`upsert_lexical` (the lexical terms of the request's text and placeMeta, SPEC §10),
+    then :func:`complete_stage` — each guarded by ``claim`` (§7.3.1). Returns True when every
+    guard matched (commit), False when any affected 0 rows (roll back and discard; the caller
+    may retry under the new active profile, :class:`pinlog.ai.pipeline.Pipeline`)."""
     driver = await driver_connection(conn)
     owned = claim.params()
     async with driver.pipeline():
@@ -360,9 +380,12 @@ async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int
         for other, other_vector in (shadow or {}).items():
             await _execute(conn, "upsert_shadow_embedding", {**_embedding_params(
                 context_id, user_id, record_id, other_vector, other, text_sha256), **owned})
+        lexical = await _execute(conn, "upsert_lexical", {**_lexical_params(
+            context_id, user_id, record_id, note_terms, place_terms), **owned})
         complete = await _execute(conn, "complete_embedding",
                                   {"context_id": context_id, "reason": "completed", **owned})
-    return upsert.rowcount == 1 and await complete.fetchone() is not None
+    return (upsert.rowcount == 1 and lexical.rowcount == 1
+            and await complete.fetchone() is not None)
 
 
 async def save_keywords(conn: AsyncConnection, context_id: int, *,

@@ -206,6 +206,31 @@ ON CONFLICT (context_id, embedding_profile) DO UPDATE
        updated_at = now();
 
 
+-- name: upsert_lexical
+-- Rule: SPEC §10 "The same decision for adopters" (issue 28) — the ai side's own lexical terms of
+-- the context (its text and its placeMeta name/address, from the process request; nothing read
+-- from core.*), stored, replaced and invalidated exactly with the embedding: written in the same
+-- save transaction after upsert_embedding, under the same guards (embedding_status =
+-- 'PROCESSING', the job owns its claim (owns_claim, §7.3.1); never over a context whose embedding core marked deleted), replaced on conflict.
+-- It is read only through the embedding's own filters (ai/search.sql lexical_matches), so it
+-- stops matching the moment the embedding is invalidated. 0 rows → the save is discarded.
+INSERT INTO ai.context_lexical (context_id, user_id, record_id, note_terms, place_terms, updated_at)
+SELECT s.context_id, :user_id, :record_id, array_to_tsvector(CAST(:note_terms AS text[])),
+       array_to_tsvector(CAST(:place_terms AS text[])), now()
+  FROM ai.context_ai_state s
+ WHERE s.context_id = :context_id
+   AND s.embedding_status = 'PROCESSING'
+   AND {owns_claim}
+   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e
+                    WHERE e.context_id = s.context_id AND e.is_deleted)
+ON CONFLICT (context_id) DO UPDATE
+   SET user_id = EXCLUDED.user_id,
+       record_id = EXCLUDED.record_id,
+       note_terms = EXCLUDED.note_terms,
+       place_terms = EXCLUDED.place_terms,
+       updated_at = now();
+
+
 -- name: complete_embedding
 -- Rule: SPEC §3 complete (embedding) — only from PROCESSING (never revives CANCELLED/FAILED, never
 -- touches a COMPLETED stage) and only while the job owns its claim (owns_claim, §7.3.1). Run

@@ -121,6 +121,14 @@ WHERE r.id = :record_id;
 SELECT record_id FROM core.context
 WHERE id = :context_id AND member_id = :member_id AND deleted_at IS NULL;
 
+-- name: record_place
+-- SPEC §5.1 placeMeta / §10 (issue 28): the saved place of a record (the snapshot taken on first
+-- save), sent with every process request so the ai side can keep its own lexical evidence.
+SELECT p.external_place_id, p.name, p.address, p.road_address
+FROM core.record AS r
+JOIN core.place AS p ON p.id = r.place_id
+WHERE r.id = :record_id;
+
 -- name: active_context_in_record
 SELECT id, body FROM core.context
 WHERE id = :context_id AND record_id = :record_id AND deleted_at IS NULL;

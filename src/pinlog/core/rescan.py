@@ -51,6 +51,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.contracts import ProcessClient, ProcessRequest
+from pinlog.core.services import place_meta
 from pinlog.db.background import stop_task
 from pinlog.db.sql import SqlStatements
 from pinlog.logs import log_context
@@ -285,6 +286,7 @@ async def resend(
                 request = ProcessRequest(
                     context_id=row["context_id"], user_id=row["member_id"],
                     record_id=row["record_id"], text=row["body"],
+                    place_meta=place_meta(row) if row["external_place_id"] is not None else None,
                 )
                 with log_context(request_id=f"{actor}-{uuid.uuid4().hex[:16]}"):  # X-Request-Id
                     status = await client.send(request)

@@ -276,14 +276,17 @@ WHERE expires_at IS NOT NULL
 -- Rule: SPEC §7.2 step 3 — re-read the context from core (outside any transaction that holds a
 -- state lock) before re-sending: a deleted or superseded context (soft-deleted context, record or
 -- member) gets no call. The state is returned so a missed invalidation (deleted but not
--- CANCELLED) can be logged. A state row without a context row yields context_id NULL.
+-- CANCELLED) can be logged. A state row without a context row yields context_id NULL. The saved
+-- place goes with the re-sent request as placeMeta, as with the first one (SPEC §10, issue 28).
 SELECT s.context_id AS state_id,
        c.id AS context_id, c.member_id, c.record_id, c.body,
        (c.id IS NOT NULL AND c.deleted_at IS NULL AND r.deleted_at IS NULL
         AND m.deleted_at IS NULL) AS active,
-       s.embedding_status, s.keyword_status
+       s.embedding_status, s.keyword_status,
+       p.external_place_id, p.name, p.address, p.road_address
 FROM ai.context_ai_state AS s
 LEFT JOIN core.context AS c ON c.id = s.context_id
 LEFT JOIN core.record AS r ON r.id = c.record_id
 LEFT JOIN core.member AS m ON m.id = c.member_id
+LEFT JOIN core.place AS p ON p.id = r.place_id
 WHERE s.context_id = :context_id

@@ -7,13 +7,15 @@ that logs and returns 0 (rows stay PENDING for the rescan).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinlog.channels.base import RelevanceRule
 from pinlog.contracts import ProcessClient, ProcessRequest
 from pinlog.core.api.auth import AuthConfig
 from pinlog.core.dispatch import (DispatchConfig, Dispatcher, HttpProcessClient, InProcessClient,
@@ -56,13 +58,19 @@ class CoreConfig:
     retention: CoreRetentionConfig
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, profile: str) -> CoreConfig:
-        """Args: ``profile`` — the embedding profile in force (from the ai side's provider
-        config: core never imports ai)."""
+    def from_settings(cls, settings: Settings, *, profile: str,
+                      relevance: RelevanceRule | None = None) -> CoreConfig:
+        """Args: ``profile`` — the embedding profile in force; ``relevance`` — the search
+        decision's parameters (both from the ai side's config, as values: core never imports
+        ai; the ai side's hybrid search decides with the same rule). Without ``relevance``:
+        the settings' thresholds and no calibrated strengths."""
+        search = SearchConfig.from_settings(settings, profile=profile)
+        if relevance is not None:
+            search = replace(search, rule=relevance)
         return cls(service=ServiceConfig.from_settings(settings),
                    dispatch=DispatchConfig.from_settings(settings),
                    rescan=RescanConfig.from_settings(settings),
-                   search=SearchConfig.from_settings(settings, profile=profile),
+                   search=search,
                    status=StatusConfig.from_settings(settings),
                    reprocess=ReprocessConfig.from_settings(settings, profile=profile),
                    auth=AuthConfig.from_settings(settings),
@@ -122,12 +130,17 @@ class CoreRuntime:
         self.compactor = CountCompactor(engine)
 
     async def start(self) -> None:
-        """Start the dispatcher, the state-count compactor, then the rescan loop when enabled."""
+        """Start the dispatcher, the state-count compactor, then the rescan loop when enabled. A
+        long-running process (the rescan loop runs: ``pinlog serve``) loads the Korean analyser
+        of search's lexical channel now (~3-5 s), not inside the first search; one-shot commands
+        do not pay it."""
         self.dispatcher.start()
         self.compactor.start()
         if self.run_rescan:
             from pinlog.core.rescan import RescanLoop
+            from pinlog.text import warm_up
 
+            await asyncio.to_thread(warm_up)
             self.rescan = RescanLoop(self.engine, self.config.rescan, self.client,
                                      owner=self.owner)
             await self.rescan.start()

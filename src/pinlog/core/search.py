@@ -1,12 +1,14 @@
-"""Personal search, core side (SPEC §10): the channels (:mod:`pinlog.core.channels`), the
-relevance decision and fusion (:mod:`pinlog.relevance`), then re-verification of every hit.
+"""Personal search, core side (SPEC §10): the shared flow (:func:`pinlog.channels.search`)
+over core's channels (:mod:`pinlog.core.channels`) and the ai side's vector search, then
+re-verification of every hit.
 
-Each channel reads what it needs for the query (the lexical channel: the member's own words);
-core asks the ai side for the records its vector search vouches for and for the cosine of the
-contexts the channels named, decides which records have evidence and orders them, then keeps
-only hits whose context is still active and whose record is active, both owned by the member,
-and decorates them with the place, the matched context's text and the owner-view keywords of
-that context (SPEC §8).
+While core's lexical channel reads the member's own words, the ai side embeds the query and
+answers the records its vector search vouches for (mode ``vector``); then it scores the
+contexts of the records the lexical channel named (mode ``score``, the query vector reused).
+The channel-neutral decision (:mod:`pinlog.relevance`, the same the ai side's hybrid mode runs)
+picks and orders the records; core keeps only hits whose context is still active and whose
+record is active, both owned by the member, and decorates them with the place, the matched
+context's text and the owner-view keywords of that context (SPEC §8).
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from dataclasses import dataclass
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.contracts import REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, SearchRequest, SearchResponse
-from pinlog.core.channels import (Found, RelevanceRule, SearchQuery, decide, explain, find_all, labels,
-                                  records_to_score)
+from pinlog import channels
+from pinlog.contracts import (REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, SearchMode, SearchRequest,
+                              SearchResponse)
+from pinlog.core.channels import RelevanceRule, SearchQuery, build
 from pinlog.core.dispatch import DispatchConfig
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.logs import request_id_or_new
+from pinlog.channels.lexical import LexicalQuery
 from pinlog.relevance import Decision, Explained
 from pinlog.settings import Settings
 
@@ -55,8 +59,9 @@ class SearchConfig:
     Attributes:
         profile: the embedding profile in force (the ai side's provider config, given by the
             composition root); sent with every search request.
-        rule: the relevance decision's parameters (``PINLOG_SEARCH_TEXT_MIN_COVERAGE``,
-            ``PINLOG_SEARCH_RRF_K``).
+        rule: the relevance decision's parameters (``PINLOG_SEARCH_TEXT_*``,
+            ``PINLOG_SEARCH_RRF_K`` and the profile's calibrated doubt strength: the same rule
+            the ai side's hybrid search applies).
         timeout: ``PINLOG_SEARCH_TIMEOUT``, seconds (the ai side answers 503 at its deadline).
     """
 
@@ -65,9 +70,12 @@ class SearchConfig:
     timeout: float
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, profile: str) -> SearchConfig:
-        return cls(profile=profile, rule=RelevanceRule(min_coverage=settings.search_text_min_coverage,
-                                                       rrf_k=settings.search_rrf_k),
+    def from_settings(cls, settings: Settings, *, profile: str,
+                      doubt_strength: float | None = None) -> SearchConfig:
+        """``profile`` and the doubt strength are the ai side's (its provider and calibration),
+        given as values by the composition root."""
+        return cls(profile=profile,
+                   rule=RelevanceRule.from_settings(settings, doubt_strength=doubt_strength),
                    timeout=settings.search_timeout)
 
 
@@ -162,6 +170,26 @@ async def verify_hits(engine: AsyncEngine, member_id: int,
     return results
 
 
+class AiVectorSearch:
+    """The ai side's vector search over the search client (the kernel's
+    :class:`pinlog.channels.VectorSearch`): mode ``vector`` for the candidates, mode ``score``
+    for the records core's channels named."""
+
+    def __init__(self, search: SearchFn, profile: str) -> None:
+        self._search, self._profile = search, profile
+
+    def _request(self, query: SearchQuery, mode: SearchMode, limit: int = 20,
+                 record_ids: Sequence[int] = ()) -> SearchRequest:
+        return SearchRequest(user_id=query.member_id, query=query.text, limit=limit,
+                             embedding_profile=self._profile, record_ids=list(record_ids), mode=mode)
+
+    async def candidates(self, query: SearchQuery, limit: int) -> SearchResponse:
+        return await self._search(self._request(query, "vector", limit))
+
+    async def score(self, query: SearchQuery, record_ids: Sequence[int]) -> SearchResponse:
+        return await self._search(self._request(query, "score", record_ids=record_ids))
+
+
 async def member_search(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
                         member_id: int, query: str, limit: int = 20) -> list[SearchResult]:
     """Search the member's records by meaning and by their own words (SPEC §10).
@@ -174,26 +202,17 @@ async def member_search(engine: AsyncEngine, config: SearchConfig, search: Searc
 
     Returns:
         records with evidence from at least one channel, best first (``[]`` for an off-topic
-        query or one without any word).
+        query or a filler one: ``ㅎㅎ``, ``?``, ``...``).
 
     Raises:
         SearchUnavailable: no ai side configured or it failed.
         SearchRejected: the ai side refused (profile mismatch).
     """
-    found, response = await _channels_and_answer(engine, config, search, member_id, query, limit)
-    return await verify_hits(engine, member_id, decide(found, response, config.rule, limit))
-
-
-async def _channels_and_answer(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
-                               member_id: int, query: str, limit: int,
-                               ) -> tuple[list[Found], SearchResponse]:
-    """Each channel's findings and the ai side's answer for one search (SPEC §10)."""
     if search is None:
         raise SearchUnavailable("search unavailable")
-    found = await find_all(engine, SearchQuery(member_id, query), config.rule)
-    request = SearchRequest(user_id=member_id, query=query, limit=limit,
-                            embedding_profile=config.profile, record_ids=records_to_score(found))
-    return found, await search(request)
+    decisions = await channels.search(SearchQuery(member_id, query), build(engine, config.rule),
+                                      AiVectorSearch(search, config.profile), config.rule, limit)
+    return await verify_hits(engine, member_id, decisions)
 
 
 @dataclass(frozen=True)
@@ -201,27 +220,35 @@ class SearchExplanation:
     """One search explained (the operator console's search debugger, issue 29).
 
     Attributes:
-        channels: a label per channel, in channel order (:func:`pinlog.core.channels.labels`).
-        records: every record a channel had evidence about, with each channel's evidence and
-            rank and the decision (:class:`pinlog.relevance.Explained`), shown ones first.
+        channels: a label per channel, in channel order (:func:`pinlog.channels.labels`).
+        records: every record a channel had evidence about, with each channel's evidence, rank
+            and whether its vouch counted, and the decision (:class:`pinlog.relevance.Explained`),
+            shown ones first.
         results: what :func:`member_search` answers for the same search (after re-verification).
+        lexical: the query as the lexical channel read it (its content words and the variant
+            table's concepts; ``None`` for a filler query).
     """
 
     channels: tuple[str, ...]
     records: list[Explained]
     results: list[SearchResult]
+    lexical: LexicalQuery | None = None
 
 
 async def explain_search(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
                          member_id: int, query: str, limit: int = 20) -> SearchExplanation:
     """:func:`member_search` with the evidence behind its answer: the same channels, the same
-    ai-side request and the same decision (:func:`pinlog.core.channels.explain` runs
-    :func:`pinlog.relevance.decide`), plus every channel's evidence per record.
+    ai-side requests and the same decision — :func:`pinlog.channels.explain` is the flow
+    :func:`pinlog.channels.search` runs, and its records come from :func:`pinlog.relevance.explain`,
+    which calls :func:`pinlog.relevance.decide` itself. Ids and numbers; the results (verified
+    as :func:`member_search` does) carry the matched notes' text.
 
     Raises:
         SearchUnavailable, SearchRejected: as :func:`member_search`.
     """
-    found, response = await _channels_and_answer(engine, config, search, member_id, query, limit)
-    records = explain(found, response, config.rule, limit)
-    hits = [r.decision for r in records if r.decision is not None]
-    return SearchExplanation(labels(), records, await verify_hits(engine, member_id, hits))
+    if search is None:
+        raise SearchUnavailable("search unavailable")
+    why = await channels.explain(SearchQuery(member_id, query), build(engine, config.rule),
+                                 AiVectorSearch(search, config.profile), config.rule, limit)
+    return SearchExplanation(why.channels, why.records,
+                             await verify_hits(engine, member_id, why.decisions), why.lexical)

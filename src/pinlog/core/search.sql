@@ -18,23 +18,38 @@ WHERE c.id = ANY(CAST(:context_ids AS bigint[]))
 
 -- name: lexical_matches
 -- SPEC §10 lexical channel: the member's active notes (context_id, record_id, note_terms) and
--- active records whose saved place's terms (place_terms) meet any query term; the caller
--- intersects the terms with the query's. Filters as verify_hits: only this member's active
--- contexts (a deleted record's contexts are deleted with it) and active records, so an edited
--- or deleted note, a deleted record or another member's words never match (SPEC §11 #3, #19).
--- :tsquery is 'term' | 'term' … of the query's terms (each a \w+ run, no quoting needed).
+-- active records whose saved place's terms (place_terms) meet any search term of the query
+-- (pinlog.channels.lexical.LexicalQuery.search_terms); each row carries the search terms
+-- (:terms) it contains. Filters as verify_hits: only this member's active contexts (a deleted
+-- record's contexts are deleted with it) and active records, so an edited or deleted note, a
+-- deleted record or another member's words never match (SPEC §11 #3, #19).
+-- :tsquery is 'term' | 'term' … of the search terms (each a \w+ run, no quoting needed).
+-- Bounded (issue 28): at most :max_rows notes and :max_rows places, those with the most terms
+-- first (the rest could give only weaker evidence). A row's terms among :terms are
+-- v − (v − terms), two ts_delete calls (cheaper than an INTERSECT of unnested arrays).
 -- Cost is O(the member's rows) at any table size: the member's notes and records are read
--- through their member indexes, then tested with @@. (A GIN index over all members' terms was
--- measured slower at 1M rows: a common term's posting list is mostly other members' rows —
--- 17,690 fetched for 200 of the member's.) The place's terms are copied onto the record
--- (core.record.place_lexemes) when the record is created, so places are not joined.
-SELECT c.id AS context_id, c.record_id, tsvector_to_array(c.lexemes) AS note_terms,
-       NULL::text[] AS place_terms
-FROM core.context AS c
-WHERE c.member_id = :member_id AND c.deleted_at IS NULL
-  AND c.lexemes @@ CAST(:tsquery AS tsquery)
+-- through their member indexes, then tested with @@ (each row against every term of the
+-- tsquery, so the number of search terms is bounded too: pinlog.channels.lexical
+-- MAX_SEARCH_TERMS). (A GIN index over all members' terms was measured slower at 1M rows: a
+-- common term's posting list is mostly other members' rows — 17,690 fetched for 200 of the
+-- member's.) The place's terms are copied onto the record (core.record.place_lexemes) when
+-- the record is created, so places are not joined.
+(SELECT context_id, record_id, note_terms, NULL::text[] AS place_terms
+ FROM (SELECT c.id AS context_id, c.record_id,
+              tsvector_to_array(ts_delete(c.lexemes, tsvector_to_array(
+                  ts_delete(c.lexemes, CAST(:terms AS text[]))))) AS note_terms
+       FROM core.context AS c
+       WHERE c.member_id = :member_id AND c.deleted_at IS NULL
+         AND c.lexemes @@ CAST(:tsquery AS tsquery)) AS notes
+ ORDER BY cardinality(note_terms) DESC, context_id
+ LIMIT :max_rows)
 UNION ALL
-SELECT NULL, r.id, NULL, tsvector_to_array(r.place_lexemes)
-FROM core.record AS r
-WHERE r.member_id = :member_id AND r.deleted_at IS NULL
-  AND r.place_lexemes @@ CAST(:tsquery AS tsquery)
+(SELECT NULL, record_id, NULL, place_terms
+ FROM (SELECT r.id AS record_id,
+              tsvector_to_array(ts_delete(r.place_lexemes, tsvector_to_array(
+                  ts_delete(r.place_lexemes, CAST(:terms AS text[]))))) AS place_terms
+       FROM core.record AS r
+       WHERE r.member_id = :member_id AND r.deleted_at IS NULL
+         AND r.place_lexemes @@ CAST(:tsquery AS tsquery)) AS places
+ ORDER BY cardinality(place_terms) DESC, record_id
+ LIMIT :max_rows)

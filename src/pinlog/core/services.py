@@ -149,6 +149,18 @@ class Place:
     road_address: str | None = None
 
 
+def place_meta(row: Any) -> dict[str, str]:
+    """``placeMeta`` of a process request (SPEC §5.1) from a saved place's row
+    (``external_place_id``, ``name``, ``address``, ``road_address``): camelCase keys, the
+    address keys only when set."""
+    meta = {"externalPlaceId": row["external_place_id"], "name": row["name"]}
+    if row["address"]:
+        meta["address"] = row["address"]
+    if row["road_address"]:
+        meta["roadAddress"] = row["road_address"]
+    return meta
+
+
 #: Former names of :class:`Place` (a place in, a place shown back): the same type.
 PlaceInput = Place
 PlaceView = Place
@@ -500,9 +512,10 @@ class CoreService:
                     "member_id": member_id, "external_place_id": place.external_place_id})).scalar_one()
                 raise RecordExists(int(existing))
             context_id = await self._insert_context(conn, record_id, member_id, text, "created")
+            meta = await self._place_meta(conn, record_id)
         log.info("record created", extra={"member_id": member_id, "record_id": record_id,
                                           "context_id": context_id})
-        self._dispatch([self._request(context_id, member_id, record_id, text, place)])
+        self._dispatch([self._request(context_id, member_id, record_id, text, meta)])
         return int(record_id), context_id
 
     async def delete_record(self, member_id: int, record_id: int, *, force: bool = False) -> int:
@@ -552,9 +565,10 @@ class CoreService:
             await self._lock_record(conn, member_id, record_id)
             context_id = await self._insert_context(conn, record_id, member_id, text, "created")
             await conn.execute(q("touch_record"), {"record_id": record_id})
+            meta = await self._place_meta(conn, record_id)
         log.info("context added", extra={"member_id": member_id, "record_id": record_id,
                                          "context_id": context_id})
-        self._dispatch([self._request(context_id, member_id, record_id, text, None)])
+        self._dispatch([self._request(context_id, member_id, record_id, text, meta)])
         return context_id
 
     async def edit_context(self, member_id: int, context_id: int, text: str) -> int:
@@ -595,9 +609,10 @@ class CoreService:
                                           {"context_ids": [context_id]})).scalars().all()
             await self._invalidate(conn, list(deleted), reason=f"edited: replaced by context {new_id}")
             await conn.execute(q("touch_record"), {"record_id": record_id})
+            meta = await self._place_meta(conn, record_id)
         log.info("context edited", extra={"member_id": member_id, "record_id": record_id,
                                           "context_id": new_id, "reason": f"replaces {context_id}"})
-        self._dispatch([self._request(new_id, member_id, record_id, text, None)])
+        self._dispatch([self._request(new_id, member_id, record_id, text, meta)])
         return Edited(new_id, changed=True)
 
     async def delete_context(self, member_id: int, context_id: int) -> None:
@@ -817,10 +832,16 @@ class CoreService:
                                     public_id=self.public_id(int(r["record_id"]))))
         return views
 
+    @staticmethod
+    async def _place_meta(conn: AsyncConnection, record_id: int) -> dict[str, str] | None:
+        """The record's saved place as ``placeMeta`` (``externalPlaceId``, ``name`` and, when
+        set, ``address``/``roadAddress``): sent with every process request so the ai side can
+        keep its own lexical evidence (SPEC §10, issue 28)."""
+        row = (await conn.execute(q("record_place"), {"record_id": record_id})).mappings().first()
+        return place_meta(row) if row is not None else None
+
     def _request(self, context_id: int, member_id: int, record_id: int, text: str,
-                 place: PlaceInput | None) -> ProcessRequest:
-        meta = None if place is None else {"externalPlaceId": place.external_place_id,
-                                           "name": place.name}
+                 meta: dict[str, str] | None) -> ProcessRequest:
         return ProcessRequest(context_id=context_id, user_id=member_id, record_id=record_id,
                               text=text, place_meta=meta)
 

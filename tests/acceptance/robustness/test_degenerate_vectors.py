@@ -96,7 +96,7 @@ async def test_search_sql_never_ranks_a_stored_zero_vector(tmp_path, db_url, syn
     async with running_app(settings, db_url, provider, FakeJudge(), components=("ai",)) as app:
         response = await app.ai.search(SearchRequest(user_id=5, query=QUERY,
                                                      embedding_profile=PROFILE,
-                                                     record_ids=[1, 2, 3]))
+                                                     record_ids=[1, 2, 3], mode="vector"))
     assert [h.context_id for h in response.results] == [2, 3]
     assert all(math.isfinite(h.similarity) for h in response.results)
     # the contexts core's lexical channel asks about: the zero vector is not scored either
@@ -119,7 +119,7 @@ async def test_search_sql_skips_a_stored_vector_of_another_length(tmp_path, db_u
         insert_embedding(sync_conn, 2, [1.0] + [0.0] * 383, user_id=5, record_id=2)
         response = await app.ai.search(SearchRequest(user_id=5, query=QUERY,
                                                      embedding_profile=PROFILE,
-                                                     record_ids=[1, 2]))
+                                                     record_ids=[1, 2], mode="vector"))
     assert [h.context_id for h in response.results] == [1]
     assert [h.context_id for h in response.scored] == [1]  # scored: skipped as well
 

@@ -58,7 +58,7 @@ async def test_on_an_adopted_database_only_our_ai_rows_are_purged(reference_url,
     assert report.off == dry.off == [OFF_ADOPTED]
     assert report.removed == dry.removed == {
         "ai.context_embedding": 1, "ai.context_embedding_shadow": 1, "ai.context_keyword": 0,
-        "ai.context_keyword_analysis": 0,
+        "ai.context_keyword_analysis": 0, "ai.context_lexical": 0,
         "ai.context_ai_state": 1, "ai.context_ai_event": 1}
     with psycopg.connect(reference_url, autocommit=True) as conn:
         assert backend_snapshot(conn) == backend_before

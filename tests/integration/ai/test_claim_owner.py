@@ -252,8 +252,8 @@ async def test_what_an_ai_process_accepted_over_http_is_released_when_it_stops(
 
 async def test_every_single_write_of_a_taken_over_job_affects_no_row(engine, sync_conn):
     """Each guarded statement on its own (the save groups roll back on any 0-row guard, so every
-    one must hold by itself): the taken-over claim upserts no vector, deletes and inserts no
-    keyword, writes no analysis row and completes nothing."""
+    one must hold by itself): the taken-over claim upserts no vector and no lexical terms,
+    deletes and inserts no keyword, writes no analysis row and completes nothing."""
     seed_presets(sync_conn)
     late, current = await _take_over(engine, sync_conn, Stage.KEYWORD)
     sync_conn.execute("INSERT INTO ai.context_keyword VALUES (1, 101, 0.5, 1)")  # an earlier pick
@@ -276,8 +276,11 @@ async def test_every_single_write_of_a_taken_over_job_affects_no_row(engine, syn
             conn, context_id=1, user_id=7, record_id=70,
             vector=np.asarray(basis(0), dtype=np.float32), profile="p",
             text_sha256=b"\x01" * 32, claim=late)
+        assert not await state.upsert_lexical(conn, context_id=1, user_id=7, record_id=70,
+                                              note_terms=["카페"], place_terms=[], claim=late)
         assert not await state.complete_stage(conn, 1, Stage.EMBEDDING, late)
     assert embedding_rows(sync_conn, 1) == [] and statuses(sync_conn, 1)[0] == "PROCESSING"
+    assert sync_conn.execute("SELECT count(*) FROM ai.context_lexical").fetchone()[0] == 0
 
 
 async def test_the_claim_is_its_owner_and_its_time_together(engine, sync_conn):

@@ -52,6 +52,20 @@ async def _save_embedding(conn):
                                       profile=PROFILE, text_sha256=SHA, claim=await _claim(conn))
 
 
+async def _save_embedding_with_terms(conn, note_terms=("가지", "지튀", "튀김"),
+                                     place_terms=("모던",)):
+    return await state.save_embedding(conn, context_id=1, user_id=7, record_id=70,
+                                      vector=np.asarray(basis(0), dtype=np.float32),
+                                      profile=PROFILE, text_sha256=SHA, claim=await _claim(conn),
+                                      note_terms=list(note_terms), place_terms=list(place_terms))
+
+
+def lexical_rows(conn, context_id):
+    return conn.execute(
+        "SELECT user_id, record_id, tsvector_to_array(note_terms), tsvector_to_array(place_terms) "
+        "FROM ai.context_lexical WHERE context_id = %s", (context_id,)).fetchall()
+
+
 async def _save_keywords(conn, picks=((301, 0.9),)):
     return await state.save_keywords(conn, 1, picks=list(picks), preset_version=2,
                                      unmatched_concepts=["야경"], model_profile="judge-m",
@@ -74,6 +88,55 @@ async def test_save_embedding_commits_only_while_embedding_is_processing(engine,
     else:
         assert statuses(sync_conn, 1) == (embedding, keyword)
         assert embedding_rows(sync_conn, 1) == [] and events(sync_conn, 1) == []
+
+
+@pytest.mark.parametrize("embedding", ALL)
+async def test_the_lexical_terms_are_stored_with_the_embedding_only_while_it_is_processing(
+        engine, sync_conn, embedding):
+    """SPEC §10 (issue 28): the ai side's own lexical evidence is written in the embedding's
+    save, under the same guard, and replaced with it."""
+    insert_state(sync_conn, 1, embedding=embedding)
+    saved = await _saved(engine, _save_embedding_with_terms)
+    assert saved is (embedding == "PROCESSING")
+    expected = [(7, 70, ["가지", "지튀", "튀김"], ["모던"])] if saved else []
+    assert [(u, r, sorted(n), p) for u, r, n, p in lexical_rows(sync_conn, 1)] == \
+        [(u, r, sorted(n), p) for u, r, n, p in expected]
+
+
+async def test_the_lexical_terms_are_replaced_and_never_written_over_a_deleted_embedding(
+        engine, sync_conn):
+    insert_state(sync_conn, 1, embedding="PROCESSING")
+    assert await _saved(engine, _save_embedding_with_terms)
+    # processed again (e.g. reprocess --profile): the row is replaced, not doubled
+    sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'PROCESSING' WHERE context_id = 1")
+    assert await _saved(engine, lambda conn: _save_embedding_with_terms(conn, ["메밀"], []))
+    assert lexical_rows(sync_conn, 1) == [(7, 70, ["메밀"], [])]
+    # core marked the embedding deleted meanwhile: neither row is written, the save is discarded
+    sync_conn.execute("UPDATE ai.context_embedding SET is_deleted = true WHERE context_id = 1")
+    sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'PROCESSING' WHERE context_id = 1")
+    assert await _saved(engine, _save_embedding_with_terms) is False
+    assert lexical_rows(sync_conn, 1) == [(7, 70, ["메밀"], [])]
+
+
+async def test_upsert_lexical_alone_keeps_both_guards(engine, sync_conn):
+    """The single-statement form: 0 rows unless PROCESSING, 0 rows over a deleted embedding."""
+    insert_state(sync_conn, 1, embedding="COMPLETED")
+    async with engine.begin() as conn:
+        assert not await state.upsert_lexical(conn, context_id=1, user_id=7, record_id=70,
+                                              note_terms=["a1"], place_terms=[],
+                                              claim=await _claim(conn))
+    sync_conn.execute("UPDATE ai.context_ai_state SET embedding_status = 'PROCESSING' WHERE context_id = 1")
+    insert_embedding(sync_conn, 1, basis(3), is_deleted=True)
+    async with engine.begin() as conn:
+        assert not await state.upsert_lexical(conn, context_id=1, user_id=7, record_id=70,
+                                              note_terms=["a1"], place_terms=[],
+                                              claim=await _claim(conn))
+    sync_conn.execute("UPDATE ai.context_embedding SET is_deleted = false WHERE context_id = 1")
+    async with engine.begin() as conn:
+        assert await state.upsert_lexical(conn, context_id=1, user_id=7, record_id=70,
+                                          note_terms=["a1"], place_terms=["b2"],
+                                          claim=await _claim(conn))
+    assert lexical_rows(sync_conn, 1) == [(7, 70, ["a1"], ["b2"])]
 
 
 async def test_save_embedding_never_revives_a_deleted_row_and_leaves_the_stage(engine, sync_conn):

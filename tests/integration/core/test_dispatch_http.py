@@ -41,8 +41,11 @@ async def test_state_row_is_committed_when_the_process_request_arrives(engine, s
         assert r.path == PROCESS_PATH
         assert r.headers[SECRET_HEADER] == TEST_SECRET
         assert len(r.headers[REQUEST_ID_HEADER]) >= 16
+    # every request carries the record's saved place (SPEC §10: the ai side's lexical terms)
+    meta = {"externalPlaceId": "kakao-1", "name": "카페 온다", "address": "서울 중구"}
     assert got[edited].body == {"contextId": edited, "userId": member, "recordId": record_id,
-                                "text": "고친 메모", "placeMeta": None}
+                                "text": "고친 메모", "placeMeta": meta}
+    assert got[first].body["placeMeta"] == got[second].body["placeMeta"] == meta
     assert len({r.headers[REQUEST_ID_HEADER] for r in got.values()}) == 3
 
 

@@ -34,12 +34,13 @@ CONTEXT_TABLES = {
     "ai.context_embedding_shadow": "context_id",
     "ai.context_keyword": "context_id",
     "ai.context_keyword_analysis": "context_id",
+    "ai.context_lexical": "context_id",
     "ai.context_ai_event": "context_id",
 }
 #: The ai tables keyed by context id whose rows the purge removes with the context (events go by
 #: their own retention).
 AI_DATA = ("ai.context_embedding", "ai.context_embedding_shadow", "ai.context_keyword",
-           "ai.context_keyword_analysis")
+           "ai.context_keyword_analysis", "ai.context_lexical")
 #: The profile of the vectors :func:`build_world` leaves in ``ai.context_embedding_shadow``.
 KEPT_PROFILE = "kept-profile-v0"
 

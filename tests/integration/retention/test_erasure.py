@@ -37,8 +37,8 @@ async def test_erasing_a_withdrawn_member_removes_its_rows_now(
 
     assert members == [bob]
     assert report.removed == {"ai.context_embedding": 2, "ai.context_embedding_shadow": 2,
-                              "ai.context_keyword": 2,
-                              "ai.context_keyword_analysis": 2, "core.context": 2,
+                              "ai.context_keyword": 2, "ai.context_keyword_analysis": 2,
+                              "ai.context_lexical": 2, "core.context": 2,
                               "core.record": 2, "core.member": 1}
     assert report.kept == {}
     for note in bobs:

@@ -107,7 +107,7 @@ async def test_a_late_embedding_for_a_purged_context_is_refused(
     assert {t: r for t, r in rows_of(sync_conn, [note.context_id]).items()
             if t != "core.context" and t != "ai.context_ai_event"} == {
         "ai.context_ai_state": [], "ai.context_embedding": [], "ai.context_embedding_shadow": [],
-        "ai.context_keyword": [], "ai.context_keyword_analysis": []}
+        "ai.context_keyword": [], "ai.context_keyword_analysis": [], "ai.context_lexical": []}
     assert judge.calls == 0
 
 

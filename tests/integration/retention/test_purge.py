@@ -47,7 +47,8 @@ async def test_past_the_retention_no_trace_of_a_deleted_note_remains(
     world = await build_world(core, pipeline)
     for note in world.dead:  # the ai job left its data: vectors, keywords, analysis, terms
         assert all(count_rows(sync_conn, t, [note.context_id]) for t in AI_DATA), note
-        assert text_anywhere(sync_conn, marker(note)) == ["core.context"]
+        # the note's words: core's text and the ai side's own lexical terms (issue 28)
+        assert text_anywhere(sync_conn, marker(note)) == ["ai.context_lexical", "core.context"]
     # a vector of another profile (left by a profile switch) is a vector of the note too
     sync_conn.execute("UPDATE ai.context_embedding SET embedding_profile = 'older-profile-v0' "
                       "WHERE context_id = %s", (world.dead[0].context_id,))
@@ -62,7 +63,7 @@ async def test_past_the_retention_no_trace_of_a_deleted_note_remains(
         assert list(left) == ["ai.context_ai_event"], note  # history: its own retention
     assert rows_of(sync_conn, world.live_ids) == live_before
     for note in world.live:
-        assert text_anywhere(sync_conn, marker(note)) == ["core.context"]
+        assert text_anywhere(sync_conn, marker(note)) == ["ai.context_lexical", "core.context"]
     # the deleted record and the withdrawn member are gone; the active ones stay
     records = {r for (r,) in sync_conn.execute("SELECT id FROM core.record").fetchall()}
     assert records == {n.record_id for n in world.live}
@@ -72,8 +73,8 @@ async def test_past_the_retention_no_trace_of_a_deleted_note_remains(
     assert report.removed == {
         "core.context": dead, "core.record": len(world.records_deleted), "core.member": 1,
         "ai.context_embedding": dead, "ai.context_embedding_shadow": dead,
-        "ai.context_keyword": dead,
-        "ai.context_keyword_analysis": dead, "ai.context_ai_state": dead,
+        "ai.context_keyword": dead, "ai.context_keyword_analysis": dead,
+        "ai.context_lexical": dead, "ai.context_ai_state": dead,
         "ai.context_ai_event": 0}
     assert report.kept == {} and report.off == []
 
@@ -189,8 +190,8 @@ async def test_rows_purged_and_the_oldest_deleted_row_kept_are_measured(
     set_back(sync_conn, PAST, context_ids=world.dead_ids)
     loop = RetentionLoop(retention_parts(config, engine), config.ai.retention.interval)
     tables = ["core.context", "core.record", "core.member", "ai.context_embedding",
-              "ai.context_embedding_shadow", "ai.context_keyword", "ai.context_keyword_analysis", "ai.context_ai_state",
-              "ai.context_ai_event"]
+              "ai.context_embedding_shadow", "ai.context_keyword", "ai.context_keyword_analysis",
+              "ai.context_lexical", "ai.context_ai_state", "ai.context_ai_event"]
     before = {t: _purged(t) for t in tables}
 
     dry = await purge_all(loop.parts, dry_run=True)

@@ -40,7 +40,9 @@ async def test_200_camel_case_results_best_first(search_settings, db_url, provid
     assert response.status_code == 200
     results = response.json()["results"]
     assert [(r["recordId"], r["contextId"]) for r in results] == [(71, 2), (70, 1)]
-    assert set(results[0]) == {"recordId", "contextId", "similarity", "keywordMatched"}
+    # the default mode is the hybrid decision (SPEC §10 adopters): matchedBy says which channel
+    assert set(results[0]) == {"recordId", "contextId", "similarity", "keywordMatched", "matchedBy"}
+    assert results[0]["matchedBy"] == ["vector"]
     assert results[0]["similarity"] == pytest.approx(0.95, abs=1e-5)
     assert provider.calls == 1 and provider.kinds == ["query"]
 
@@ -119,7 +121,8 @@ async def test_configured_cuts_are_in_force_and_cut_the_top_hit_too(tmp_path, db
     async with running_app(settings, db_url, provider, judge, ("ai",)) as app:
         response = await app.http.post(SEARCH_PATH, json=body(),
                                        headers={SECRET_HEADER: TEST_SECRET})
-        scored = await app.http.post(SEARCH_PATH, json={**body(), "recordIds": [71, 999]},
+        scored = await app.http.post(SEARCH_PATH, json={**body(), "recordIds": [71, 999],
+                                                        "mode": "vector"},
                                      headers={SECRET_HEADER: TEST_SECRET})
     assert response.status_code == 200 and response.json() == {"results": [], "scored": []}
     assert scored.json()["results"] == []

@@ -1,7 +1,8 @@
 """core's lexical channel on its own (SPEC §10, §11 #3, #19; issue 30 #2–#4).
 
 What the lexical channel finds is visible at the core↔ai boundary: the records whose contexts
-core asks the ai side to score (``recordIds`` of ``POST /internal/v1/search``). Here the ai side
+core asks the ai side to score (``recordIds`` of the ``mode: "score"`` request core sends after
+the ``mode: "vector"`` one of ``POST /internal/v1/search``). Here the ai side
 is a recording HTTP receiver that scores nothing, so none of the later layers (the ai side's own
 filters, the relevance decision, core's re-verification of hits) can hide a record the lexical
 channel should never have found: an edited or deleted note's words, a deleted record's place
@@ -45,8 +46,10 @@ async def scored_records(app, auth, receiver, query: str) -> list[int]:
                                    headers=auth)
     assert response.status_code == 200, response.text
     assert response.json() == {"results": []}  # the receiver vouches for nothing
-    [sent] = searches(receiver)[before:]
-    return sorted(sent["recordIds"])
+    sent = searches(receiver)[before:]
+    assert [r["mode"] for r in sent][:1] == ["vector"] and sent[0]["recordIds"] == []
+    assert all(r["mode"] == "score" for r in sent[1:]) and len(sent) <= 2
+    return sorted(r for request in sent[1:] for r in request["recordIds"])
 
 
 def searches(receiver) -> list[dict]:
@@ -118,3 +121,15 @@ async def test_another_members_notes_and_places_never_reach_the_lexical_channel(
         mine = (await create(app, auth, 2, "여기 국수 맛있음", "모던아시안누들서비스"))["recordId"]
         assert await scored_records(app, auth, receiver, "모던아시안누들서비스") == [mine]
         assert await scored_records(app, other_auth, receiver, "모던아시안누들서비스") == [theirs]
+
+
+@pytest.mark.parametrize("query", ["ㅎㅎ", "?", "..."])
+async def test_a_filler_query_asks_the_ai_side_nothing(app_factory, receiver, query):
+    """Issue 27: a query without any word answers ``[]`` before any channel or the ai side is
+    asked (no embedding, no request)."""
+    async with app_factory() as app:
+        _, auth = await app.member()
+        await create(app, auth, 1, "?! ... ㅎㅎ 맛있었음", "물음표 식당")
+        response = await app.http.post("/v1/search", json={"query": query}, headers=auth)
+        assert response.status_code == 200 and response.json() == {"results": []}
+        assert searches(receiver) == []

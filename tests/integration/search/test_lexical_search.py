@@ -71,9 +71,10 @@ async def test_lexical_match_on_a_note_word_a_place_name_and_an_english_note(
         assert hit["recordId"] == peanut["recordId"] and hit["matchedBy"] == ["place"]
         assert hit["place"]["name"] == "피넛커피 충북혁신도시점"
 
-        # English words, case and plural folded
+        # English words, case and plural folded; "espresso" is a form of coffee in the variant
+        # table, so the place "Station Coffee" says it too
         [hit] = await search(app, auth, "Espresso bars")
-        assert hit["recordId"] == english["recordId"] and hit["matchedBy"] == ["text"]
+        assert hit["recordId"] == english["recordId"] and hit["matchedBy"] == ["text", "place"]
 
         # off-topic: neither channel has evidence → nothing (no "top hit" is kept)
         assert await search(app, auth, "세탁소") == []
@@ -260,8 +261,9 @@ async def test_rewrite_expands_slang_and_is_cached(tmp_path, db_url, provider, j
     chat_server.script(content(REWRITTEN))
     settings = rewrite_settings(tmp_path, db_url, chat_server)
     first, again = await run_queries(settings, db_url, provider, judge, ["피맥", "피맥"])
-    # the slang note by its own word, and the pizza-and-beer note through the rewrite
-    assert set(first) == {("kakao-2", ("text",)), ("kakao-1", ("vector",))}
+    # the slang note by its own word, the pizza-and-beer note by the variant table (피맥 = pizza
+    # + beer) and, through the rewrite, by the vector channel too
+    assert set(first) == {("kakao-2", ("text",)), ("kakao-1", ("vector", "text"))}
     assert again == first
     assert len(chat_server.requests) == 1  # cached
     request = chat_server.requests[0]["body"]
@@ -280,7 +282,9 @@ async def test_rewrite_failing_or_timing_out_gives_the_same_results_as_without_i
         rewrite_settings(tmp_path, db_url, chat_server, search_rewrite_timeout=0.3),
         db_url, provider, judge, queries)
     assert with_failing == without
-    assert without[0] == [("kakao-2", ("text",))]
+    # without a rewrite the vector channel finds nothing: the words alone (피맥, and the variant
+    # table's pizza + beer)
+    assert set(without[0]) == {("kakao-2", ("text",)), ("kakao-1", ("text",))}
     assert len(chat_server.requests) == 2  # tried for each query, failures are not cached
 
 
@@ -304,7 +308,8 @@ async def test_a_rewrite_that_trickles_in_falls_back_within_its_deadline_and_sea
             llm_chain=["rewrite-model"], search_rewrite_timeout=1.0, search_timeout=15)
         with_trickle = await run_queries(settings, db_url, provider, judge, queries)
         assert with_trickle == without  # every search answered 200 (run_queries checks)
-        assert without[0] == [("kakao-2", ("text",))]
+        # the words alone (피맥, and the variant table's pizza + beer), as without a rewrite
+        assert set(without[0]) == {("kakao-2", ("text",)), ("kakao-1", ("text",))}
         assert fake.chat_calls == 2  # each query tried the rewrite, neither was cached
     finally:
         fake.stop()

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from sqlalchemy import TextClause, text
 
-from pinlog.ai.search import NO_CUT, ProfileMismatch, SearchCuts, search, to_pgvector
+from pinlog.ai.search import NO_CUT, NO_STRENGTH, UNCALIBRATED, ProfileMismatch, SearchCuts, search, to_pgvector
 from pinlog.contracts import SearchRequest
 from pinlog.db.sql import Queries
 from tests.integration.ai.support import PROFILE, insert_embedding, insert_state
@@ -29,7 +29,7 @@ OLD_TEXT, NEW_TEXT, OTHER_TEXT = "old note: the query itself", "new note after t
 def search_sql(*, without: tuple[str, ...] = ()) -> TextClause:
     """``search_member`` as shipped, or a test double of it with the named ``-- filter:`` lines
     removed (each filter is on its own line, so removing one leaves valid SQL)."""
-    raw = Queries("pinlog.ai", "search.sql").raw("search_member")
+    raw = Queries("pinlog.ai", "search.sql").sql("search_member")
     lines = raw.splitlines()
     named = [m.group(1) for line in lines if (m := FILTER_LINE.search(line))]
     assert sorted(named) == ["is_deleted", "member", "profile", "status"], named
@@ -47,7 +47,8 @@ async def run_sql(engine, sql: TextClause, user_id: int, *, vector=None, limit: 
     async with engine.connect() as conn:
         rows = (await conn.execute(sql, {"query_vector": to_pgvector(vector), "user_id": user_id,
                                          "profile": profile, "limit": limit,
-                                         "min_similarity": min_similarity})).all()
+                                         "min_similarity": min_similarity,
+                                         "min_strength": NO_STRENGTH, **UNCALIBRATED})).all()
     return [(r.record_id, r.context_id, float(r.similarity)) for r in rows]
 
 

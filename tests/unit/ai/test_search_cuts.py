@@ -97,8 +97,19 @@ def test_is_short_query_counts_whitespace_separated_words(query, short):
 def test_cuts_from_calibration():
     cal = PROFILE_DEFAULTS["local-e5-small-q4-384-cosine-v1"]
     cuts = SearchCuts.from_calibration(cal)
-    assert cuts == SearchCuts(cal.search_floor, cal.search_short_query_floor, cal.search_ratio)
+    assert cuts == SearchCuts(cal.search_floor, cal.search_short_query_floor, cal.search_ratio,
+                              cal.search_strength)
     assert isinstance(cal, Calibration)
+    # the bundled model's profile is calibrated per query (issue 28): a strength, no cosine floor
+    assert cal.search_strength is not None and cal.search_floor == cal.search_short_query_floor == -1.0
+
+
+def test_a_calibrated_cut_needs_the_strength_too():
+    cuts = SearchCuts(-1.0, -1.0, 0.0, strength=3.0)
+    hits = [SearchHit(record_id=1, context_id=10, similarity=0.8, score=3.2),
+            SearchHit(record_id=2, context_id=20, similarity=0.9, score=2.9),
+            SearchHit(record_id=3, context_id=30, similarity=0.95)]
+    assert [h.record_id for h in apply_cuts(hits, "조용한 카페", cuts)] == [1]
 
 
 def test_to_pgvector_literal_keeps_the_vector():

@@ -4,11 +4,11 @@ change to the decision. No database: the channels used here read nothing."""
 
 from __future__ import annotations
 
+from pinlog.channels.lexical import LexicalFound, LexicalMatch, LexicalQuery
+from pinlog.channels.vector import VectorChannel
 from pinlog.contracts import MAX_SCORED_RECORDS, SearchHit, SearchResponse
 from pinlog.core import channels
 from pinlog.core.channels import Channel, RelevanceRule, SearchQuery
-from pinlog.core.channels.lexical import LexicalFound, LexicalMatch
-from pinlog.core.channels.vector import VectorChannel
 from pinlog.relevance import Evidence
 
 RULE = RelevanceRule(min_coverage=0.5, rrf_k=60)
@@ -21,11 +21,14 @@ def hit(record_id, context_id, similarity):
 class Asks:
     """A channel's findings that only ask for records to be scored."""
 
-    def __init__(self, records):
-        self.records = records
+    def __init__(self, records, knows=()):
+        self.records, self.known = records, set(knows)
 
     def to_score(self):
         return self.records
+
+    def knows(self, record_id):
+        return record_id in self.known
 
     def evidence(self, response, cosines):
         return {}
@@ -35,6 +38,13 @@ def test_records_to_score_are_every_channels_requests_in_order_each_once_capped(
     assert channels.records_to_score([Asks([3, 1]), Asks([]), Asks([1, 2, 3, 4])]) == [3, 1, 2, 4]
     many = channels.records_to_score([Asks(list(range(1, 800))), Asks(list(range(500, 1500)))])
     assert many == list(range(1, MAX_SCORED_RECORDS + 1))
+
+
+def test_records_to_score_add_the_vector_results_another_channel_knows():
+    answer = SearchResponse(results=[hit(8, 80, 0.9), hit(9, 90, 0.8), hit(3, 30, 0.7)])
+    found = [Asks([3], knows=[9, 3]), Asks([])]
+    # 9 is known (its evidence must count all its notes), 8 is not, 3 is asked already
+    assert channels.records_to_score(found, answer) == [3, 9]
 
 
 def test_scored_contexts_hold_every_cosine_of_the_answer():
@@ -51,8 +61,9 @@ def test_the_lexical_channel_asks_for_the_records_that_can_pass_counting_every_n
         2: LexicalMatch({20: frozenset("a")}, frozenset("b")),        # 2/4 with the place
         3: LexicalMatch({30: frozenset("cd")}),                       # 2/4
     }
-    assert LexicalFound(matches, 4, 0.5).to_score() == [4, 2, 3]
-    assert LexicalFound(matches, 0, 0.5).to_score() == []
+    four = LexicalQuery(tuple("abcd"), frozenset("abcd"))
+    assert LexicalFound(matches, four, RULE).to_score() == [4, 2, 3]
+    assert LexicalFound(matches, LexicalQuery((), frozenset()), RULE).to_score() == []
 
 
 class Spelling(Channel):
@@ -61,13 +72,16 @@ class Spelling(Channel):
 
     names = ("spelling",)
 
-    async def find(self, engine, query):
+    async def find(self, query):
         return SpellingFound()
 
 
 class SpellingFound:
     def to_score(self):
         return [7]
+
+    def knows(self, record_id):
+        return record_id == 7
 
     def evidence(self, response, cosines):
         return {7: Evidence(1.0, True, Spelling.names, 71)}

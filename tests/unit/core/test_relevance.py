@@ -1,6 +1,6 @@
 """core's relevance decision over its channels (SPEC §10, :mod:`pinlog.core.channels`: the vector
-and lexical channels, fused by :func:`pinlog.relevance.decide`) and the lexical terms they count
-(:func:`pinlog.text.lexical_terms`)."""
+and lexical channels — their rules are the shared kernel's, :mod:`pinlog.channels` — fused by
+:func:`pinlog.relevance.decide`) and the lexical terms they count (:func:`pinlog.text.lexical_terms`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,20 @@ from dataclasses import dataclass
 
 import pytest
 
+from pinlog.channels.lexical import LexicalFound, LexicalMatch, LexicalQuery
+from pinlog.channels.vector import VectorFound
 from pinlog.contracts import SearchHit, SearchResponse
 from pinlog.core import channels
 from pinlog.core.channels import RelevanceRule
-from pinlog.core.channels.lexical import LexicalFound, LexicalMatch, coverage
-from pinlog.core.channels.vector import VectorFound
 from pinlog.text import lexical_terms
 
 RULE = RelevanceRule(min_coverage=0.35, rrf_k=60)
+
+
+def query_of(n: int) -> LexicalQuery:
+    """A query of ``n`` content terms ``"a"``, ``"b"``, … (each its own word)."""
+    terms = tuple("abcdefgh"[:n])
+    return LexicalQuery(terms, frozenset(terms))
 
 
 def test_lexical_terms_bigrams_for_hangul_words_for_latin():
@@ -57,7 +63,7 @@ def decide(cands, query_terms, rule, limit):
     channels' findings, and the ai side's answer (``results``: the vouched records; ``scored``:
     every context with a cosine)."""
     lexical = {c.record_id: c.match for c in cands if c.match.note_terms or c.match.place_terms}
-    found = [VectorFound(), LexicalFound(lexical, query_terms, rule.min_coverage)]
+    found = [VectorFound(), LexicalFound(lexical, query_of(query_terms), rule)]
     response = SearchResponse(
         results=[SearchHit(record_id=c.record_id, context_id=next(iter(c.sims)), similarity=c.sims[next(iter(c.sims))])
                  for c in cands if c.vector],
@@ -82,7 +88,7 @@ def test_a_record_without_any_scored_context_is_never_shown():
 def test_lexical_evidence_needs_the_coverage_threshold():
     weak = cand(1, {10: 0.1}, notes={10: {"a"}})          # 1/3 < 0.35
     strong = cand(2, {20: 0.1}, notes={20: {"a", "b"}})   # 2/3
-    assert coverage(weak.match, 3, weak.sims) == pytest.approx(1 / 3)
+    assert query_of(3).coverage(weak.match.terms(weak.sims)) == pytest.approx(1 / 3)
     [d] = decide([weak, strong], 3, RULE, 20)
     assert (d.record_id, d.context_id, d.matched_by) == (2, 20, ("text",))
 

@@ -44,10 +44,15 @@ async def test_stale_pending_row_is_resent_and_spends_one_retry(
     assert after["rescanned_at"] is not None
     assert after["updated_at"] == before["updated_at"]  # SPEC §7.3: never refreshed by the rescan
     assert (after["embedding_status"], after["keyword_status"]) == ("PENDING", "PENDING")
-    member_id, record_id = sync_conn.execute(
-        "SELECT member_id, record_id FROM core.context WHERE id = %s", (cid,)).fetchone()
+    member_id, record_id, external_id, name = sync_conn.execute(
+        "SELECT c.member_id, c.record_id, p.external_place_id, p.name FROM core.context c "
+        "JOIN core.record r ON r.id = c.record_id JOIN core.place p ON p.id = r.place_id "
+        "WHERE c.id = %s", (cid,)).fetchone()
+    # the saved place goes with the re-sent request too (SPEC §10: the ai side's lexical terms)
     assert client.requests == [ProcessRequest(context_id=cid, user_id=member_id,
-                                              record_id=record_id, text="비 오는 날 가기 좋은 카페")]
+                                              record_id=record_id, text="비 오는 날 가기 좋은 카페",
+                                              place_meta={"externalPlaceId": external_id,
+                                                          "name": name})]
     assert events(sync_conn, cid) == [
         ("embedding", "PENDING", "PENDING", "rescan", "rescan re-send, attempt 1 of 3")]
 

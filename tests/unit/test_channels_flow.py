@@ -1,0 +1,125 @@
+"""One search in the shared kernel (SPEC §10, issue 28: ``pinlog.channels.flow``): the channels
+read while the vector search embeds (side by side, not one after the other), the records the
+channels name are scored in a second request, a filler query asks nothing, and ``explain``
+shows each channel's evidence with the same decisions. Fake channels and a fake vector search,
+no database."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pinlog.channels import Channel, RelevanceRule, SearchQuery, explain, search
+from pinlog.channels.vector import VectorChannel
+from pinlog.contracts import SearchHit, SearchResponse
+from pinlog.relevance import Evidence
+
+RULE = RelevanceRule()
+
+
+def hit(record_id, context_id, similarity, score=None):
+    return SearchHit(record_id=record_id, context_id=context_id, similarity=similarity, score=score)
+
+
+class Words(Channel):
+    """A reading channel: waits until the vector search has started, then names record 7."""
+
+    names = ("words",)
+    started: asyncio.Event
+
+    async def find(self, query):
+        await asyncio.wait_for(self.started.wait(), 5)  # would time out if run one after the other
+        return WordsFound()
+
+
+class WordsFound:
+    def to_score(self):
+        return [7]
+
+    def knows(self, record_id):
+        return record_id in (7, 1)
+
+    def evidence(self, response, cosines):
+        return {7: Evidence(1.0, True, Words.names, 71)}
+
+
+class FakeVector:
+    def __init__(self, started):
+        self.started, self.calls = started, []
+
+    async def candidates(self, query, limit):
+        self.calls.append(("candidates", query.text, limit))
+        self.started.set()
+        return SearchResponse(results=[hit(1, 10, 0.9, 4.0)])
+
+    async def score(self, query, record_ids):
+        self.calls.append(("score", query.text, tuple(record_ids)))
+        return SearchResponse(results=[], scored=[hit(7, 71, 0.5, 1.0), hit(7, 72, 0.6, 1.5),
+                                                  hit(1, 10, 0.9, 4.0)])
+
+
+def channels(started):
+    words = Words(RULE)
+    words.started = started
+    return [VectorChannel(RULE), words]
+
+
+async def test_channels_read_beside_the_vector_search_then_the_named_records_are_scored():
+    started = asyncio.Event()
+    vector = FakeVector(started)
+    out = await search(SearchQuery(1, "조용한 카페"), channels(started), vector, RULE, 20)
+    # 7 is asked by the channel; 1 is a vector result the channel knows (scored whole)
+    assert vector.calls == [("candidates", "조용한 카페", 20), ("score", "조용한 카페", (7, 1))]
+    # RRF: 7 is ranked by both channels (words 1st, vector 2nd), 1 by the vector channel only
+    assert [(d.record_id, d.context_id, d.matched_by) for d in out] == [
+        (7, 71, ("words",)), (1, 10, ("vector",))]
+
+
+@pytest.mark.parametrize("query", ["ㅎㅎ", "?", "..."])
+async def test_a_filler_query_asks_nothing(query):
+    started = asyncio.Event()
+    vector = FakeVector(started)
+    assert await search(SearchQuery(1, query), channels(started), vector, RULE, 20) == []
+    assert vector.calls == []
+    nothing = await explain(SearchQuery(1, query), channels(started), vector, RULE, 20)
+    assert (nothing.decisions, nothing.records, vector.calls) == ([], [], [])
+    assert nothing.channels == ("vector", "words")
+
+
+async def test_explain_shows_each_channels_evidence_and_the_same_decisions():
+    started = asyncio.Event()
+    shown = await search(SearchQuery(1, "카페"), channels(started), FakeVector(started), RULE, 20)
+    started = asyncio.Event()
+    why = await explain(SearchQuery(1, "카페"), channels(started), FakeVector(started), RULE, 20)
+    assert why.decisions == shown  # the decision itself (pinlog.relevance.explain runs decide)
+    assert why.channels == ("vector", "words")
+    by_id = {r.record_id: r for r in why.records}
+    vector_1, _ = by_id[1].evidence
+    vector_7, words_7 = by_id[7].evidence
+    assert vector_1.strength == 4.0 and vector_7.vouched is False and words_7.context_id == 71
+    assert by_id[7].counted == (False, True) and by_id[7].decision.similarity == 0.5
+    assert [r.position for r in why.records if r.decision] == [1, 2]
+    assert why.lexical is None  # no lexical channel among these
+
+
+async def test_a_failing_channel_cancels_the_vector_search_and_raises_as_it_is():
+    class Broken(Channel):
+        names = ("broken",)
+
+        async def find(self, query):
+            raise LookupError("database gone")
+
+    class Slow:
+        cancelled = False
+
+        async def candidates(self, query, limit):
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                Slow.cancelled = True
+                raise
+
+    with pytest.raises(LookupError, match="database gone"):
+        await search(SearchQuery(1, "카페"), [Broken(RULE)], Slow(), RULE, 20)
+    assert Slow.cancelled
