@@ -130,7 +130,7 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
     # note): plateau centre strength 3.75 (scores the same from 3.25 to 4.25), doubt 5.5 (a
     # record the query names only in part needs a strong meaning match) → shared 33/33 and
     # 19/19, own set 58/64 and 22/22; leave-one-out 33/33, 19/19, 57/64, 19/22; 5-fold 33/33,
-    # 19/19, 58/64, 20/22; held-out set 29/34 and 10/10. Highest off-topic strength 3.08.
+    # 19/19, 58/64, 20/22; held-out set 30/34 and 10/10, demo sample 6/6. Highest off-topic strength 3.08.
     local_e5.PROFILE: Calibration(
         candidate_floor=0.90,
         judge_floor=3.5,
