@@ -224,6 +224,10 @@ class QueryVectors:
         self.size = size
         self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
+    def clear(self) -> None:
+        """Forget every vector (the next request of each query embeds it again)."""
+        self._vectors.clear()
+
     async def get(self, provider: EmbeddingProvider, query: str, rewrite: Rewrite | None) -> np.ndarray:
         """The checked query vector of ``query`` under ``provider``'s profile (embedded on a
         miss, after ``rewrite``).

@@ -83,8 +83,10 @@ def add_note(conn: psycopg.Connection, i: int, *, state: tuple[str, str] = ("COM
                  "VALUES (%s, %s, %s)", (i, USER, i))
     conn.execute("INSERT INTO core.context (id, record_id, member_id, body) "
                  "OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s)", (i, i, USER, note(i)))
-    conn.execute("INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status) "
-                 "VALUES (%s, %s, %s)", (i, *state))
+    # owned_at = updated_at, as a start leaves it (SPEC §7.3.1: claim_of is then the claim of
+    # the job that started a PROCESSING stage inserted here)
+    conn.execute("INSERT INTO ai.context_ai_state (context_id, embedding_status, keyword_status, "
+                 "owned_at) VALUES (%s, %s, %s, now())", (i, *state))
     if embedded:
         conn.execute(
             "INSERT INTO ai.context_embedding (context_id, user_id, record_id, embedding, "

@@ -39,7 +39,7 @@ from tests.integration.ai.profile_support import (
     shadow_rows,
     state_snapshot,
 )
-from tests.integration.ai.support import ai_settings_for, core_cancel, request, statuses
+from tests.integration.ai.support import ai_settings_for, claim_of, core_cancel, request, statuses
 from tests.support.locks import waiting_for_advisory_lock
 
 N = 12
@@ -229,6 +229,8 @@ async def test_activation_is_atomic_for_a_concurrent_search(tmp_path, db_url, en
                     await activation
 
             a.on_call = commit_now
+            for searcher in runtime.searchers.values():  # recent query vectors are reused
+                searcher.vectors.clear()  # (issue 28): this search must embed its query
             answer = [h.record_id for h in (await runtime.search(search_request(1))).results]
             assert answer == answer_b[1]  # B's answer, complete: re-embedded with B
             assert b.kinds.count("query") == 1
@@ -622,7 +624,7 @@ async def test_a_building_vector_is_written_only_while_its_profile_is_building(e
         async with conn.begin():
             assert await state.save_embedding(
                 conn, context_id=13, user_id=USER, record_id=13, vector=fake_vector("x", DIM_A),
-                profile=PROFILE_A, text_sha256=b"h" * 32,
+                profile=PROFILE_A, text_sha256=b"h" * 32, claim=claim_of(world, 13),
                 shadow={PROFILE_B: fake_vector("x", DIM_B)})
     assert statuses(world, 13) == ("COMPLETED", "PENDING")
     assert shadow_rows(world, PROFILE_B) == {}
@@ -640,7 +642,7 @@ async def test_an_activation_waits_for_an_embedding_save_in_flight(engine, world
         transaction = await conn.begin()
         assert await state.save_embedding(
             conn, context_id=13, user_id=USER, record_id=13, vector=fake_vector("x", DIM_A),
-            profile=PROFILE_A, text_sha256=b"h" * 32,
+            profile=PROFILE_A, text_sha256=b"h" * 32, claim=claim_of(world, 13),
             shadow={PROFILE_B: fake_vector("x", DIM_B)})
         activation = asyncio.create_task(activate_profile(engine, PROFILE_B, current=ACTIVE_A))
         while not waiting_for_advisory_lock(world) and not activation.done():
