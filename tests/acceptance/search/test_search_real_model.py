@@ -57,7 +57,8 @@ async def test_cross_language_variants_paraphrases_and_off_topic_with_the_real_m
             assert response.status_code == 201, response.text
             records[response.json()["recordId"]] = key
         await app.settle()
-        assert app.ai.background is not None and len(app.ai.background.groups) >= 2
+        background = app.ai.backgrounds.get(app.ai.profile)  # the active profile's
+        assert background is not None and len(background.groups) >= 2
         for query, expected in QUERIES.items():
             public = await app.http.post("/v1/search", json={"query": query}, headers=auth)
             got = [records[h["recordId"]] for h in public.json()["results"]]

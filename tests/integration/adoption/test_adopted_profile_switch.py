@@ -15,17 +15,8 @@ from pinlog.db import migrate
 from pinlog.db.engine import create_engine
 from tests.conftest import config_of
 from tests.fakes import FakeEmbeddingProvider, FakeJudge
-from tests.integration.adoption.reference import (
-    AXIS,
-    BACKEND_CANCEL,
-    BACKEND_CANCEL_EMBEDDING,
-    REF_DIM,
-    REF_PROFILE,
-    TEXTS,
-    USER_ID,
-    backend_snapshot,
-    text_vectors,
-)
+from tests.integration.adoption.reference import AXIS, BACKEND_CANCEL, BACKEND_CANCEL_EMBEDDING, REF_DIM
+from tests.integration.adoption.reference import REF_PROFILE, TEXTS, USER_ID, backend_snapshot, text_vectors
 from tests.integration.ai.profile_support import Texts, models
 from tests.integration.ai.support import ai_settings_for, basis
 

@@ -26,15 +26,22 @@ def _pipeline(ai_settings, engine, owner: str | None, provider=None, judge=None)
                     judge or FakeJudge(), owner=owner)
 
 
-async def test_a_job_whose_claim_was_taken_over_discards_its_late_result(
-        ai_settings, engine, presets, sync_conn, caplog):
+async def _a_job_in_its_model_call(ai_settings, engine, sync_conn):
+    """Two live processes A and B; A's job for context 1 started and is held in its model call.
+    Returns ``(a, b, gate, job task)``."""
     a, b = add_process(sync_conn), add_process(sync_conn)
     slow_model = FakeEmbeddingProvider(PROFILE, DIM, vectors=TEXT_VECTORS)
     first = _pipeline(ai_settings, engine, a, provider=slow_model)
     insert_state(sync_conn, 1)
     gate = slow_model.hold()
-    late = asyncio.create_task(first.run(request(1, QUIET_TEXT)))
-    await gate.wait_entered()                       # A's job is in its model call …
+    job = asyncio.create_task(first.run(request(1, QUIET_TEXT)))
+    await gate.wait_entered()                       # A's job is in its model call
+    return a, b, gate, job
+
+
+async def test_a_job_whose_claim_was_taken_over_discards_its_late_result(
+        ai_settings, engine, presets, sync_conn, caplog):
+    a, b, gate, late = await _a_job_in_its_model_call(ai_settings, engine, sync_conn)
     assert owner_of(sync_conn, 1)[0] == a
     end_lease(sync_conn, a)                         # … and A stops heartbeating
     second = _pipeline(ai_settings, engine, b)
@@ -56,13 +63,7 @@ async def test_a_job_whose_claim_was_taken_over_discards_its_late_result(
 
 async def test_a_live_owners_job_is_not_taken_over(ai_settings, engine, presets, sync_conn):
     """Owner alive but slow: a duplicate request at another process stops at the start."""
-    a, b = add_process(sync_conn), add_process(sync_conn)
-    slow_model = FakeEmbeddingProvider(PROFILE, DIM, vectors=TEXT_VECTORS)
-    first = _pipeline(ai_settings, engine, a, provider=slow_model)
-    insert_state(sync_conn, 1)
-    gate = slow_model.hold()
-    job = asyncio.create_task(first.run(request(1, QUIET_TEXT)))
-    await gate.wait_entered()
+    a, b, gate, job = await _a_job_in_its_model_call(ai_settings, engine, sync_conn)
     other_model = FakeEmbeddingProvider(PROFILE, DIM, vectors=TEXT_VECTORS)
     duplicate = await _pipeline(ai_settings, engine, b, provider=other_model).run(
         request(1, QUIET_TEXT))

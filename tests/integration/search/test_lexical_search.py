@@ -50,6 +50,14 @@ async def create(app, auth, n: int, text: str, name: str | None = None) -> dict:
     return response.json()
 
 
+async def add_note(app, auth, record: dict, text: str) -> dict:
+    """A second note on ``record`` (``POST /v1/records/{id}/contexts``); its JSON answer."""
+    response = await app.http.post(f"/v1/records/{record['recordId']}/contexts",
+                                   json={"text": text}, headers=auth)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
 async def test_lexical_match_on_a_note_word_a_place_name_and_an_english_note(
         settings, db_url, provider, judge, presets):
     async with running_app(settings, db_url, provider, judge) as app:
@@ -99,8 +107,7 @@ async def test_edited_or_deleted_notes_words_never_match_again(settings, db_url,
     async with running_app(settings, db_url, provider, judge) as app:
         _, auth = await app.member()
         record = await create(app, auth, 1, EGGPLANT, "이름 없는 식당")
-        extra = (await app.http.post(f"/v1/records/{record['recordId']}/contexts",
-                                     json={"text": "트러플감자전 짱맛"}, headers=auth)).json()
+        extra = await add_note(app, auth, record, "트러플감자전 짱맛")
         await app.settle()
         assert [h["contextId"] for h in await search(app, auth, "가지튀김")] == [record["contextId"]]
         assert [h["contextId"] for h in await search(app, auth, "트러플")] == [extra["contextId"]]
@@ -174,8 +181,7 @@ async def test_a_note_that_is_not_searchable_yet_gives_no_evidence_and_no_result
     async with running_app(settings, db_url, provider, judge) as app:
         _, auth = await app.member()
         record = await create(app, auth, 1, QUIET, "동네 북카페")
-        later = (await app.http.post(f"/v1/records/{record['recordId']}/contexts",
-                                     json={"text": "트러플감자전 짱맛"}, headers=auth)).json()
+        later = await add_note(app, auth, record, "트러플감자전 짱맛")
         await app.settle()
         [hit] = await search(app, auth, "트러플감자전")  # the test can fail
         assert (hit["contextId"], hit["matchedBy"]) == (later["contextId"], ["text"])
