@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pinlog.ai.vectors import parse_pgvector, to_pgvector
+from pinlog.ai.vectors import Float4Array, parse_pgvector, to_pgvector
 from pinlog.db.sql import Queries, driver_connection
 from pinlog.states import Stage, Status
 
@@ -146,7 +146,7 @@ async def start_stage(conn: AsyncConnection, context_id: int, stage: Stage,
         None when 0 rows were affected (stage owned, finished, failed, cancelled or missing).
     """
     name = "start_embedding" if stage is Stage.EMBEDDING else "start_keyword"
-    cursor = await _execute(conn, name, {"context_id": context_id, "expiry": expiry})
+    cursor = await _execute(conn, name, {"context_id": context_id, "expiry": expiry}, stage)
     row = await cursor.fetchone()
     return Status(row[0]) if row is not None else None
 
@@ -327,9 +327,268 @@ async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry:
     """
     driver = await driver_connection(conn)
     async with driver.pipeline():
-        start = await _execute(conn, "start_keyword", {"context_id": context_id, "expiry": expiry})
+        start = await _execute(conn, "start_keyword", {"context_id": context_id, "expiry": expiry},
+                               Stage.KEYWORD)
         stored = await _execute(conn, "read_embedding", {"context_id": context_id})
         fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
     row = await start.fetchone()
     embedding = _stored(await stored.fetchone())
     return (Status(row[0]) if row else None), embedding, (await fingerprint.fetchone())[0]
+
+
+async def precheck_and_start_embedding(conn: AsyncConnection, context_id: int,
+                                       expiry: timedelta) -> tuple[PreCheck | None, Status | None]:
+    """:func:`precheck` then the guarded embedding start (:func:`start_stage`) in one round trip.
+
+    Starting unconditionally changes nothing a job would not have started after its pre-check:
+    the guard starts only a PENDING (or re-claimable PROCESSING) embedding stage, and no such
+    stage is one the pre-check stops for (a missing row; a contract violation or a reusable
+    vector need a COMPLETED embedding; "nothing to do" has no unfinished stage). The pre-check
+    read runs first and shows the row as it was before the start.
+
+    Returns:
+        ``(PreCheck or None when the row is missing, status before the start or None when the
+        start affected 0 rows)``.
+    """
+    driver = await driver_connection(conn)
+    params = {"context_id": context_id}
+    async with driver.pipeline():
+        pre = await _execute(conn, "precheck", params)
+        start = await _execute(conn, "start_embedding", {**params, "expiry": expiry},
+                               Stage.EMBEDDING)
+    row = await pre.fetchone()
+    started = await start.fetchone()
+    checked = None
+    if row is not None:
+        embedding_status, keyword_status, profile, sha = row
+        checked = PreCheck(Status(embedding_status), Status(keyword_status), profile, _hash(sha))
+    return checked, (Status(started[0]) if started is not None else None)
+
+# --- the batch path (SPEC §5.4; docs/ARCHITECTURE.md "Batch path") ---------------------------
+# One statement per step for many contexts (arrays as parameters, unique ids). Each repeats the
+# single statement's guard for every row (the same fragment of state.sql); a row whose guard
+# fails is absent from the result — 0 rows for that context, a normal outcome.
+
+
+@dataclass(frozen=True)
+class EmbeddingRow:
+    """One context's embedding result for :func:`save_embeddings_batch`: ``vector`` ``(dim,)``
+    float32 (already checked: :func:`pinlog.ai.vectors.check_embeddings`)."""
+
+    context_id: int
+    user_id: int
+    record_id: int
+    vector: np.ndarray
+    text_sha256: bytes
+
+
+@dataclass(frozen=True)
+class KeywordRow:
+    """One context's keyword result for :func:`save_keywords_batch`: ``picks`` are
+    ``(keyword_id, confidence)`` (unique ids among the candidates), the judge's
+    ``unmatched_concepts``, ``model_profile`` and ``evidence`` (JSON-able mappings)."""
+
+    context_id: int
+    picks: Sequence[tuple[int, float | None]]
+    unmatched_concepts: Sequence[str]
+    model_profile: str
+    evidence: Sequence[Mapping[str, Any]] = ()
+
+
+def _ids(context_ids: Sequence[int]) -> list[int]:
+    """The ids as a list, refusing duplicates (a batch statement handles each row once)."""
+    ids = [int(i) for i in context_ids]
+    if len(set(ids)) != len(ids):
+        raise ValueError("duplicate context ids in a batch")
+    return ids
+
+
+def _prechecks(rows: Sequence[Sequence[Any]]) -> dict[int, PreCheck]:
+    return {int(cid): PreCheck(Status(emb), Status(kw), profile, _hash(sha))
+            for cid, emb, kw, profile, sha in rows}
+
+
+async def precheck_batch(conn: AsyncConnection, context_ids: Sequence[int]) -> dict[int, PreCheck]:
+    """:func:`precheck` for many contexts (no lock). Returns context id → PreCheck; a missing
+    state row is absent. Raises ValueError for duplicate ids."""
+    cursor = await _execute(conn, "precheck_batch", {"context_ids": _ids(context_ids)})
+    return _prechecks(await cursor.fetchall())
+
+
+async def start_stage_batch(conn: AsyncConnection, context_ids: Sequence[int], stage: Stage,
+                            expiry: timedelta) -> dict[int, Status]:
+    """Guarded start of ``stage`` for many contexts (SPEC §3, §7.4): each row only while the
+    single start's predicate holds, ``FOR UPDATE SKIP LOCKED`` (a row locked elsewhere is
+    skipped: two batches never claim one row), event row per start.
+
+    Returns:
+        context id → status before the update (``PENDING`` fresh, ``PROCESSING`` re-claim) for
+        the rows started; the others affected 0 rows. Raises ValueError for duplicate ids.
+    """
+    name = "start_embedding_batch" if stage is Stage.EMBEDDING else "start_keyword_batch"
+    cursor = await _execute(conn, name, {"context_ids": _ids(context_ids), "expiry": expiry},
+                            stage)
+    return {int(cid): Status(previous) for cid, previous in await cursor.fetchall()}
+
+
+def _embedding_batch_params(rows: Sequence[EmbeddingRow], profile: str,
+                            dimension: int) -> dict[str, Any]:
+    """Parameters of ``save_embeddings_batch``: parallel arrays, the vectors as one binary
+    ``real[]`` (:class:`~pinlog.ai.vectors.Float4Array`) of ``len(rows) × dimension``."""
+    matrix = np.empty((len(rows), dimension), dtype=np.float32)
+    for i, row in enumerate(rows):
+        matrix[i] = row.vector
+    return {"context_ids": _ids([r.context_id for r in rows]),
+            "user_ids": [r.user_id for r in rows], "record_ids": [r.record_id for r in rows],
+            "text_sha256s": [r.text_sha256 for r in rows], "embeddings": Float4Array(matrix),
+            "dimension": dimension, "profile": profile}
+
+
+async def save_embeddings_batch(conn: AsyncConnection, rows: Sequence[EmbeddingRow], *,
+                                profile: str, dimension: int) -> set[int]:
+    """Embedding save of many contexts (SPEC §5.2 step 2), inside the caller's transaction:
+    ``lock_states_batch`` then ``save_embeddings_batch`` in one round trip. Each row is stored
+    and completed only while its embedding stage is PROCESSING (never reviving ``is_deleted``);
+    the others write nothing, so the caller always commits.
+
+    Args:
+        rows: unique context ids; vectors of ``dimension`` float32 values.
+
+    Returns:
+        the context ids completed (the rest were discarded by their guard).
+
+    Raises:
+        ValueError: duplicate ids, or a vector of another length.
+    """
+    if not rows:
+        return set()
+    if any(r.vector.shape != (dimension,) for r in rows):
+        raise ValueError("a vector of another length than the dimension")
+    params = _embedding_batch_params(rows, profile, dimension)
+    driver = await driver_connection(conn)
+    async with driver.pipeline():
+        await _execute(conn, "lock_states_batch", {"context_ids": params["context_ids"]})
+        saved = await _execute(conn, "save_embeddings_batch", params)
+    return {int(row[0]) for row in await saved.fetchall()}
+
+
+async def read_embeddings_batch(conn: AsyncConnection,
+                                context_ids: Sequence[int]) -> dict[int, StoredEmbedding]:
+    """The stored, not deleted vectors of many contexts: context id → StoredEmbedding."""
+    if not context_ids:
+        return {}
+    cursor = await _execute(conn, "read_embeddings_batch", {"context_ids": _ids(context_ids)})
+    out: dict[int, StoredEmbedding] = {}
+    for cid, *stored in await cursor.fetchall():
+        embedding = _stored(stored)
+        assert embedding is not None
+        out[int(cid)] = embedding
+    return out
+
+
+def _keyword_batch_params(rows: Sequence[KeywordRow], preset_version: int) -> dict[str, Any]:
+    """Parameters of the keyword batch statements: the rows' ids, one flattened pick list
+    (parallel context / keyword / confidence arrays, 3 decimals) and the analysis arrays."""
+    ids = _ids([r.context_id for r in rows])
+    pick_ids: list[int] = []
+    keyword_ids: list[int] = []
+    confidences: list[float | None] = []
+    for row in rows:
+        for keyword_id, confidence in row.picks:
+            pick_ids.append(row.context_id)
+            keyword_ids.append(int(keyword_id))
+            confidences.append(None if confidence is None else round(float(confidence), 3))
+    return {"context_ids": ids, "preset_version": preset_version,
+            "pick_context_ids": pick_ids, "keyword_ids": keyword_ids, "confidences": confidences,
+            "unmatched_concepts": [json.dumps(list(r.unmatched_concepts), ensure_ascii=False)
+                                   for r in rows],
+            "model_profiles": [r.model_profile for r in rows],
+            "evidence": [json.dumps([dict(e) for e in r.evidence], ensure_ascii=False)
+                         for r in rows]}
+
+
+async def save_keywords_batch(conn: AsyncConnection, rows: Sequence[KeywordRow], *,
+                              preset_version: int) -> set[int]:
+    """Keyword save of many contexts (SPEC §5.2 step 3), inside the caller's transaction, in one
+    round trip: ``lock_states_batch``, delete + insert the keyword rows, upsert the analysis
+    rows, guarded complete. Every statement carries the same guard (keyword PROCESSING and
+    embedding COMPLETED) under the lock, so a row is either wholly written and completed or not
+    touched; the caller always commits.
+
+    Returns:
+        the context ids completed (the rest were discarded by their guard).
+
+    Raises:
+        ValueError: duplicate ids.
+    """
+    if not rows:
+        return set()
+    params = _keyword_batch_params(rows, preset_version)
+    ids = {"context_ids": params["context_ids"]}
+    driver = await driver_connection(conn)
+    async with driver.pipeline():
+        await _execute(conn, "lock_states_batch", ids)
+        await _execute(conn, "delete_keywords_batch", ids)
+        if params["pick_context_ids"]:
+            await _execute(conn, "insert_keywords_batch", {
+                k: params[k] for k in ("pick_context_ids", "keyword_ids", "confidences",
+                                       "preset_version")})
+        await _execute(conn, "upsert_keyword_analysis_batch", {
+            k: params[k] for k in ("context_ids", "preset_version", "unmatched_concepts",
+                                   "model_profiles", "evidence")})
+        completed = await _execute(conn, "complete_keyword_batch", ids)
+    return {int(row[0]) for row in await completed.fetchall()}
+
+
+async def precheck_and_start_embedding_batch(
+        conn: AsyncConnection, context_ids: Sequence[int],
+        expiry: timedelta) -> tuple[dict[int, PreCheck], dict[int, Status]]:
+    """``precheck_batch`` and ``start_embedding_batch`` over the same ids in one round trip.
+
+    Starting every row unconditionally is exactly what a job does after its pre-check: the
+    guard starts only PENDING (or re-claimable PROCESSING) embedding stages, and no such stage
+    is one the pre-check would stop (missing row, a contract violation or a reuse need a
+    COMPLETED embedding; "nothing to do" has none unfinished). The pre-check read runs first,
+    so it shows the rows as they were before this start.
+
+    Returns:
+        ``(context id → PreCheck, context id → status before the start for the rows started)``.
+    """
+    ids = _ids(context_ids)
+    driver = await driver_connection(conn)
+    async with driver.pipeline():
+        pre = await _execute(conn, "precheck_batch", {"context_ids": ids})
+        start = await _execute(conn, "start_embedding_batch",
+                               {"context_ids": ids, "expiry": expiry}, Stage.EMBEDDING)
+    prechecks = _prechecks(await pre.fetchall())
+    return prechecks, {int(cid): Status(previous) for cid, previous in await start.fetchall()}
+
+
+async def start_keyword_batch_and_read(
+        conn: AsyncConnection, context_ids: Sequence[int], expiry: timedelta, profile: str,
+        read_ids: Sequence[int]) -> tuple[dict[int, Status], dict[int, StoredEmbedding], str]:
+    """``start_keyword_batch`` over ``context_ids``, the stored vectors of ``read_ids`` and the
+    presets' fingerprint, in one round trip (the reads change nothing; vectors of rows that did
+    not start are simply not used).
+
+    Returns:
+        ``(context id → status before the start, context id → stored embedding, fingerprint)``.
+    """
+    ids = _ids(context_ids)
+    driver = await driver_connection(conn)
+    async with driver.pipeline():
+        start = await _execute(conn, "start_keyword_batch",
+                               {"context_ids": ids, "expiry": expiry}, Stage.KEYWORD)
+        stored = None
+        if read_ids:
+            stored = await _execute(conn, "read_embeddings_batch",
+                                    {"context_ids": _ids(read_ids)})
+        fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
+    started = {int(cid): Status(previous) for cid, previous in await start.fetchall()}
+    vectors: dict[int, StoredEmbedding] = {}
+    if stored is not None:
+        for cid, *row in await stored.fetchall():
+            embedding = _stored(row)
+            assert embedding is not None
+            vectors[int(cid)] = embedding
+    return started, vectors, (await fingerprint.fetchone())[0]

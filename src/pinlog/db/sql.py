@@ -10,11 +10,15 @@ A statement may contain two kinds of ``{marker}``, both resolved from static tex
 from data (SPEC §3):
 
 - ``{stage}`` / ``{other}``: replaced by the value of a :class:`pinlog.states.Stage` (the one
-  runtime value ever interpolated into SQL);
+  runtime value ever interpolated into SQL); ``{label}`` by its label (``embedding`` /
+  ``keyword``, the prefix of the per-stage columns such as ``embedding_start_retry``);
 - ``{fragment}``: the name of another block of the same file (e.g. core's ``{expired}``
   predicate in ``rescan.sql``) or of a file named in ``fragments_from``, spliced in
   recursively without its comment lines, so a predicate shared by several statements (and
   files) is written once.
+
+Markers are resolved in SQL lines only; in a comment line (``-- …``) they stay as written, so a
+comment may name the fragment a statement uses.
 
 Everything else is a bound parameter (``:name``). :meth:`Queries.native` gives the psycopg form
 (``%(name)s``) for statements sent on the driver connection (pipelines, see
@@ -37,7 +41,7 @@ _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _MARKER = re.compile(r"\{([a-z_]+)\}")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"^\s*--.*$", re.MULTILINE)
-_STAGE_MARKERS = ("stage", "other")
+_STAGE_MARKERS = ("stage", "other", "label")
 
 
 class Queries:
@@ -88,7 +92,8 @@ class Queries:
 
         Raises:
             KeyError: unknown name, or a ``{fragment}`` naming no block of the file.
-            TypeError: the statement uses ``{stage}``/``{other}`` and ``stage`` is not a Stage.
+            TypeError: the statement uses ``{stage}``/``{other}``/``{label}`` and ``stage`` is
+                not a Stage.
             ValueError: fragments nested more than 8 deep.
         """
         if _depth > 8:
@@ -103,10 +108,15 @@ class Queries:
             if marker in _STAGE_MARKERS:
                 if not isinstance(stage, Stage):
                     raise TypeError(f"{name} needs a Stage, got {type(stage).__name__}")
+                if marker == "label":
+                    return stage.label
                 return stage.value if marker == "stage" else stage.other.value
             return self.sql(marker, stage, _depth + 1)
 
-        return _MARKER.sub(resolve, raw)
+        # markers are resolved in SQL lines only: a comment that names a fragment (``{age}``)
+        # stays a comment (a multi-line fragment spliced into it would leak SQL out of it)
+        return "\n".join(line if line.lstrip().startswith("--") else _MARKER.sub(resolve, line)
+                         for line in raw.splitlines())
 
     def __call__(self, name: str, stage: Stage | None = None) -> TextClause:
         """The statement ``name`` as a SQLAlchemy ``TextClause`` (cached).
