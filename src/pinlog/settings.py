@@ -140,6 +140,11 @@ class Settings(BaseSettings):
         32, ge=1, le=256, description="Jobs running at once. A job waiting for a model holds no "
         "DB connection; its short DB steps are bounded by the pool separately, so this may exceed "
         "PINLOG_DB_POOL_SIZE (enough waiting jobs keep the micro-batches full, SPEC §5.4).")
+    process_batch_size: int = Field(
+        64, ge=1, le=1000, description="Contexts processed as one batch (one claim and one write "
+        "transaction per stage): the ai side takes up to this many waiting jobs at once, and "
+        "core's rescan, reprocess and import send process-batch requests of this many contexts "
+        "(1: one job / one request per context; SPEC §5.4, ARCHITECTURE \"Batch path\").")
 
     # --- embedding (SPEC §9) ---------------------------------------------------------------
     embedding_provider: str = Field(

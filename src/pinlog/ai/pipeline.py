@@ -191,33 +191,28 @@ class Pipeline:
         cid = request.context_id
         sha = text_sha256(request.text)
         stage = Stage.EMBEDDING
-        step = "pre-check"
         try:
-            # Step 1 and the embedding stage's guarded start share one short checkout.
+            # Step 1 and the embedding stage's guarded start: one checkout, one round trip (the
+            # start changes nothing the pre-check would stop for: state.precheck_and_start_*)
             async with self._connection(autocommit=True) as conn:
-                pre = await state.precheck(conn, cid)
-                stopped = self._stop_reason(pre, sha)
-                if stopped is not None:
-                    return JobResult("skipped", "skipped", stopped=stopped)
-                assert pre is not None
-                reuse = (pre.embedding_status is Status.COMPLETED
-                         and pre.embedding_profile == self.profile)
-                previous = None
-                if not reuse:
-                    step = "start"
-                    previous = await self._start(cid, stage, conn)
+                pre, previous = await state.precheck_and_start_embedding(conn, cid, self.expiry)
         except Exception as exc:  # noqa: BLE001 - classified, logged; the rescan recovers
-            if step == "pre-check":
-                error_class, reason = classify(exc)
-                log.warning("pre-check failed; job stopped",
-                            extra={"error_class": error_class, "reason": reason})
-                return JobResult("skipped", "skipped", stopped=error_class)
-            embedding_outcome = await self._stage_failed(cid, stage, exc)
-            return JobResult(embedding_outcome, await self._keyword_stage(request, None))
+            error_class, reason = classify(exc)
+            log.warning("pre-check failed; job stopped",
+                        extra={"error_class": error_class, "reason": reason})
+            return JobResult("skipped", "skipped", stopped=error_class)
+        stopped = self._stop_reason(pre, sha)
+        if stopped is not None:
+            return JobResult("skipped", "skipped", stopped=stopped)
+        assert pre is not None
+        reuse = (pre.embedding_status is Status.COMPLETED
+                 and pre.embedding_profile == self.profile)
+        if not reuse:
+            self._note_start(stage, previous)
 
         if reuse:
             self._count(stage, "reused")
-            log.info("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
+            log.debug("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
             embedding_outcome, carried = "reused", None
         elif previous is None:
             embedding_outcome, carried = "skipped", None
@@ -247,7 +242,7 @@ class Pipeline:
             return "contract_violation"
         if pre is None or not pre.has_work:
             reason = "missing" if pre is None else "finished"
-            log.info("nothing to do", extra={"reason": reason})
+            log.debug("nothing to do", extra={"reason": reason})
             for stage in Stage:
                 metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome="skipped").inc()
             return reason
@@ -269,7 +264,7 @@ class Pipeline:
                      extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded", None
         self._count(stage, "completed")
-        log.info("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
+        log.debug("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
         return "completed", state.StoredEmbedding(vector, self.profile, sha)
 
     async def _embed(self, text: str) -> np.ndarray:
@@ -360,8 +355,8 @@ class Pipeline:
                      extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded"
         self._count(stage, "completed")
-        log.info("keywords completed", extra={"stage": stage.label, "outcome": "completed",
-                                              "count": len(picks)})
+        log.debug("keywords completed", extra={"stage": stage.label, "outcome": "completed",
+                                               "count": len(picks)})
         return "completed"
 
     async def _snapshot(self, conn: AsyncConnection, fingerprint: str) -> PresetSnapshot:
@@ -403,24 +398,12 @@ class Pipeline:
         return await self._save(body)
 
     # --- shared steps --------------------------------------------------------------------------
-    async def _start(self, cid: int, stage: Stage,
-                     conn: AsyncConnection | None = None) -> Status | None:
-        """Guarded start, one autocommit statement (on ``conn`` when given); logs/counts a
-        re-claim (SPEC §3)."""
-        if conn is None:
-            async with self._connection(autocommit=True) as own:
-                previous = await state.start_stage(own, cid, stage, self.expiry)
-        else:
-            previous = await state.start_stage(conn, cid, stage, self.expiry)
-        self._note_start(stage, previous)
-        return previous
-
     def _note_start(self, stage: Stage, previous: Status | None) -> None:
         """Log/count the outcome of a guarded start: 0 rows (INFO), re-claim (WARNING)."""
         if previous is None:
             self._count(stage, "skipped")
-            log.info("stage not started (0 rows)", extra={"stage": stage.label,
-                                                          "outcome": "skipped"})
+            log.debug("stage not started (0 rows)", extra={"stage": stage.label,
+                                                           "outcome": "skipped"})
         elif previous is Status.PROCESSING:
             self._count(stage, "reclaimed")
             log.warning("re-claimed a PROCESSING stage (processing expiry passed, or the row's "

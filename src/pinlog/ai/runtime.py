@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai import state
+from pinlog.ai.batch import BatchRunner
 from pinlog.ai.calibration import Calibration, calibration_for
 from pinlog.ai.errors import SearchTimeout
 from pinlog.ai.judges import JudgeConfig, judge_config
@@ -27,7 +29,7 @@ from pinlog.ai.ports import EmbeddingProvider, Judge, close_resource
 from pinlog.ai.providers import (BatchConfig, EmbeddingProviderConfig, MicroBatcher,
                                  build_batched_provider, embedding_config)
 from pinlog.ai.rewrite import RewriteConfig
-from pinlog.ai.worker import WorkQueue, db_slots
+from pinlog.ai.worker import Job, WorkQueue, db_slots
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
 from pinlog.errors import StartupError
 from pinlog.settings import Settings
@@ -70,6 +72,8 @@ class AiConfig:
         rewrite: the optional query rewrite.
         work_queue_size, worker_concurrency: ``PINLOG_WORK_QUEUE_SIZE``,
             ``PINLOG_WORKER_CONCURRENCY`` (SPEC §5.4).
+        process_batch_size: ``PINLOG_PROCESS_BATCH_SIZE``, most waiting jobs a worker runs
+            together through the batch path (:mod:`pinlog.ai.batch`).
         db_pool_size: ``PINLOG_DB_POOL_SIZE`` (bounds the jobs' database steps).
         max_text_chars: ``PINLOG_MAX_TEXT_CHARS`` (longer texts → 422).
         search_timeout: ``PINLOG_SEARCH_TIMEOUT``, seconds.
@@ -85,6 +89,7 @@ class AiConfig:
     rewrite: RewriteConfig
     work_queue_size: int
     worker_concurrency: int
+    process_batch_size: int
     db_pool_size: int
     max_text_chars: int
     search_timeout: float
@@ -102,6 +107,7 @@ class AiConfig:
                    rewrite=RewriteConfig.from_settings(settings),
                    work_queue_size=settings.work_queue_size,
                    worker_concurrency=settings.worker_concurrency,
+                   process_batch_size=settings.process_batch_size,
                    db_pool_size=settings.db_pool_size, max_text_chars=settings.max_text_chars,
                    search_timeout=settings.search_timeout,
                    shutdown_grace=settings.shutdown_grace,
@@ -138,6 +144,7 @@ class AiRuntime:
         self.provider: MicroBatcher | None = None
         self.judge: Judge | None = None
         self.pipeline: Pipeline | None = None
+        self.batches: BatchRunner | None = None
         self.queue: WorkQueue | None = None
         self.profile: str | None = None
         self.rewriter: QueryRewriter | None = None  # when PINLOG_SEARCH_REWRITE=llm
@@ -212,8 +219,11 @@ class AiRuntime:
         pool = getattr(self.engine.sync_engine.pool, "size", lambda: config.db_pool_size)()
         self.pipeline = Pipeline(self.engine, config.pipeline, batched, judge,
                                  db_slots=db_slots(min(pool, config.db_pool_size)))
+        self.batches = BatchRunner(self.pipeline)
         self.queue = WorkQueue(self._run_job, capacity=config.work_queue_size,
-                               concurrency=config.worker_concurrency)
+                               concurrency=config.worker_concurrency,
+                               batch_handler=self._run_batch,
+                               batch_size=config.process_batch_size)
         self.queue.start()
         log.info("ai runtime started", extra={"profile": self.profile,
                                               "count": self.queue.concurrency})
@@ -304,6 +314,21 @@ class AiRuntime:
         metrics.PROCESS_REQUESTS.labels(outcome="accepted").inc()
         return 202
 
+    async def submit_batch(self, requests: Sequence[ProcessRequest]) -> list[int]:
+        """The in-process adapter of ``POST /internal/v1/context/process-batch``
+        (docs/ARCHITECTURE.md "Batch path"): :meth:`submit` for each request, in order, without
+        yielding in between, so waiting workers then take them together as batches
+        (``PINLOG_PROCESS_BATCH_SIZE`` at a time).
+
+        Returns:
+            one status per request: 202 accepted, 422 text longer than
+            ``PINLOG_MAX_TEXT_CHARS`` (or empty), 503 the work queue was full when its turn
+            came (its row stays PENDING). Each is counted as :meth:`submit` counts it; the
+            refusals are logged as one line (:meth:`_log_refusal`).
+        """
+        # submit() never suspends: the whole batch is queued before any worker runs
+        return [await self.submit(request) for request in requests]
+
     def _log_refusal(self, request: ProcessRequest) -> None:
         """One WARNING per :data:`REFUSAL_LOG_INTERVAL` seconds while the work queue refuses
         requests, with the number refused since the previous line (``count``); every refusal
@@ -322,6 +347,11 @@ class AiRuntime:
     async def _run_job(self, request: ProcessRequest) -> JobResult:
         assert self.pipeline is not None
         return await self.pipeline.run(request)
+
+    async def _run_batch(self, jobs: Sequence[Job]) -> list[JobResult]:
+        assert self.batches is not None
+        return await self.batches.run([job.request for job in jobs],
+                                      [job.log_context for job in jobs])
 
     async def join(self) -> None:
         """Wait until the work queue is drained and every accepted job has finished (tests)."""

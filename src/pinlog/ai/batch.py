@@ -1,0 +1,326 @@
+"""The batch path of the SPEC §5.2 job: many contexts per step (SPEC §5.4; docs/ARCHITECTURE.md
+"Batch path").
+
+With a fast model (a GPU embedding server) the per-context orchestration — round trips, status
+statements, event rows — sets the pace, not the model. :class:`BatchRunner` runs the job of
+many process requests at once with the same rules as :meth:`pinlog.ai.pipeline.Pipeline.run`,
+step by step:
+
+1. pre-check and guarded embedding start of every context in one round trip
+   (``precheck_batch`` + ``start_embedding_batch``: every row repeats the single start's
+   predicate, ``FOR UPDATE SKIP LOCKED``, so two batches never claim one row);
+2. the started texts embedded through the provider outside any transaction — each text as the
+   live path embeds it (attempts, backoff, budget, vector checks), so the micro-batcher sends
+   them in calls of up to its input cap and one bad text fails only itself;
+3. one save transaction for the batch: ``lock_states_batch`` then ``save_embeddings_batch``
+   (multi-row upsert + guarded complete + an event per row);
+4. the guarded keyword start of every context still in the job, with the stored vectors it
+   needs and the presets' fingerprint, in one round trip; one preset snapshot for the batch;
+5. candidates and judge per context (judge calls concurrently, each under its budget);
+6. one save transaction for the batch's keywords (delete, insert, analysis, guarded complete).
+
+Every row keeps its own outcome, events, metrics and error classification (SPEC §5.5): a
+cancelled context is discarded by its guard at save while the others are stored; a transient
+or permanent failure of one context is recorded for that context only; a failure of a whole
+step (the database) is recorded for every context of the step, as the live path would for each.
+Per-context lines are logged in the context's own logging context (its request id, context and
+record id); the batch's summary line carries neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pinlog.ai import state
+from pinlog.ai.candidates import select_candidates
+from pinlog.ai.errors import PermanentModelError
+from pinlog.ai.pipeline import (NO_CANDIDATES_PROFILE, JobResult, Pipeline, _only_candidates,
+                               classify, text_sha256)
+from pinlog.ai.ports import JudgeAnswer, Pick, PresetSnapshot
+from pinlog.contracts import ProcessRequest
+from pinlog.logs import current_log_context, log_context
+from pinlog.states import Stage, Status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Row:
+    """One context of a batch while it runs: the request, its logging context and what each
+    stage did so far."""
+
+    request: ProcessRequest
+    context: Mapping[str, object]
+    sha: bytes
+    embedding: str = "skipped"
+    keyword: str = "skipped"
+    stopped: str | None = None
+    carried: state.StoredEmbedding | None = None
+    answer: JudgeAnswer | None = None
+    picks: tuple[Pick, ...] = ()
+
+    @property
+    def context_id(self) -> int:
+        return self.request.context_id
+
+    def logging(self) -> AbstractContextManager[Mapping[str, object]]:
+        """The row's logging context (as its job would run in: SPEC §12)."""
+        return log_context(self.context, context_id=self.request.context_id,
+                           record_id=self.request.record_id)
+
+    def result(self) -> JobResult:
+        return JobResult(self.embedding, self.keyword, stopped=self.stopped)
+
+
+class BatchRunner:
+    """Runs the job of many :class:`~pinlog.contracts.ProcessRequest` as one batch per step
+    (module docstring), reusing the steps of ``pipeline`` (its provider, judge, budgets, preset
+    snapshot, database slots, error classification and metrics).
+
+    Args:
+        pipeline: the live path's job runner (same configuration, same models).
+    """
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+
+    async def run(self, requests: Sequence[ProcessRequest],
+                  contexts: Sequence[Mapping[str, object]] | None = None) -> list[JobResult]:
+        """Process ``requests`` (SPEC §5.2, per context; module docstring).
+
+        Args:
+            requests: any number; a context id given twice is processed once (the later
+                copies are skipped, as a duplicate request that lost the guarded start).
+            contexts: the logging context of each request (its request id), same order;
+                default: the current one.
+
+        Returns:
+            one :class:`~pinlog.ai.pipeline.JobResult` per request, in order. Never raises for
+            a classified failure (recorded per context, like the live path).
+        """
+        if contexts is None:
+            contexts = [current_log_context()] * len(requests)
+        rows: dict[int, _Row] = {}
+        duplicates: set[int] = set()  # positions of a context id seen earlier in the batch
+        for position, (request, context) in enumerate(zip(requests, contexts, strict=True)):
+            if request.context_id in rows:
+                duplicates.add(position)
+                continue
+            rows[request.context_id] = _Row(request, context, text_sha256(request.text))
+        if rows:
+            await self._run(list(rows.values()))
+        out: list[JobResult] = []
+        for position, request in enumerate(requests):
+            if position in duplicates:
+                for stage in Stage:
+                    self.pipeline._count(stage, "skipped")
+                out.append(JobResult("skipped", "skipped"))
+            else:
+                out.append(rows[request.context_id].result())
+        return out
+
+    async def _run(self, rows: list[_Row]) -> None:
+        p = self.pipeline
+        # --- step 1: pre-check + guarded embedding start, one round trip ----------------------
+        try:
+            async with p._connection(autocommit=True) as conn:
+                prechecks, started = await state.precheck_and_start_embedding_batch(
+                    conn, [r.context_id for r in rows], p.expiry)
+        except Exception as exc:  # noqa: BLE001 - classified, logged; the rescan recovers
+            error_class, reason = classify(exc)
+            log.warning("batch pre-check failed; batch stopped",
+                        extra={"error_class": error_class, "reason": reason, "batch": len(rows)})
+            for row in rows:
+                row.stopped = error_class
+            return
+        to_embed: list[_Row] = []
+        for row in rows:
+            with row.logging():
+                pre = prechecks.get(row.context_id)
+                row.stopped = p._stop_reason(pre, row.sha)
+                if row.stopped is not None:
+                    continue
+                assert pre is not None
+                if pre.embedding_status is Status.COMPLETED and pre.embedding_profile == p.profile:
+                    row.embedding = "reused"
+                    p._count(Stage.EMBEDDING, "reused")
+                    log.debug("embedding reused", extra={"stage": "embedding", "outcome": "reused"})
+                    continue
+                previous = started.get(row.context_id)
+                p._note_start(Stage.EMBEDDING, previous)
+                if previous is not None:
+                    to_embed.append(row)
+        live = [r for r in rows if r.stopped is None]
+        if to_embed:
+            await self._embedding_stage(to_embed)
+        if live:
+            await self._keyword_stage(live)
+        self._summary(rows)
+
+    # --- steps 2-3: embed outside any transaction, one save transaction -------------------------
+    async def _embedding_stage(self, rows: list[_Row]) -> None:
+        p = self.pipeline
+        stage = Stage.EMBEDDING
+        vectors = await asyncio.gather(*(p._embed(r.request.text) for r in rows),
+                                       return_exceptions=True)
+        embedded: list[tuple[_Row, state.EmbeddingRow]] = []
+        for row, vector in zip(rows, vectors, strict=True):
+            if isinstance(vector, BaseException):
+                if not isinstance(vector, Exception):
+                    raise vector  # cancellation: the stages stay PROCESSING (re-claimed later)
+                with row.logging():
+                    row.embedding = await p._stage_failed(row.context_id, stage, vector)
+                continue
+            request = row.request
+            embedded.append((row, state.EmbeddingRow(request.context_id, request.user_id,
+                                                     request.record_id, vector, row.sha)))
+        if not embedded:
+            return
+        saved: set[int] = set()
+
+        async def body(conn: AsyncConnection) -> None:
+            saved.update(await state.save_embeddings_batch(
+                conn, [e for _, e in embedded], profile=p.profile, dimension=p.dimension))
+
+        try:
+            await p._save(body)
+        except Exception as exc:  # noqa: BLE001 - the step failed for every row of it
+            for row, _ in embedded:
+                with row.logging():
+                    row.embedding = await p._stage_failed(row.context_id, stage, exc)
+            return
+        debug = log.isEnabledFor(logging.DEBUG)
+        for row, item in embedded:
+            if row.context_id in saved:
+                row.embedding = "completed"
+                row.carried = state.StoredEmbedding(item.vector, p.profile, row.sha)
+                p._count(stage, "completed")
+                if debug:
+                    with row.logging():
+                        log.debug("embedding completed",
+                                  extra={"stage": stage.label, "outcome": "completed"})
+                continue
+            row.embedding = "discarded"
+            p._count(stage, "discarded")
+            with row.logging():
+                log.info("embedding result discarded: guard failed at save",
+                         extra={"stage": stage.label, "outcome": "discarded"})
+
+    # --- steps 4-6: keyword start + reads, candidates and judge, one save transaction ----------
+    async def _keyword_stage(self, rows: list[_Row]) -> None:
+        p = self.pipeline
+        stage = Stage.KEYWORD
+        read = [r.context_id for r in rows if r.carried is None]
+        try:
+            async with p._connection(autocommit=True) as conn:
+                started, stored, fingerprint = await state.start_keyword_batch_and_read(
+                    conn, [r.context_id for r in rows], p.expiry, p.profile, read)
+                snapshot = None
+                vectors = [r.carried or stored.get(r.context_id) for r in rows
+                           if r.context_id in started]
+                if any(v is not None and v.profile == p.profile for v in vectors):
+                    snapshot = await p._snapshot(conn, fingerprint)
+        except Exception as exc:  # noqa: BLE001 - the step failed for every row of it
+            for row in rows:
+                with row.logging():
+                    row.keyword = await p._stage_failed(row.context_id, stage, exc)
+            return
+        judged: list[_Row] = []
+        for row in rows:
+            with row.logging():
+                p._note_start(stage, started.get(row.context_id))
+            if row.context_id in started:
+                judged.append(row)
+        if not judged:
+            return
+        outcomes = await asyncio.gather(
+            *(self._judge(r, r.carried or stored.get(r.context_id), snapshot) for r in judged),
+            return_exceptions=True)
+        to_save: list[_Row] = []
+        for row, outcome in zip(judged, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome
+                with row.logging():
+                    row.keyword = await p._stage_failed(row.context_id, stage, outcome)
+                continue
+            to_save.append(row)
+        if not to_save:
+            return
+        assert snapshot is not None
+        saved: set[int] = set()
+
+        async def body(conn: AsyncConnection) -> None:
+            saved.update(await state.save_keywords_batch(conn, [
+                state.KeywordRow(r.context_id, [(k.keyword_id, k.confidence) for k in r.picks],
+                                 r.answer.unmatched_concepts if r.answer else (),
+                                 (r.answer.model_profile if r.answer else None) or "unknown",
+                                 r.answer.evidence if r.answer else ())
+                for r in to_save], preset_version=snapshot.version))
+
+        try:
+            await p._save(body)
+        except Exception as exc:  # noqa: BLE001 - the step failed for every row of it
+            for row in to_save:
+                with row.logging():
+                    row.keyword = await p._stage_failed(row.context_id, stage, exc)
+            return
+        debug = log.isEnabledFor(logging.DEBUG)
+        for row in to_save:
+            if row.context_id in saved:
+                row.keyword = "completed"
+                p._count(stage, "completed")
+                if debug:
+                    with row.logging():
+                        log.debug("keywords completed", extra={
+                            "stage": stage.label, "outcome": "completed", "count": len(row.picks)})
+                continue
+            row.keyword = "discarded"
+            p._count(stage, "discarded")
+            with row.logging():
+                log.info("keyword result discarded: guard failed at save",
+                         extra={"stage": stage.label, "outcome": "discarded"})
+
+    async def _judge(self, row: _Row, stored: state.StoredEmbedding | None,
+                     snapshot: PresetSnapshot | None) -> None:
+        """Candidates and judge of one context (SPEC §5.2 step 3, §8), outside any transaction;
+        sets ``row.answer`` / ``row.picks``.
+
+        Raises:
+            PermanentModelError: no stored vector, or one of another profile (no judge call);
+                whatever candidates and the judge raise.
+        """
+        p = self.pipeline
+        if stored is None:
+            raise PermanentModelError("no stored embedding for the keyword stage")
+        if stored.profile != p.profile or snapshot is None:
+            raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
+                                      f"current {p.profile}")
+        candidates = select_candidates(stored.vector, snapshot, top_k=p.config.candidate_top_k,
+                                       floor=p.config.candidate_floor, text=row.request.text)
+        if candidates:
+            with row.logging():
+                answer = await p._judge(row.request.text, candidates)
+            row.answer, row.picks = answer, _only_candidates(answer.picks, candidates)
+        else:
+            row.answer = JudgeAnswer(picks=(), model_profile=NO_CANDIDATES_PROFILE)
+
+    def _summary(self, rows: list[_Row]) -> None:
+        """One INFO line per batch (no context's ids): outcomes per stage."""
+        embedding = Counter(r.embedding for r in rows if r.stopped is None)
+        keyword = Counter(r.keyword for r in rows if r.stopped is None)
+        stopped = Counter(r.stopped for r in rows if r.stopped is not None)
+        with log_context({}):
+            log.info("batch processed", extra={
+                "batch": len(rows), "count": keyword.get("completed", 0),
+                "reason": "; ".join(
+                    f"{name} " + ", ".join(f"{k} {n}" for k, n in sorted(c.items()))
+                    for name, c in (("embedding", embedding), ("keyword", keyword),
+                                    ("stopped", stopped)) if c)})
