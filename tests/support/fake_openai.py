@@ -8,6 +8,7 @@ production code. Used by the acceptance tests (fixture ``fake_openai`` in
 * Embeddings: a deterministic unit vector from a hash of the text (``vector``), unless
   ``vectors`` maps the text to an exact vector (e.g. all zeros, as some local servers return).
 * Chat: a judge that picks the first candidate with confidence 0.9.
+* Latency: ``delay`` seconds per embeddings call (a constant-time model, as in the benchmarks).
 * Holding: with ``hold_embeddings`` / ``hold_chat`` set, a call signals ``entered`` and blocks
   until ``release`` is set (the start-up dimension probe is never held), so a test can SIGKILL
   or SIGTERM the server mid-stage.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -46,8 +48,9 @@ class FakeOpenAI:
     """
 
     def __init__(self, *, dimension: int = DIMENSION,
-                 vectors: dict[str, list[float]] | None = None) -> None:
+                 vectors: dict[str, list[float]] | None = None, delay: float = 0.0) -> None:
         self.dimension = dimension
+        self.delay = delay
         self.vectors: dict[str, list[float]] = dict(vectors or {})
         self.hold_embeddings = threading.Event()
         self.hold_chat = threading.Event()
@@ -96,6 +99,8 @@ class FakeOpenAI:
                         fake.embedded.update(texts)
                     if texts != [DIMENSION_PROBE_TEXT]:  # the start-up probe is never held
                         self._hold(fake.hold_embeddings)
+                    if fake.delay:
+                        time.sleep(fake.delay)
                     self._reply({"object": "list", "model": body.get("model"), "data": [
                         {"object": "embedding", "index": i,
                          "embedding": fake.vectors.get(t) or vector(t, fake.dimension)}

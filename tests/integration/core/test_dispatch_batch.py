@@ -1,0 +1,71 @@
+"""core's process clients sending many contexts at once (docs/ARCHITECTURE.md "Batch path"):
+``HttpProcessClient.send_batch`` against the real ai app (ASGI) and against an ai side without
+the batch route (a real local HTTP receiver that knows only ``/process``)."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+
+from pinlog.contracts import PROCESS_BATCH_PATH, PROCESS_PATH, REQUEST_ID_HEADER
+from pinlog.core.dispatch import HttpProcessClient, UnconfiguredClient
+from pinlog.logs import log_context
+from tests.conftest import TEST_SECRET
+from tests.integration.ai.support import (QUIET_TEXT, ai_settings_for, insert_state, request,
+                                          statuses)
+from tests.integration.core.support import Receiver, dispatch_count
+from tests.support.app import running_app
+
+
+async def test_send_batch_is_one_call_with_one_status_per_context(tmp_path, db_url, provider,
+                                                                  judge, presets, sync_conn):
+    ai_settings = ai_settings_for(tmp_path, db_url, max_text_chars=100)
+    for cid in (1, 2):
+        insert_state(sync_conn, cid)
+    accepted = dispatch_count("accepted")
+    async with running_app(ai_settings, db_url, components=("ai",), provider=provider,
+                           judge=judge, base_url="http://ai") as running:
+        client = HttpProcessClient("http://ai", TEST_SECRET,
+                                   transport=httpx.ASGITransport(app=running.app))
+        with log_context(request_id="rid-batch"):
+            got = await client.send_batch([request(1), request(2, "가" * 101)])
+        wrong = HttpProcessClient("http://ai", "wrong-secret",
+                                  transport=httpx.ASGITransport(app=running.app))
+        refused = await wrong.send_batch([request(1), request(2)])
+        await client.aclose()
+        await wrong.aclose()
+        await running.ai.join()
+    assert got == [202, 422]  # the text over the ai side's limit is refused alone
+    assert refused == [401, 401]
+    assert statuses(sync_conn, 1) == ("COMPLETED", "COMPLETED")
+    assert dispatch_count("accepted") == accepted + 1
+
+
+async def test_an_ai_side_without_the_batch_route_gets_one_request_per_context(caplog):
+    with Receiver(mode=202) as receiver, caplog.at_level(logging.WARNING,
+                                                         "pinlog.core.dispatch"):
+        client = HttpProcessClient(receiver.url, TEST_SECRET)
+        with log_context(request_id="rid-old"):
+            first = await client.send_batch([request(1), request(2)])
+        second = await client.send_batch([request(3)])
+        await client.aclose()
+    assert first == [202, 202] and second == [202]
+    assert [r.path for r in receiver.received] == [PROCESS_BATCH_PATH, PROCESS_PATH, PROCESS_PATH,
+                                                   PROCESS_PATH]  # asked once, then remembered
+    assert [r.body["contextId"] for r in receiver.received[1:]] == [1, 2, 3]
+    assert {r.headers[REQUEST_ID_HEADER] for r in receiver.received[:3]} == {"rid-old"}
+    assert sum("no process-batch route" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_no_answer_is_status_0_for_every_context_and_never_raises():
+    before = dispatch_count("connection")
+    with Receiver(mode="hangup") as receiver:
+        client = HttpProcessClient(receiver.url, TEST_SECRET, connect_timeout=1, read_timeout=2)
+        got = await client.send_batch([request(1, QUIET_TEXT), request(2, QUIET_TEXT)])
+        await client.aclose()
+    assert got == [0, 0] and dispatch_count("connection") == before + 2
+
+
+async def test_the_unconfigured_client_answers_0_for_every_context():
+    assert await UnconfiguredClient().send_batch([request(1), request(2)]) == [0, 0]
