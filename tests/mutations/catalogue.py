@@ -76,8 +76,15 @@ HEAD_MIGRATION = "src/pinlog/db/migrations/versions/0006_any_preset_category.py"
 LOGS_PY = "src/pinlog/logs.py"
 WORKER_PY = "src/pinlog/ai/worker.py"
 DISPATCH_PY = "src/pinlog/core/dispatch.py"
+BATCH_PY = "src/pinlog/ai/batch.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
+STATE_BATCH = "tests/integration/ai/test_state_batch.py"
+BATCH_T = "tests/integration/ai/test_batch_pipeline.py"
+API_BATCH_T = "tests/integration/ai/test_api_batch.py"
+DISPATCH_BATCH_T = "tests/integration/core/test_dispatch_batch.py"
+BATCH_RESEND_T = "tests/integration/core/rescan/test_batch_resend.py"
+IMPORT_T = "tests/integration/core/importer/test_import.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
 ROUND = "tests/integration/core/rescan/test_rescan_round.py"
 STATEMENTS = "tests/unit/core/rescan/test_statements.py"
@@ -137,91 +144,76 @@ def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutati
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- guarded transitions of the ai side (ai/state.sql, SPEC §3) -------------------------
+    # the start and save guards are fragments of state.sql shared by the single and the batch
+    # statements (SPEC §3, §5.4): one mutation breaks both paths; the single path's guard tests
+    # kill it, the batch path's equivalence tests (STATE_BATCH) check the batch agrees row by row
     Mutation(
-        "start_embedding_reclaims_live_processing",
-        "SPEC §3 start (embedding): a PROCESSING stage is re-claimed only after the expiry",
+        "startable_reclaims_live_processing",
+        "SPEC §3 start: a PROCESSING stage is re-claimed only after the expiry (both stages)",
         STATE_SQL,
-        "OR (s.embedding_status = 'PROCESSING'\n                AND (s.updated_at < now() - :expiry\n",
-        "OR (s.embedding_status = 'PROCESSING'\n                AND (true\n",
+        "OR (s.{stage} = 'PROCESSING'\n     AND (s.updated_at < now() - :expiry\n",
+        "OR (s.{stage} = 'PROCESSING'\n     AND (true\n",
         (f"{GUARDS}::test_embedding_start_only_from_pending",
-         f"{GUARDS}::test_processing_younger_than_expiry_is_not_reclaimed"),
+         f"{GUARDS}::test_processing_younger_than_expiry_is_not_reclaimed",
+         f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed"),
     ),
     Mutation(
-        "start_embedding_reclaims_on_any_retry_count",
+        "startable_reclaims_on_any_retry_count",
         "SPEC §7.3 (last paragraph): only a retry_count HIGHER than at the stage's start re-claims",
         STATE_SQL,
-        "OR s.retry_count > s.embedding_start_retry)))",
-        "OR s.retry_count >= s.embedding_start_retry)))",
+        "OR s.retry_count > s.{label}_start_retry)))",
+        "OR s.retry_count >= s.{label}_start_retry)))",
         (f"{RECLAIM}::test_backend_claim_after_a_crash_lets_the_resend_reclaim",),
     ),
     Mutation(
-        "start_embedding_from_failed_or_cancelled",
-        "SPEC §3 start (embedding): only from PENDING (never FAILED → PROCESSING, never out of "
-        "CANCELLED)",
+        "startable_from_failed_or_cancelled",
+        "SPEC §3 start: only from PENDING (never FAILED → PROCESSING, never out of CANCELLED)",
         STATE_SQL,
-        "AND (s.embedding_status = 'PENDING'",
-        "AND (s.embedding_status IN ('PENDING', 'FAILED', 'CANCELLED')",
+        "(s.{stage} = 'PENDING'\n",
+        "(s.{stage} IN ('PENDING', 'FAILED', 'CANCELLED')\n",
         (f"{GUARDS}::test_embedding_start_only_from_pending",),
     ),
     Mutation(
-        "start_keyword_without_completed_embedding",
-        "SPEC §3 start (keyword): requires embedding_status = COMPLETED",
+        "startable_from_completed",
+        "SPEC §3: the ai side never changes a COMPLETED stage (start only from PENDING)",
         STATE_SQL,
-        "       AND s.embedding_status = 'COMPLETED'\n       AND (s.keyword_status = 'PENDING'",
-        "       AND (s.keyword_status = 'PENDING'",
-        (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
-         f"{GUARDS}::test_keyword_reclaim_also_needs_embedding_completed"),
-    ),
-    Mutation(
-        "start_keyword_from_completed",
-        "SPEC §3: the ai side never changes a COMPLETED stage (keyword start only from PENDING)",
-        STATE_SQL,
-        "AND (s.keyword_status = 'PENDING'",
-        "AND (s.keyword_status IN ('PENDING', 'COMPLETED')",
+        "(s.{stage} = 'PENDING'\n",
+        "(s.{stage} IN ('PENDING', 'COMPLETED')\n",
         (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
          f"{PIPELINE}::test_a_finished_keyword_stage_is_never_restarted_by_the_job"),
     ),
     Mutation(
-        "start_keyword_reclaims_live_processing",
-        "SPEC §3 start (keyword): a PROCESSING stage is re-claimed only after the expiry",
+        "keyword_startable_without_completed_embedding",
+        "SPEC §3 start (keyword): requires embedding_status = COMPLETED",
         STATE_SQL,
-        "OR (s.keyword_status = 'PROCESSING'\n                AND (s.updated_at < now() - :expiry\n",
-        "OR (s.keyword_status = 'PROCESSING'\n                AND (true\n",
-        (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",),
+        "(s.embedding_status = 'COMPLETED' AND {startable})",
+        "({startable})",
+        (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
+         f"{GUARDS}::test_keyword_reclaim_also_needs_embedding_completed"),
     ),
     Mutation(
-        "start_keyword_reclaims_on_any_retry_count",
-        "SPEC §7.3 (last paragraph): only a retry_count HIGHER than at the stage's start re-claims",
-        STATE_SQL,
-        "OR s.retry_count > s.keyword_start_retry)))",
-        "OR s.retry_count >= s.keyword_start_retry)))",
-        (f"{RECLAIM}::test_backend_claim_after_a_crash_lets_the_resend_reclaim",),
-    ),
-    Mutation(
-        "complete_embedding_not_only_from_processing",
+        "embedding_savable_not_only_processing",
         "SPEC §3 complete (embedding): only from PROCESSING (never revives CANCELLED)",
         STATE_SQL,
-        "       AND embedding_status = 'PROCESSING'\n    RETURNING context_id",
-        "       AND embedding_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n    RETURNING context_id",
+        "(s.embedding_status = 'PROCESSING')",
+        "(s.embedding_status IN ('PROCESSING', 'CANCELLED', 'FAILED'))",
         (f"{GUARDS}::test_complete_embedding_only_from_processing",),
     ),
     Mutation(
-        "complete_keyword_not_only_from_processing",
+        "keyword_savable_not_only_processing",
         "SPEC §3 complete (keyword): only from PROCESSING",
         STATE_SQL,
-        "       AND keyword_status = 'PROCESSING'\n       AND embedding_status = 'COMPLETED'\n"
-        "    RETURNING context_id",
-        "       AND keyword_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
-        "       AND embedding_status = 'COMPLETED'\n    RETURNING context_id",
+        "(s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED')",
+        "(s.keyword_status IN ('PROCESSING', 'CANCELLED', 'FAILED') "
+        "AND s.embedding_status = 'COMPLETED')",
         (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",),
     ),
     Mutation(
-        "complete_keyword_without_completed_embedding",
+        "keyword_savable_without_completed_embedding",
         "SPEC §3 complete (keyword): and embedding_status = COMPLETED",
         STATE_SQL,
-        "       AND keyword_status = 'PROCESSING'\n       AND embedding_status = 'COMPLETED'\n"
-        "    RETURNING context_id",
-        "       AND keyword_status = 'PROCESSING'\n    RETURNING context_id",
+        "(s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED')",
+        "(s.keyword_status = 'PROCESSING')",
         (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",),
     ),
     Mutation(
@@ -249,7 +241,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "embedding_upsert_without_processing_guard",
         "SPEC §5.2 save: store the vector only while embedding_status = PROCESSING",
         STATE_SQL,
-        "   AND s.embedding_status = 'PROCESSING'\nON CONFLICT (context_id) DO UPDATE",
+        "   AND {embedding_savable}\nON CONFLICT (context_id) DO UPDATE",
         "ON CONFLICT (context_id) DO UPDATE",
         (f"{GUARDS}::test_embedding_upsert_only_while_processing",),
     ),
@@ -257,10 +249,218 @@ MUTATIONS: tuple[Mutation, ...] = (
         "keyword_insert_without_guard",
         "SPEC §5.2 step 3 save: keyword rows only while keyword PROCESSING and embedding COMPLETED",
         STATE_SQL,
-        " WHERE s.context_id = :context_id\n   AND s.keyword_status = 'PROCESSING'\n"
-        "   AND s.embedding_status = 'COMPLETED';",
+        " WHERE s.context_id = :context_id\n   AND {keyword_savable};",
         " WHERE s.context_id = :context_id;",
         (f"{GUARDS}::test_keyword_writes_are_guarded",),
+    ),
+    # ---- the batch path (ai/state.sql batch statements, ai/batch.py, SPEC §5.4) -----------------
+    Mutation(
+        "batch_start_waits_on_locked_rows",
+        "SPEC §7.4: a batch claim is FOR UPDATE SKIP LOCKED (two batches never wait or share)",
+        STATE_SQL,
+        "       FOR UPDATE SKIP LOCKED\n), started AS (",
+        "       FOR UPDATE\n), started AS (",
+        (f"{STATE_BATCH}::test_two_batch_claims_at_once_share_no_row_and_never_wait",),
+        occurrences=2,
+    ),
+    Mutation(
+        "batch_start_without_row_lock",
+        "SPEC §7.4: a batch claim locks what it picks (FOR UPDATE SKIP LOCKED)",
+        STATE_SQL,
+        "     ORDER BY s.context_id\n       FOR UPDATE SKIP LOCKED\n), started AS (",
+        "     ORDER BY s.context_id\n), started AS (",
+        (f"{STATE_BATCH}::test_two_batch_claims_at_once_share_no_row_and_never_wait",),
+        occurrences=2,
+    ),
+    Mutation(
+        "batch_completes_rows_whose_vector_was_not_stored",
+        "SPEC §5.2: a batch completes exactly the rows whose vector it stored",
+        STATE_SQL,
+        "      FROM upserted u\n     WHERE s.context_id = u.context_id\n",
+        "      FROM input u\n     WHERE s.context_id = u.context_id\n",
+        (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_upsert_revives_deleted",
+        "SPEC §5.2: the batch upsert never touches is_deleted (a deleted context's data never returns)",
+        STATE_SQL,
+        "           updated_at = now()\n     WHERE NOT ai.context_embedding.is_deleted\n",
+        "           updated_at = now(),\n           is_deleted = false\n",
+        (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_upsert_without_guard",
+        "SPEC §5.2 save: a batch stores a vector only while its embedding stage is PROCESSING",
+        STATE_SQL,
+        "      JOIN ai.context_ai_state s ON s.context_id = i.context_id\n"
+        "     WHERE {embedding_savable}\n",
+        "      JOIN ai.context_ai_state s ON s.context_id = i.context_id\n",
+        (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_keyword_delete_without_guard",
+        "SPEC §5.2 step 3: a batch replaces keyword rows only while keyword PROCESSING",
+        STATE_SQL,
+        " WHERE k.context_id = ANY(CAST(:context_ids AS bigint[]))\n"
+        "   AND s.context_id = k.context_id\n   AND {keyword_savable};",
+        " WHERE k.context_id = ANY(CAST(:context_ids AS bigint[]))\n"
+        "   AND s.context_id = k.context_id;",
+        (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_keyword_insert_without_guard",
+        "SPEC §5.2 step 3: a batch inserts keyword rows only while keyword PROCESSING",
+        STATE_SQL,
+        "  JOIN ai.context_ai_state s ON s.context_id = pick.context_id\n WHERE {keyword_savable};",
+        "  JOIN ai.context_ai_state s ON s.context_id = pick.context_id;",
+        (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_analysis_without_guard",
+        "SPEC §5.2 step 3: a batch writes analysis rows only while keyword PROCESSING",
+        STATE_SQL,
+        "  JOIN ai.context_ai_state s ON s.context_id = a.context_id\n WHERE {keyword_savable}\n",
+        "  JOIN ai.context_ai_state s ON s.context_id = a.context_id\n",
+        (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_complete_keyword_without_guard",
+        "SPEC §3 complete (keyword): a batch completes only keyword stages it may save",
+        STATE_SQL,
+        "     WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))\n"
+        "       AND {keyword_savable}\n",
+        "     WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))\n",
+        (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_precheck_reads_deleted_embeddings",
+        "SPEC §5.2 step 1: a row core marked deleted is never taken for a stored vector",
+        STATE_SQL,
+        "         ON e.context_id = s.context_id AND NOT e.is_deleted\n"
+        " WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))\n",
+        "         ON e.context_id = s.context_id\n"
+        " WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))\n",
+        (f"{STATE_BATCH}::test_batch_precheck_reads_what_precheck_reads",),
+    ),
+    Mutation(
+        "batch_reads_deleted_embeddings",
+        "SPEC §5.2 step 3: the keyword stage never uses a vector core marked deleted",
+        STATE_SQL,
+        "   AND NOT is_deleted\n ORDER BY context_id;",
+        " ORDER BY context_id;",
+        (f"{STATE_BATCH}::test_read_embeddings_batch_reads_what_read_embedding_reads",),
+    ),
+    Mutation(
+        "batch_discard_counted_as_completed",
+        "SPEC §5.2: a batch row whose save guard failed is discarded, never completed",
+        BATCH_PY,
+        "            if row.context_id in saved:\n                row.embedding = \"completed\"",
+        "            if True:\n                row.embedding = \"completed\"",
+        (f"{BATCH_T}::test_a_context_deleted_while_its_batch_is_embedded_is_never_stored",),
+    ),
+    Mutation(
+        "batch_keyword_discard_counted_as_completed",
+        "SPEC §5.2: a batch row whose keyword save guard failed is discarded",
+        BATCH_PY,
+        "            if row.context_id in saved:\n                row.keyword = \"completed\"",
+        "            if True:\n                row.keyword = \"completed\"",
+        (f"{BATCH_T}::test_a_context_edited_while_its_batch_is_judged_gets_no_keywords",),
+    ),
+    Mutation(
+        "batch_one_bad_text_fails_the_batch",
+        "SPEC §5.5: failure classification per row — one bad text fails only itself",
+        BATCH_PY,
+        "        vectors = await asyncio.gather(*(p._embed(r.request.text) for r in rows),\n"
+        "                                       return_exceptions=True)",
+        "        vectors = await asyncio.gather(*(p._embed(r.request.text) for r in rows),\n"
+        "                                       return_exceptions=False)",
+        (f"{BATCH_T}::test_a_degenerate_vector_in_a_batch_fails_only_its_context",
+         f"{BATCH_T}::test_a_text_the_model_refuses_fails_only_its_context"),
+    ),
+    Mutation(
+        "batch_without_partial_resume",
+        "SPEC §5.2 step 2: a stored vector of the current profile is reused (no model call)",
+        BATCH_PY,
+        "                if pre.embedding_status is Status.COMPLETED and pre.embedding_profile == p.profile:",
+        "                if False:",
+        (f"{BATCH_T}::test_partial_resume_reuses_the_stored_vectors_of_a_batch",),
+    ),
+    Mutation(
+        "batch_repeated_context_processed_as_new",
+        "SPEC §5.3: a context twice in one batch is processed once",
+        BATCH_PY,
+        "            if request.context_id in rows:\n                duplicates.add(position)\n"
+        "                continue\n",
+        "",
+        (f"{BATCH_T}::test_a_context_twice_in_one_batch_is_processed_once",),
+    ),
+    Mutation(
+        "waiting_jobs_never_batched",
+        "SPEC §5.4 batch path: a worker takes the jobs waiting together (up to the batch size)",
+        WORKER_PY,
+        "            while len(jobs) < self.batch_size and not queue.empty():  # others waiting: a batch",
+        "            while False:",
+        (f"{WORKER_T}::test_waiting_jobs_are_taken_together_up_to_the_batch_size",
+         f"{API_BATCH_T}::test_the_items_of_a_batch_are_processed_together"),
+    ),
+    Mutation(
+        "batch_repeated_context_id_accepted",
+        "ARCHITECTURE Batch path: an item repeating a contextId of its batch is refused (422)",
+        CONTRACTS,
+        "            if request.context_id in seen:\n                out.append(None)\n"
+        "                continue\n",
+        "",
+        (f"{API_BATCH_T}::test_one_status_per_item_and_a_bad_item_refused_alone",),
+    ),
+    Mutation(
+        "batch_route_never_busy",
+        "ARCHITECTURE Batch path: 503 + Retry-After when no valid item could be queued",
+        AI_API,
+        "    if valid and all(status == 503 for status in statuses if status != 422):",
+        "    if False:",
+        (f"{API_BATCH_T}::test_a_full_queue_refuses_the_items_that_do_not_fit_and_503_when_none_does",),
+    ),
+    Mutation(
+        "batch_route_missing_never_falls_back",
+        "ARCHITECTURE Batch path: an ai side without process-batch gets one request per context",
+        DISPATCH_PY,
+        "        if response.status_code in (404, 405):\n            return None",
+        "        if False:\n            return None",
+        (f"{DISPATCH_BATCH_T}::test_an_ai_side_without_the_batch_route_gets_one_request_per_context",),
+    ),
+    Mutation(
+        "busy_batch_items_given_up_at_once",
+        "SPEC §7.2 recovery speed: the busy (503) items of a batch are re-sent, paced",
+        DISPATCH_PY,
+        "    while busy and time.monotonic() + pause < deadline:",
+        "    while False:",
+        (f"{BATCH_RESEND_T}::test_busy_items_of_a_batch_are_re_sent_within_the_round",),
+    ),
+    Mutation(
+        "resend_never_batched",
+        "ARCHITECTURE Batch path: the rescan's re-sends go as process-batch calls",
+        RESCAN_PY,
+        "    if batch_size > 1 and isinstance(client, BatchProcessClient):",
+        "    if False:",
+        (f"{BATCH_RESEND_T}::test_a_round_re_sends_its_claimed_rows_in_batches",
+         f"{BATCH_RESEND_T}::test_reprocess_dispatches_each_committed_batch_through_the_batch_path"),
+    ),
+    Mutation(
+        "import_never_batched",
+        "ARCHITECTURE Batch path: an import sends its contexts as process batches",
+        "src/pinlog/cli/importing.py",
+        "    if batch > 1 and isinstance(core.client, BatchProcessClient):",
+        "    if False:",
+        (f"{IMPORT_T}::test_an_import_sends_its_contexts_as_process_batches",),
+    ),
+    Mutation(
+        "sql_markers_resolved_in_comments",
+        "ARCHITECTURE §4: a comment naming a fragment stays a comment (no SQL leaks out of it)",
+        "src/pinlog/db/sql.py",
+        '        return "\\n".join(line if line.lstrip().startswith("--") else _MARKER.sub(resolve, line)',
+        '        return "\\n".join(_MARKER.sub(resolve, line)',
+        ("tests/unit/test_sql_markers.py::"
+         "test_a_comment_naming_a_fragment_stays_as_written_and_the_sql_gets_the_fragment",),
     ),
     # ---- rescan / finalizer (core/rescan.sql, SPEC §7) ---------------------------------------
     Mutation(
