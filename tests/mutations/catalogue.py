@@ -370,10 +370,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "batch_one_bad_text_fails_the_batch",
         "SPEC §5.5: failure classification per row — one bad text fails only itself",
         BATCH_PY,
-        "        vectors = await asyncio.gather(*(p._embed(r.request.text) for r in rows),\n"
-        "                                       return_exceptions=True)",
-        "        vectors = await asyncio.gather(*(p._embed(r.request.text) for r in rows),\n"
-        "                                       return_exceptions=False)",
+        "        except PermanentModelError:\n            pass  # find the bad text(s): one by one",
+        "        except PermanentModelError as exc:\n            return [exc] * len(texts)\n"
+        "            pass  # find the bad text(s): one by one",
         (f"{BATCH_T}::test_a_degenerate_vector_in_a_batch_fails_only_its_context",
          f"{BATCH_T}::test_a_text_the_model_refuses_fails_only_its_context"),
     ),

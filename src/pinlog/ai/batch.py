@@ -9,9 +9,10 @@ step by step:
 1. pre-check and guarded embedding start of every context in one round trip
    (``precheck_batch`` + ``start_embedding_batch``: every row repeats the single start's
    predicate, ``FOR UPDATE SKIP LOCKED``, so two batches never claim one row);
-2. the started texts embedded through the provider outside any transaction — each text as the
-   live path embeds it (attempts, backoff, budget, vector checks), so the micro-batcher sends
-   them in calls of up to its input cap and one bad text fails only itself;
+2. the started texts embedded through the provider outside any transaction, as one request
+   (the micro-batcher sends it in calls of up to its input cap) with the live path's attempts,
+   backoff, budget and vector checks; a request that fails permanently is retried text by
+   text, so one bad text fails only itself;
 3. one save transaction for the batch: ``lock_states_batch`` then ``save_embeddings_batch``
    (multi-row upsert + guarded complete + an event per row);
 4. the guarded keyword start of every context still in the job, with the stored vectors it
@@ -36,14 +37,16 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinlog.ai import state
 from pinlog.ai.candidates import select_candidates
-from pinlog.ai.errors import PermanentModelError
+from pinlog.ai.errors import PermanentModelError, TransientModelError, with_retries
 from pinlog.ai.pipeline import (NO_CANDIDATES_PROFILE, JobResult, Pipeline, _only_candidates,
                                classify, text_sha256)
 from pinlog.ai.ports import JudgeAnswer, Pick, PresetSnapshot
+from pinlog.ai.vectors import check_embeddings
 from pinlog.contracts import ProcessRequest
 from pinlog.logs import current_log_context, log_context
 from pinlog.states import Stage, Status
@@ -168,8 +171,7 @@ class BatchRunner:
     async def _embedding_stage(self, rows: list[_Row]) -> None:
         p = self.pipeline
         stage = Stage.EMBEDDING
-        vectors = await asyncio.gather(*(p._embed(r.request.text) for r in rows),
-                                       return_exceptions=True)
+        vectors = await self._embed_all([r.request.text for r in rows])
         embedded: list[tuple[_Row, state.EmbeddingRow]] = []
         for row, vector in zip(rows, vectors, strict=True):
             if isinstance(vector, BaseException):
@@ -212,6 +214,38 @@ class BatchRunner:
             with row.logging():
                 log.info("embedding result discarded: guard failed at save",
                          extra={"stage": stage.label, "outcome": "discarded"})
+
+    async def _embed_all(self, texts: list[str]) -> list[np.ndarray | BaseException]:
+        """Each text's ``(dim,)`` vector or its error (SPEC §5.5, per text).
+
+        The batch goes to the provider as one request (the micro-batcher sends it in calls of
+        at most its input cap) with the live path's attempts, backoff and budget (SPEC §6).
+        When that request fails permanently — one input the model refuses, one degenerate
+        vector — each text is embedded on its own (:meth:`Pipeline._embed`), so only the bad
+        one fails; a transient failure after the attempts is every text's.
+        """
+        p = self.pipeline
+        retries = p.config.retries
+
+        async def once() -> np.ndarray:
+            return check_embeddings(await p.provider.embed(texts, "passage"), len(texts),
+                                    p.dimension)
+
+        try:
+            async with asyncio.timeout(p.embedding_budget):
+                matrix = await with_retries(once, attempts=retries.attempts,
+                                            base=retries.backoff_base, cap=retries.backoff_cap,
+                                            sleep=p._sleep)
+            return list(matrix)
+        except PermanentModelError:
+            pass  # find the bad text(s): one by one, as the live path would
+        except TimeoutError:
+            budget = TransientModelError(
+                f"embedding stage exceeded its budget of {p.embedding_budget:g} s")
+            return [budget] * len(texts)
+        except Exception as exc:  # noqa: BLE001 - every text of the request failed with it
+            return [exc] * len(texts)
+        return await asyncio.gather(*(p._embed(text) for text in texts), return_exceptions=True)
 
     # --- steps 4-6: keyword start + reads, candidates and judge, one save transaction ----------
     async def _keyword_stage(self, rows: list[_Row]) -> None:

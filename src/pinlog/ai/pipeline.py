@@ -297,7 +297,8 @@ class Pipeline:
             return await attempts
         budget = self.embedding_budget
         try:
-            return await asyncio.wait_for(attempts, budget)
+            async with asyncio.timeout(budget):  # no task of its own (unlike wait_for)
+                return await attempts
         except TimeoutError:
             raise TransientModelError(
                 f"embedding stage exceeded its budget of {budget:g} s") from None
@@ -375,7 +376,8 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            return await asyncio.wait_for(self.judge.judge(text, candidates), budget)
+            async with asyncio.timeout(budget):  # no task of its own (unlike wait_for)
+                return await self.judge.judge(text, candidates)
         except TimeoutError:
             raise TransientModelError(f"judge exceeded its budget of {budget:g} s") from None
         finally:

@@ -488,7 +488,8 @@ async def read_embeddings_batch(conn: AsyncConnection,
 
 def _keyword_batch_params(rows: Sequence[KeywordRow], preset_version: int) -> dict[str, Any]:
     """Parameters of the keyword batch statements: the rows' ids, one flattened pick list
-    (parallel context / keyword / confidence arrays, 3 decimals) and the analysis arrays."""
+    (parallel context / keyword / confidence arrays, 3 decimals) and the analysis rows as one
+    JSON array."""
     ids = _ids([r.context_id for r in rows])
     pick_ids: list[int] = []
     keyword_ids: list[int] = []
@@ -498,13 +499,12 @@ def _keyword_batch_params(rows: Sequence[KeywordRow], preset_version: int) -> di
             pick_ids.append(row.context_id)
             keyword_ids.append(int(keyword_id))
             confidences.append(None if confidence is None else round(float(confidence), 3))
+    analyses = [{"context_id": r.context_id, "unmatched_concepts": list(r.unmatched_concepts),
+                 "model_profile": r.model_profile, "evidence": [dict(e) for e in r.evidence]}
+                for r in rows]
     return {"context_ids": ids, "preset_version": preset_version,
             "pick_context_ids": pick_ids, "keyword_ids": keyword_ids, "confidences": confidences,
-            "unmatched_concepts": [json.dumps(list(r.unmatched_concepts), ensure_ascii=False)
-                                   for r in rows],
-            "model_profiles": [r.model_profile for r in rows],
-            "evidence": [json.dumps([dict(e) for e in r.evidence], ensure_ascii=False)
-                         for r in rows]}
+            "analyses": json.dumps(analyses, ensure_ascii=False)}
 
 
 async def save_keywords_batch(conn: AsyncConnection, rows: Sequence[KeywordRow], *,
@@ -534,8 +534,7 @@ async def save_keywords_batch(conn: AsyncConnection, rows: Sequence[KeywordRow],
                 k: params[k] for k in ("pick_context_ids", "keyword_ids", "confidences",
                                        "preset_version")})
         await _execute(conn, "upsert_keyword_analysis_batch", {
-            k: params[k] for k in ("context_ids", "preset_version", "unmatched_concepts",
-                                   "model_profiles", "evidence")})
+            k: params[k] for k in ("preset_version", "analyses")})
         completed = await _execute(conn, "complete_keyword_batch", ids)
     return {int(row[0]) for row in await completed.fetchall()}
 

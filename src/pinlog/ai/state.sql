@@ -488,14 +488,13 @@ SELECT s.context_id, pick.keyword_id, pick.confidence, :preset_version
 
 -- name: upsert_keyword_analysis_batch
 -- Rule: SPEC §2.2, §5.2 step 3 — the analysis rows of many contexts (as upsert_keyword_analysis:
--- written even for zero candidates / zero picks), each only while {keyword_savable}.
+-- written even for zero candidates / zero picks), each only while {keyword_savable}. They come as
+-- one JSON array of {context_id, unmatched_concepts, model_profile, evidence} (one parameter).
 INSERT INTO ai.context_keyword_analysis
        (context_id, preset_version, unmatched_concepts, model_profile, evidence, updated_at)
-SELECT s.context_id, :preset_version, CAST(a.unmatched_concepts AS jsonb), a.model_profile,
-       CAST(a.evidence AS jsonb), now()
-  FROM unnest(CAST(:context_ids AS bigint[]), CAST(:unmatched_concepts AS text[]),
-              CAST(:model_profiles AS text[]), CAST(:evidence AS text[]))
-           AS a(context_id, unmatched_concepts, model_profile, evidence)
+SELECT s.context_id, :preset_version, a.unmatched_concepts, a.model_profile, a.evidence, now()
+  FROM jsonb_to_recordset(CAST(:analyses AS jsonb))
+           AS a(context_id bigint, unmatched_concepts jsonb, model_profile text, evidence jsonb)
   JOIN ai.context_ai_state s ON s.context_id = a.context_id
  WHERE {keyword_savable}
 ON CONFLICT (context_id) DO UPDATE
