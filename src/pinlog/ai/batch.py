@@ -17,6 +17,8 @@ step by step:
    (multi-row upsert + guarded complete + an event per row);
 4. the guarded keyword start of every context still in the job, with the stored vectors it
    needs and the presets' fingerprint, in one round trip; one preset snapshot for the batch;
+   the notes' morphology was analysed meanwhile on the analyser's threads (from step 1 on:
+   :func:`pinlog.text.prime`);
 5. candidates and judge per context (judge calls concurrently, each under its budget);
 6. one save transaction for the batch's keywords (delete, insert, analysis, guarded complete).
 
@@ -34,7 +36,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +52,7 @@ from pinlog.ai.vectors import check_embeddings
 from pinlog.contracts import ProcessRequest
 from pinlog.logs import current_log_context, log_context
 from pinlog.states import Stage, Status
+from pinlog.text import prime
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +164,20 @@ class BatchRunner:
                 if previous is not None:
                     to_embed.append(row)
         live = [r for r in rows if r.stopped is None]
-        if to_embed:
-            await self._embedding_stage(to_embed)
-        if live:
-            await self._keyword_stage(live)
+        # the notes' morphology (the keyword stage's cue evidence) on the analyser's threads,
+        # while this thread embeds and saves (pinlog.text.prime: the same results, analysed
+        # ahead)
+        primed = asyncio.create_task(asyncio.to_thread(prime, [r.request.text for r in live]))
+        try:
+            if to_embed:
+                await self._embedding_stage(to_embed)
+            if live:
+                with suppress(Exception):  # a failed priming only means analysing in line
+                    await primed
+                await self._keyword_stage(live)
+        finally:
+            if not primed.done():
+                primed.cancel()
         self._summary(rows)
 
     # --- steps 2-3: embed outside any transaction, one save transaction -------------------------
