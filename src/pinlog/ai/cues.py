@@ -105,7 +105,7 @@ def _hits_by_list(note: tuple[str, ...],
     then note order. Only cues whose first lemma is one of the note's forms are tried."""
     variants, index = _note_forms(note)
     starts = _cue_index(cue_lists)
-    found: list[list[tuple[int, int, CueHit]]] = [[] for _ in cue_lists]
+    found: dict[int, list[tuple[int, int, CueHit]]] = {}
     for first in index.keys() & starts.keys():
         for which, ordinal, cue, terms in starts[first]:
             size = len(terms)
@@ -115,9 +115,12 @@ def _hits_by_list(note: tuple[str, ...],
                     continue
                 if FACILITY_TERMS.intersection(note[max(0, i - 2):i]):
                     continue
-                found[which].append((ordinal, i, CueHit(cue, i, i + size)))
-    return [tuple(hit for _, _, hit in sorted(hits, key=lambda item: (item[0], item[1])))
-            for hits in found]
+                found.setdefault(which, []).append((ordinal, i, CueHit(cue, i, i + size)))
+    out: list[tuple[CueHit, ...]] = [()] * len(cue_lists)
+    for which, hits in found.items():
+        hits.sort(key=lambda item: (item[0], item[1]))
+        out[which] = tuple(hit for _, _, hit in hits)
+    return out
 
 
 @lru_cache(maxsize=4096)
