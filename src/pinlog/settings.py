@@ -137,9 +137,10 @@ class Settings(BaseSettings):
     # --- ai work queue (SPEC §5.4) ---------------------------------------------------------
     work_queue_size: int = Field(200, ge=1, description="Accepted jobs waiting to run.")
     worker_concurrency: int = Field(
-        32, ge=1, le=256, description="Jobs running at once. A job waiting for a model holds no "
-        "DB connection; its short DB steps are bounded by the pool separately, so this may exceed "
-        "PINLOG_DB_POOL_SIZE (enough waiting jobs keep the micro-batches full, SPEC §5.4).")
+        32, ge=1, le=256, description="Workers running jobs at once (each one job, or a batch of "
+        "up to PINLOG_PROCESS_BATCH_SIZE jobs that were waiting). A job waiting for a model holds "
+        "no DB connection; its short DB steps are bounded by the pool separately, so this may "
+        "exceed PINLOG_DB_POOL_SIZE (enough waiting jobs keep the micro-batches full, SPEC §5.4).")
     process_batch_size: int = Field(
         64, ge=1, le=1000, description="Contexts processed as one batch (one claim and one write "
         "transaction per stage): the ai side takes up to this many waiting jobs at once, and "
