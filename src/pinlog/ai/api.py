@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -66,6 +67,16 @@ def secret_ok(presented: str | None, accepted: list[str]) -> bool:
     return match
 
 
+def _unauthorized(request: Request, runtime: Any, what: str) -> JSONResponse | None:
+    """401 with the fixed body when the secret header is missing or wrong (counted, logged at
+    WARNING naming ``what``), checked before the body is read; None when it is accepted."""
+    if secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
+        return None
+    metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
+    log.warning(f"{what} with a missing or wrong secret", extra={"http_status": 401})
+    return JSONResponse(_UNAUTHORIZED, status_code=401)
+
+
 @router.post(
     PROCESS_PATH, status_code=202,
     responses={401: {"description": "missing or wrong secret"}, 422: {"description": "invalid body"},
@@ -74,11 +85,9 @@ def secret_ok(presented: str | None, accepted: list[str]) -> bool:
 async def process_context(request: Request) -> Response:
     """Accept a context for background processing (SPEC §5.1): 202 (empty body), 401, 422, 503."""
     runtime = request.app.state.ai
-    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
-        metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
-        log.warning("process request with a missing or wrong secret",
-                    extra={"http_status": 401})
-        return JSONResponse(_UNAUTHORIZED, status_code=401)
+    refused = _unauthorized(request, runtime, "process request")
+    if refused is not None:
+        return refused
     try:
         body = ProcessRequest.model_validate_json(await request.body())
     except ValidationError:
@@ -112,11 +121,9 @@ async def process_batch(request: Request) -> Response:
     batch. Items are queued in order without waiting, so the workers take them as batches.
     """
     runtime = request.app.state.ai
-    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
-        metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
-        log.warning("process-batch request with a missing or wrong secret",
-                    extra={"http_status": 401})
-        return JSONResponse(_UNAUTHORIZED, status_code=401)
+    refused = _unauthorized(request, runtime, "process-batch request")
+    if refused is not None:
+        return refused
     try:
         body = ProcessBatchRequest.model_validate_json(await request.body())
     except ValidationError:

@@ -56,6 +56,9 @@ from pinlog.text import prime
 
 log = logging.getLogger(__name__)
 
+#: The DEBUG line of a completed stage (the single job's wording).
+_COMPLETED = {Stage.EMBEDDING: "embedding completed", Stage.KEYWORD: "keywords completed"}
+
 
 @dataclass
 class _Row:
@@ -207,26 +210,11 @@ class BatchRunner:
         try:
             await p._save(body)
         except Exception as exc:  # noqa: BLE001 - the step failed for every row of it
-            for row, _ in embedded:
-                with row.logging():
-                    row.embedding = await p._stage_failed(row.context_id, stage, exc)
+            await self._fail_all([row for row, _ in embedded], stage, exc)
             return
-        debug = log.isEnabledFor(logging.DEBUG)
-        for row, item in embedded:
-            if row.context_id in saved:
-                row.embedding = "completed"
-                row.carried = state.StoredEmbedding(item.vector, p.profile, row.sha)
-                p._count(stage, "completed")
-                if debug:
-                    with row.logging():
-                        log.debug("embedding completed",
-                                  extra={"stage": stage.label, "outcome": "completed"})
-                continue
-            row.embedding = "discarded"
-            p._count(stage, "discarded")
-            with row.logging():
-                log.info("embedding result discarded: guard failed at save",
-                         extra={"stage": stage.label, "outcome": "discarded"})
+        vectors_by_id = {row.context_id: item.vector for row, item in embedded}
+        for row in self._settle([row for row, _ in embedded], stage, saved):
+            row.carried = state.StoredEmbedding(vectors_by_id[row.context_id], p.profile, row.sha)
 
     async def _embed_all(self, texts: list[str]) -> list[np.ndarray | BaseException]:
         """Each text's ``(dim,)`` vector or its error (SPEC §5.5, per text).
@@ -275,9 +263,7 @@ class BatchRunner:
                 if any(v is not None and v.profile == p.profile for v in vectors):
                     snapshot = await p._snapshot(conn, fingerprint)
         except Exception as exc:  # noqa: BLE001 - the step failed for every row of it
-            for row in rows:
-                with row.logging():
-                    row.keyword = await p._stage_failed(row.context_id, stage, exc)
+            await self._fail_all(rows, stage, exc)
             return
         judged: list[_Row] = []
         for row in rows:
@@ -315,25 +301,40 @@ class BatchRunner:
         try:
             await p._save(body)
         except Exception as exc:  # noqa: BLE001 - the step failed for every row of it
-            for row in to_save:
-                with row.logging():
-                    row.keyword = await p._stage_failed(row.context_id, stage, exc)
+            await self._fail_all(to_save, stage, exc)
             return
+        self._settle(to_save, stage, saved)
+
+    async def _fail_all(self, rows: list[_Row], stage: Stage, exc: BaseException) -> None:
+        """A step failed for every row of it: record the classified failure of each (SPEC §5.5,
+        as the live path would for each job), in the row's logging context."""
+        for row in rows:
+            with row.logging():
+                setattr(row, stage.label, await self.pipeline._stage_failed(row.context_id,
+                                                                            stage, exc))
+
+    def _settle(self, rows: list[_Row], stage: Stage, saved: set[int]) -> list[_Row]:
+        """Each row's save outcome (SPEC §5.2): ``completed`` when its guards matched (in
+        ``saved``), else ``discarded`` (INFO: cancelled meanwhile) — counted and logged in the
+        row's logging context. Returns the completed rows."""
+        p = self.pipeline
         debug = log.isEnabledFor(logging.DEBUG)
-        for row in to_save:
-            if row.context_id in saved:
-                row.keyword = "completed"
-                p._count(stage, "completed")
+        done = []
+        for row in rows:
+            outcome = "completed" if row.context_id in saved else "discarded"
+            setattr(row, stage.label, outcome)
+            p._count(stage, outcome)
+            if outcome == "completed":
+                done.append(row)
                 if debug:
                     with row.logging():
-                        log.debug("keywords completed", extra={
-                            "stage": stage.label, "outcome": "completed", "count": len(row.picks)})
+                        log.debug(_COMPLETED[stage], extra={
+                            "stage": stage.label, "outcome": outcome, "count": len(row.picks)})
                 continue
-            row.keyword = "discarded"
-            p._count(stage, "discarded")
             with row.logging():
-                log.info("keyword result discarded: guard failed at save",
-                         extra={"stage": stage.label, "outcome": "discarded"})
+                log.info(f"{stage.label} result discarded: guard failed at save",
+                         extra={"stage": stage.label, "outcome": outcome})
+        return done
 
     async def _judge(self, row: _Row, stored: state.StoredEmbedding | None,
                      snapshot: PresetSnapshot | None) -> None:

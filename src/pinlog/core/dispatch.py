@@ -68,16 +68,23 @@ def record_outcome(outcome: str, *, context_id: int, http_status: int | None = N
     """Count ``outcome`` and log it at the level its class deserves (ids only, never text; the
     request id comes from the logging context)."""
     metrics.DISPATCH_OUTCOMES.labels(outcome).inc()
-    extra = {"context_id": context_id, "outcome": outcome, "http_status": http_status}
+    _log_outcome("process request", outcome,
+                 {"context_id": context_id, "outcome": outcome, "http_status": http_status})
+
+
+def _log_outcome(what: str, outcome: str, extra: dict[str, object]) -> None:
+    """The one log line of a dispatch outcome, at the level its class deserves: accepted at
+    DEBUG, a refused secret and other 4xx/bugs at ERROR, the rest (busy, 5xx, no answer) at
+    WARNING."""
     if outcome == ACCEPTED:
-        log.debug("process request accepted", extra=extra)
+        log.debug(f"{what} accepted", extra=extra)
     elif outcome == UNAUTHORIZED:
-        log.error("process request rejected by the ai side: internal secret not accepted "
+        log.error(f"{what} rejected by the ai side: internal secret not accepted "
                   "(check PINLOG_INTERNAL_SECRETS on both sides)", extra=extra)
     elif outcome in (CLIENT_ERROR, ERROR):
-        log.error("process request failed; the rescan will retry", extra=extra)
+        log.error(f"{what} failed; the rescan will retry", extra=extra)
     else:
-        log.warning("process request not delivered; the rescan will retry", extra=extra)
+        log.warning(f"{what} not delivered; the rescan will retry", extra=extra)
 
 
 def record_batch_outcomes(requests: Sequence[ProcessRequest], statuses: Sequence[int]) -> None:
@@ -88,21 +95,13 @@ def record_batch_outcomes(requests: Sequence[ProcessRequest], statuses: Sequence
     first: dict[str, int] = {}
     for request, status in zip(requests, statuses, strict=True):
         outcome = outcome_for_status(status)
-        metrics.DISPATCH_OUTCOMES.labels(outcome).inc()
         outcomes[outcome] += 1
         first.setdefault(outcome, request.context_id)
     for outcome, count in outcomes.items():
-        extra = {"context_id": first[outcome], "outcome": outcome, "count": count}
-        if outcome == ACCEPTED:
-            log.debug("process batch accepted", extra=extra)
-        elif outcome == UNAUTHORIZED:
-            log.error("process batch rejected by the ai side: internal secret not accepted "
-                      "(check PINLOG_INTERNAL_SECRETS on both sides)", extra=extra)
-        elif outcome in (CLIENT_ERROR, ERROR):
-            log.error("process batch: contexts refused; the rescan will retry", extra=extra)
-        else:
-            log.warning("process batch: contexts not delivered; the rescan will retry",
-                        extra=extra)
+        metrics.DISPATCH_OUTCOMES.labels(outcome).inc(count)
+    for outcome, count in outcomes.items():
+        _log_outcome("process batch", outcome,
+                     {"context_id": first[outcome], "outcome": outcome, "count": count})
 
 
 @dataclass(frozen=True)
