@@ -169,8 +169,12 @@ class BatchRunner:
         live = [r for r in rows if r.stopped is None]
         # the notes' morphology (the keyword stage's cue evidence) on the analyser's threads,
         # while this thread embeds and saves (pinlog.text.prime: the same results, analysed
-        # ahead)
-        primed = asyncio.create_task(asyncio.to_thread(prime, [r.request.text for r in live]))
+        # ahead) — unless the presets have no cue (then no note is analysed at all)
+        snapshot = p.last_snapshot
+        texts = [r.request.text for r in live]
+        if snapshot is not None and not any(preset.cues for preset in snapshot.presets):
+            texts = []
+        primed = asyncio.create_task(asyncio.to_thread(prime, texts))
         try:
             if to_embed:
                 await self._embedding_stage(to_embed)

@@ -370,6 +370,11 @@ class Pipeline:
         self._snapshot_cache = (fingerprint, snapshot)
         return snapshot
 
+    @property
+    def last_snapshot(self) -> PresetSnapshot | None:
+        """The preset snapshot the last keyword stage used (None before the first one)."""
+        return self._snapshot_cache[1] if self._snapshot_cache is not None else None
+
     async def _judge(self, text: str, candidates: list[Candidate]) -> JudgeAnswer:
         """Judge call outside any transaction, bounded by the budget rule (SPEC §6)."""
         budget = self.judge_budget

@@ -218,8 +218,9 @@ class HttpProcessClient:
         with the logging context's request id; returns one status per request (the item's
         status from the answer; the call's status for every item when the answer has none:
         401, 5xx, 0 = no answer). An ai side without the batch route (404/405: an older
-        version) gets one ``process`` call per request instead, from then on. Counted per
-        request, logged once per outcome class; never raises."""
+        version; or a 202 without one status per context: not this contract) gets one
+        ``process`` call per request instead, from then on. Counted per request, logged once
+        per outcome class; never raises."""
         if not requests:
             return []
         with log_context(request_id=request_id_or_new()) as ids:
@@ -256,6 +257,9 @@ class HttpProcessClient:
                 statuses = []
             if len(statuses) == len(requests):
                 return statuses
+            if response.status_code == 202:
+                return None  # accepted without saying what: not the batch contract (re-sending
+                # each context is safe: the ai side's guarded start lets one job own a stage)
         return [response.status_code] * len(requests)
 
     async def aclose(self) -> None:

@@ -4,7 +4,9 @@ the batch route (a real local HTTP receiver that knows only ``/process``)."""
 
 from __future__ import annotations
 
+import http.server
 import logging
+import threading
 
 import httpx
 
@@ -69,3 +71,31 @@ async def test_no_answer_is_status_0_for_every_context_and_never_raises():
 
 async def test_the_unconfigured_client_answers_0_for_every_context():
     assert await UnconfiguredClient().send_batch([request(1), request(2)]) == [0, 0]
+
+
+async def test_an_answer_without_one_status_per_context_is_not_taken_as_the_batch_contract():
+    """A 202 to the batch call that says nothing per context (not this contract): each context
+    is sent on its own instead (safe: the ai side's guarded start lets one job own a stage)."""
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - every path: 202, no body
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.path)
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = HttpProcessClient(f"http://127.0.0.1:{server.server_address[1]}", TEST_SECRET)
+        assert await client.send_batch([request(1), request(2)]) == [202, 202]
+        await client.aclose()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [PROCESS_BATCH_PATH, PROCESS_PATH, PROCESS_PATH]
