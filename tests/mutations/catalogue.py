@@ -363,9 +363,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "batch_one_bad_text_fails_the_batch",
         "SPEC §5.5: failure classification per row — one bad text fails only itself",
         BATCH_PY,
-        "        except PermanentModelError:\n            pass  # find the bad text(s): one by one",
-        "        except PermanentModelError as exc:\n            return [exc] * len(texts)\n"
-        "            pass  # find the bad text(s): one by one",
+        "                if not isinstance(error, Exception):\n                    raise error",
+        "                if True:\n                    raise error",
         (f"{BATCH_T}::test_a_degenerate_vector_in_a_batch_fails_only_its_context",
          f"{BATCH_T}::test_a_text_the_model_refuses_fails_only_its_context"),
     ),

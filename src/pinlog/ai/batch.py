@@ -9,14 +9,16 @@ step by step:
 1. pre-check and guarded embedding start of every context in one round trip
    (``precheck_batch`` + ``start_embedding_batch``: every row repeats the single start's
    predicate, ``FOR UPDATE SKIP LOCKED``, so two batches never claim one row);
-2. the started texts embedded through the provider outside any transaction, as one request
-   (the micro-batcher sends it in calls of up to its input cap) with the live path's attempts,
-   backoff, budget and vector checks; a request that fails permanently is retried text by
-   text, so one bad text fails only itself;
-3. one save transaction for the batch: ``lock_states_batch`` then ``save_embeddings_batch``
-   (multi-row upsert + guarded complete + an event per row);
-4. the guarded keyword start of every context still in the job, with the stored vectors it
-   needs and the presets' fingerprint, in one round trip; one preset snapshot for the batch;
+2. the started texts embedded through the provider outside any transaction, all at once and
+   each as the live path sends it (attempts, backoff, budget, vector checks), so the
+   micro-batcher coalesces them into calls of up to its input cap and one bad text fails only
+   itself;
+3. as each model call answers, one save transaction for its rows: ``lock_states_batch`` then
+   ``save_embeddings_batch`` (multi-row upsert + guarded complete + an event per row) — and
+   those rows go on (steps 4-6) while the others are still embedded, so a short note never
+   waits for the long notes of its batch; rows with nothing to embed go on at once;
+4. the guarded keyword start of these contexts, with the stored vectors they need and the
+   presets' fingerprint, in one round trip; one preset snapshot;
    the notes' morphology was analysed meanwhile on the analyser's threads (from step 1 on:
    :func:`pinlog.text.prime`);
 5. candidates and judge per context (judge calls concurrently, each under its budget);
@@ -44,11 +46,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinlog.ai import state
 from pinlog.ai.candidates import select_candidates
-from pinlog.ai.errors import PermanentModelError, TransientModelError, with_retries
+from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.pipeline import (NO_CANDIDATES_PROFILE, JobResult, Pipeline, _only_candidates,
                                classify, text_sha256)
 from pinlog.ai.ports import JudgeAnswer, Pick, PresetSnapshot
-from pinlog.ai.vectors import check_embeddings
 from pinlog.contracts import ProcessRequest
 from pinlog.logs import current_log_context, log_context
 from pinlog.states import Stage, Status
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 _COMPLETED = {Stage.EMBEDDING: "embedding completed", Stage.KEYWORD: "keywords completed"}
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity
 class _Row:
     """One context of a batch while it runs: the request, its logging context and what each
     stage did so far."""
@@ -175,34 +176,52 @@ class BatchRunner:
         if snapshot is not None and not any(preset.cues for preset in snapshot.presets):
             texts = []
         primed = asyncio.create_task(asyncio.to_thread(prime, texts))
+        embedding = {asyncio.ensure_future(p._embed(row.request.text)): row for row in to_embed}
+        followers: list[asyncio.Task[None]] = []
         try:
-            if to_embed:
-                await self._embedding_stage(to_embed)
-            if live:
-                with suppress(Exception):  # a failed priming only means analysing in line
-                    await primed
-                await self._keyword_stage(live)
+            # rows with nothing to embed (reused, or their start matched 0 rows) go on at once
+            ready = [r for r in live if r not in to_embed]
+            if ready:
+                followers.append(asyncio.create_task(self._keyword_stage(ready, primed)))
+            # the others as their model calls answer: each answer's rows are saved and go on
+            # together, so a short note never waits for the long ones of its batch
+            waiting = set(embedding)
+            while waiting:
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                group = [(embedding[task], task) for task in done]
+                followers.append(asyncio.create_task(self._embedded(group, primed)))
+            await asyncio.gather(*followers)
         finally:
-            if not primed.done():
-                primed.cancel()
+            for task in (*embedding, *followers, primed):
+                if not task.done():
+                    task.cancel()
         self._summary(rows)
 
-    # --- steps 2-3: embed outside any transaction, one save transaction -------------------------
-    async def _embedding_stage(self, rows: list[_Row]) -> None:
+    # --- steps 2-3: embed outside any transaction, one save transaction per model answer ---------
+    async def _embedded(self, group: Sequence[tuple[_Row, asyncio.Future[np.ndarray]]],
+                        primed: asyncio.Task[None]) -> None:
+        """The rows of one model answer: their embedding save, then their keyword stage."""
+        rows = [row for row, _ in group]
+        await self._save_embeddings(group)
+        await self._keyword_stage(rows, primed)
+
+    async def _save_embeddings(self, group: Sequence[tuple[_Row, asyncio.Future[np.ndarray]]]) -> None:
+        """Save the vectors of ``group`` in one transaction (SPEC §5.2 step 2); a row whose
+        embedding failed gets its classified failure recorded (SPEC §5.5, that row only)."""
         p = self.pipeline
         stage = Stage.EMBEDDING
-        vectors = await self._embed_all([r.request.text for r in rows])
         embedded: list[tuple[_Row, state.EmbeddingRow]] = []
-        for row, vector in zip(rows, vectors, strict=True):
-            if isinstance(vector, BaseException):
-                if not isinstance(vector, Exception):
-                    raise vector  # cancellation: the stages stay PROCESSING (re-claimed later)
+        for row, task in group:
+            error = task.exception()
+            if error is not None:
+                if not isinstance(error, Exception):
+                    raise error
                 with row.logging():
-                    row.embedding = await p._stage_failed(row.context_id, stage, vector)
+                    row.embedding = await p._stage_failed(row.context_id, stage, error)
                 continue
             request = row.request
             embedded.append((row, state.EmbeddingRow(request.context_id, request.user_id,
-                                                     request.record_id, vector, row.sha)))
+                                                     request.record_id, task.result(), row.sha)))
         if not embedded:
             return
         saved: set[int] = set()
@@ -220,42 +239,12 @@ class BatchRunner:
         for row in self._settle([row for row, _ in embedded], stage, saved):
             row.carried = state.StoredEmbedding(vectors_by_id[row.context_id], p.profile, row.sha)
 
-    async def _embed_all(self, texts: list[str]) -> list[np.ndarray | BaseException]:
-        """Each text's ``(dim,)`` vector or its error (SPEC §5.5, per text).
-
-        The batch goes to the provider as one request (the micro-batcher sends it in calls of
-        at most its input cap) with the live path's attempts, backoff and budget (SPEC §6).
-        When that request fails permanently — one input the model refuses, one degenerate
-        vector — each text is embedded on its own (:meth:`Pipeline._embed`), so only the bad
-        one fails; a transient failure after the attempts is every text's.
-        """
-        p = self.pipeline
-        retries = p.config.retries
-
-        async def once() -> np.ndarray:
-            return check_embeddings(await p.provider.embed(texts, "passage"), len(texts),
-                                    p.dimension)
-
-        try:
-            async with asyncio.timeout(p.embedding_budget):
-                matrix = await with_retries(once, attempts=retries.attempts,
-                                            base=retries.backoff_base, cap=retries.backoff_cap,
-                                            sleep=p._sleep)
-            return list(matrix)
-        except PermanentModelError:
-            pass  # find the bad text(s): one by one, as the live path would
-        except TimeoutError:
-            budget = TransientModelError(
-                f"embedding stage exceeded its budget of {p.embedding_budget:g} s")
-            return [budget] * len(texts)
-        except Exception as exc:  # noqa: BLE001 - every text of the request failed with it
-            return [exc] * len(texts)
-        return await asyncio.gather(*(p._embed(text) for text in texts), return_exceptions=True)
-
     # --- steps 4-6: keyword start + reads, candidates and judge, one save transaction ----------
-    async def _keyword_stage(self, rows: list[_Row]) -> None:
+    async def _keyword_stage(self, rows: list[_Row], primed: asyncio.Task[None]) -> None:
         p = self.pipeline
         stage = Stage.KEYWORD
+        with suppress(Exception):  # a failed priming only means analysing in line
+            await asyncio.shield(primed)
         read = [r.context_id for r in rows if r.carried is None]
         try:
             async with p._connection(autocommit=True) as conn:
