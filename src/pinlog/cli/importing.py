@@ -61,7 +61,8 @@ class DispatchTally(logging.Filter):
             outcome = "dropped"
         if outcome is None or outcome == "accepted" or record.levelno < logging.WARNING:
             return True
-        self.outcomes[str(outcome)] += 1
+        # a process-batch call logs one line per outcome with the number of its contexts
+        self.outcomes[str(outcome)] += int(getattr(record, "count", None) or 1)
         return False
 
     def summary(self) -> str | None:
