@@ -15,11 +15,18 @@ within one run from paired rounds):
 5. ``rescan`` — round time with 100 stale rows among 10k vs 1M state rows (bench/bench_rescan.py);
 6. ``search`` — p50/p95 at 1k and 10k contexts per member among 1M rows, split into query
    embedding / the rest (SQL, decision, re-verification) (bench/bench_search.py);
-7. ``backfill`` — the batch path: a backfill of N existing contexts re-sent in process-batch
-   calls, contexts/s per process with a fake provider of 2 ms per call of ≤ 64 texts, side by side
-   with pgai's vectorizer worker on the same notes and fake server, the CPU per context (ours and
-   PostgreSQL's), a profile summary and the physical limit of multi-row vector inserts
-   (bench/bench_backfill.py).
+7. ``retention`` — a purge round of 10k due notes (and their old history) among 1M live ones,
+   then a round with nothing due; the picks use their indexes (bench/bench_retention.py).
+8. ``throttle`` (report §9) — N notes through a fake model server throttling at R requests/s (429 +
+   ``Retry-After``), per behaviour profile (OpenAI, Azure OpenAI, TEI, vLLM, Ollama, a
+   reasoning model): all COMPLETED? wall time vs the rate's floor (bench/bench_throttle.py).
+9. ``console`` — the operator console's overview page and JSON at 1M state rows, p50/p95, next
+   to the full count it replaces (bench/bench_console.py);
+10. ``backfill`` — the batch path: a backfill of N existing contexts re-sent in process-batch
+    calls, contexts/s per process with a fake provider of 2 ms per call of ≤ 64 texts, side by side
+    with pgai's vectorizer worker on the same notes and fake server, the CPU per context (ours and
+    PostgreSQL's), a profile summary and the physical limit of multi-row vector inserts
+    (bench/bench_backfill.py).
 
 ``--quick`` runs small sizes, 1-2 rounds, writes to a temporary file (or ``--out``) and checks no
 threshold: it only proves the benchmarks still run (CI). The raw figures go to a JSON file next
@@ -53,7 +60,8 @@ from common import cpu_model, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "backfill")
+MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "retention",
+            "throttle", "console", "backfill")
 
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
@@ -63,6 +71,9 @@ FULL: dict[str, Any] = {
     "rescan_sizes": [10_000, 1_000_000], "rescan_rounds": 7,
     "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
     "search_passes": 3,
+    "retention_live": 1_000_000, "retention_dead": 10_000, "retention_rounds": 3,
+    "throttle_n": 200, "throttle_rate": 10.0,
+    "console_total": 1_000_000, "console_rounds": 200,
     "backfill_n": 4_000, "backfill_rounds": 3, "backfill_pgai_concurrency": 4,
     "backfill_insert_rows": 20_000,
 }
@@ -73,6 +84,9 @@ QUICK: dict[str, Any] = {
     "serve_burst": 20, "serve_rounds": 1, "steady_rate": 4.0, "steady_seconds": 2,
     "rescan_sizes": [1_000, 5_000], "rescan_rounds": 2,
     "search_sizes": [100, 500], "search_total": 3_000, "search_queries": 10, "search_passes": 1,
+    "retention_live": 5_000, "retention_dead": 500, "retention_rounds": 1,
+    "throttle_n": 20, "throttle_rate": 10.0,
+    "console_total": 5_000, "console_rounds": 10,
     "backfill_n": 200, "backfill_rounds": 1, "backfill_pgai_concurrency": 4,
     "backfill_insert_rows": 2_000,
 }
@@ -377,7 +391,41 @@ def measure_search(cfg: dict[str, Any]) -> dict[str, Any]:
             "wait_ms": settings.embedding_batch_wait_ms, "sizes": sizes}
 
 
-# --- measure 7: backfill through the batch path vs pgai ---------------------------------------
+# --- measure 7: retention ------------------------------------------------------------------------
+def measure_retention(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_retention
+
+    return bench_retention.run(cfg["retention_live"], cfg["retention_dead"],
+                               cfg["retention_rounds"], log=log)
+
+
+# --- measure 8: throttled remote providers --------------------------------------------------
+def measure_throttle(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_throttle
+    from scratch_db import scratch_database
+
+    log(f"throttle: {cfg['throttle_n']} notes per profile at {cfg['throttle_rate']:g} requests/s, "
+        f"profiles {', '.join(bench_throttle.PROFILES)}")
+    with scratch_database() as url:
+        return asyncio.run(bench_throttle.run(url, n=cfg["throttle_n"], rate=cfg["throttle_rate"],
+                                              profiles=bench_throttle.PROFILES, log=log))
+
+
+# --- measure 9: the operator console --------------------------------------------------------------
+def measure_console(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_console
+    from scratch_db import scratch_database
+
+    total, rounds = cfg["console_total"], cfg["console_rounds"]
+    with scratch_database() as url:
+        t0 = time.monotonic()
+        bench_console.populate(url, total)
+        log(f"console: populated {total:,} state rows in {time.monotonic() - t0:.0f} s; "
+            f"{rounds} renders of the overview page and its JSON")
+        return asyncio.run(bench_console.measure(url, rounds, total))
+
+
+# --- measure 10: backfill through the batch path vs pgai ---------------------------------------
 def measure_backfill(cfg: dict[str, Any]) -> dict[str, Any]:
     import bench_backfill
     from scratch_db import scratch_database
@@ -395,7 +443,8 @@ def measure_backfill(cfg: dict[str, Any]) -> dict[str, Any]:
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pipeline": measure_pipeline, "orchestration": measure_orchestration,
     "import": measure_import, "serve": measure_serve, "rescan": measure_rescan,
-    "search": measure_search, "backfill": measure_backfill,
+    "search": measure_search, "retention": measure_retention, "throttle": measure_throttle,
+    "console": measure_console, "backfill": measure_backfill,
 }
 
 

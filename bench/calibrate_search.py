@@ -17,6 +17,22 @@ refit on the other queries, the held-out query scored). ``--tokenizers`` compare
 terms: character bigrams (shipped) vs kiwipiepy content lemmas, lexical channel alone.
 
     python bench/calibrate_search.py [--data ../shared/data] [--grid] [--tokenizers]
+
+``--provider`` (issue 23) calibrates the profile of the *configured* provider
+(``PINLOG_EMBEDDING_*``: an OpenAI-compatible endpoint, Azure OpenAI, sentence-transformers …)
+on an operator's own labelled set: the notes and queries are embedded through the same
+micro-batcher every embedding call goes through (the server's input cap and throttling apply),
+the floor grid is built from the cosines the model actually gives (its score scale is not
+e5's), and the plateau centre is printed as the settings to export, with the leave-one-out
+estimate. ``--json`` prints one JSON line instead::
+
+    PINLOG_EMBEDDING_PROVIDER=openai PINLOG_EMBEDDING_BASE_URL=… PINLOG_EMBEDDING_API_KEY=… \
+        python bench/calibrate_search.py --provider --notes my_notes.jsonl \
+        --queries my_queries.jsonl [--json]
+
+Notes are JSON lines ``{"member", "record", "context", "place": {"name", "address"?}}`` and
+queries ``{"member", "query", "expected_record"}`` (``null``: an off-topic query that must
+answer nothing), the format of ``../shared/data``.
 """
 
 from __future__ import annotations
@@ -154,7 +170,8 @@ def objective(s: tuple[int, int, int, int]) -> int:
     return s[0] + s[2]
 
 
-def choose(bench: Bench, subset: list[int] | None, table: dict[Params, list]) -> Params:
+def choose(bench: Bench, subset: list[int] | None, table: dict[Params, list],
+           grid: dict[str, tuple[float, ...]] = GRID) -> Params:
     """The best grid point on ``subset`` of the queries; ties → the median-most parameters
     (the middle of the plateau: largest distance to where the score drops)."""
     def val(p: Params) -> int:
@@ -162,9 +179,102 @@ def choose(bench: Bench, subset: list[int] | None, table: dict[Params, list]) ->
         return objective(score(res))
     top = max(val(p) for p in table)
     plateau = [p for p in table if val(p) == top]
-    mid = {k: float(np.median([getattr(p, k) for p in plateau])) for k in GRID}
-    return min(plateau, key=lambda p: sum(abs(getattr(p, k) - mid[k]) / (max(GRID[k]) - min(GRID[k]) or 1)
-                                          for k in GRID))
+    mid = {k: float(np.median([getattr(p, k) for p in plateau])) for k in grid}
+    return min(plateau, key=lambda p: sum(abs(getattr(p, k) - mid[k]) / (max(grid[k]) - min(grid[k]) or 1)
+                                          for k in grid))
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="pinlog-calibrate-")
+
+
+def data_grid(bench: Bench, steps: int = 25) -> dict[str, tuple[float, ...]]:
+    """A floor grid on the model's own score scale: quantiles of the best cosine per record of
+    every labelled query (a floor between the positives' and the off-topic queries' top
+    cosines is what the search must find), the shipped ratio (0) and coverages."""
+    sims = sorted({round(h.similarity, 4) for _, _, hits, *_ in bench.cases for h in hits})
+    if not sims:
+        raise SystemExit("no labelled query has a note of its member")
+    quantiles = np.quantile(np.asarray(sims), np.linspace(0.02, 0.98, steps))
+    floors = tuple(sorted({round(float(v), 4) for v in quantiles}))
+    return {"floor": floors, "short_floor": floors, "ratio": (0.0,),
+            "min_coverage": GRID["min_coverage"]}
+
+
+def leave_one_out(bench: Bench, table: dict[Params, list], grid: dict[str, tuple[float, ...]],
+                  n: int) -> tuple[int, int]:
+    """(positives at rank 1, off-topic empty) with the rule refit on the other n-1 queries."""
+    hits = {"pos": 0, "neg": 0}
+    for i, (q, _) in enumerate(next(iter(table.values()))):
+        fitted = choose(bench, [j for j in range(n) if j != i], table, grid)
+        got = table[fitted][i][1]
+        ok = got[:1] == [q["expected_record"]] if q["expected_record"] else not got
+        hits["pos" if q["expected_record"] else "neg"] += ok
+    return hits["pos"], hits["neg"]
+
+
+async def calibrate_provider(notes_path: Path, query_paths: list[Path], as_json: bool) -> dict:
+    """``--provider``: fit the search floors of the configured profile (module docstring)."""
+    from pinlog.ai.providers import build_batched_provider
+
+    notes = load(notes_path)
+    queries = [q for path in query_paths for q in load(path)]
+    import os
+
+    settings = (load_settings() if "PINLOG_DATA_DIR" in os.environ
+                else load_settings(data_dir=Path(tempfile_dir())))
+    config = build_config(settings)
+    batched = build_batched_provider(config.ai.embedding, config.ai.batching)
+    try:
+        passages = np.asarray(await batched.embed([n["context"] for n in notes], "passage"))
+        qvecs = np.asarray(await batched.embed([q["query"] for q in queries], "query"))
+    finally:
+        await batched.aclose()
+    passages /= np.linalg.norm(passages, axis=1, keepdims=True)
+    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    bench = Bench(notes, queries, passages, qvecs)
+    grid = data_grid(bench)
+    params = [Params(*v) for v in itertools.product(*grid.values())]
+    table = {p: bench.run(p) for p in params}
+    chosen = choose(bench, None, table, grid)
+    r1, npos, empty, nneg = score(table[chosen])
+    loo_pos, loo_neg = leave_one_out(bench, table, grid, len(queries))
+    shipped = config.ai.calibration
+    out = {
+        "profile": config.profile, "provider": config.ai.embedding.provider,
+        "notes": len(notes), "queries": len(queries), "positives": npos, "off_topic": nneg,
+        "shipped": {"search_floor": shipped.search_floor,
+                    "search_short_query_floor": shipped.search_short_query_floor,
+                    "search_ratio": shipped.search_ratio,
+                    "score": list(score(bench.run(Params(
+                        shipped.search_floor, shipped.search_short_query_floor,
+                        shipped.search_ratio, settings.search_text_min_coverage))))},
+        "chosen": {"PINLOG_SEARCH_FLOOR": chosen.floor,
+                   "PINLOG_SEARCH_SHORT_QUERY_FLOOR": chosen.short_floor,
+                   "PINLOG_SEARCH_RATIO": chosen.ratio,
+                   "PINLOG_SEARCH_TEXT_MIN_COVERAGE": chosen.min_coverage},
+        "rank1": r1, "empty": empty, "loo_rank1": loo_pos, "loo_empty": loo_neg,
+        "grid_floors": [min(grid["floor"]), max(grid["floor"]), len(grid["floor"])],
+    }
+    if as_json:
+        print(json.dumps(out, ensure_ascii=False))
+        return out
+    print(f"profile {out['profile']} (provider {out['provider']}): {len(notes)} notes, "
+          f"{len(queries)} labelled queries ({npos} positive, {nneg} off-topic)")
+    s_r1, _, s_empty, _ = out["shipped"]["score"]
+    print(f"shipped floors {shipped.search_floor} / {shipped.search_short_query_floor} "
+          f"(ratio {shipped.search_ratio}): positives at rank 1 {s_r1}/{npos}, off-topic empty "
+          f"{s_empty}/{nneg}")
+    print(f"grid: {len(grid['floor'])} floors from the model's cosines "
+          f"({min(grid['floor'])}..{max(grid['floor'])}) × coverages {grid['min_coverage']}")
+    print(f"plateau centre: positives at rank 1 {r1}/{npos}, off-topic empty {empty}/{nneg}; "
+          f"leave-one-out {loo_pos}/{npos} and {loo_neg}/{nneg}")
+    print("export:")
+    for name, value in out["chosen"].items():
+        print(f"  {name}={value}")
+    return out
 
 
 async def main() -> None:
@@ -172,7 +282,22 @@ async def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--grid", action="store_true", help="grid + leave-one-out estimate")
     parser.add_argument("--tokenizers", action="store_true", help="bigrams vs kiwipiepy terms")
+    parser.add_argument("--provider", action="store_true",
+                        help="calibrate the configured provider's profile (PINLOG_EMBEDDING_*) "
+                             "on a labelled set")
+    parser.add_argument("--notes", type=Path, default=None,
+                        help="with --provider: labelled notes (default: the shared data)")
+    parser.add_argument("--queries", type=Path, action="append", default=None,
+                        help="with --provider: labelled queries, repeatable (default: the "
+                             "shared data's two files)")
+    parser.add_argument("--json", action="store_true", help="with --provider: one JSON line")
     args = parser.parse_args()
+    if args.provider:
+        await calibrate_provider(
+            args.notes or args.data / "place_notes.jsonl",
+            args.queries or [args.data / "search_queries.jsonl",
+                             args.data / "search_queries_more.jsonl"], args.json)
+        return
     notes = load(args.data / "place_notes.jsonl")
     queries = load(args.data / "search_queries.jsonl") + load(args.data / "search_queries_more.jsonl")
     settings = load_settings(data_dir=Path("/tmp/pinlog-calibrate"))

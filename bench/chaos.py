@@ -109,7 +109,7 @@ async def chaos(args: argparse.Namespace, env: dict[str, str], db_env: dict[str,
         if k == db_at:  # the database goes away once, while the server is down and up again
             server = Serve(env, log)
             await asyncio.to_thread(server.wait_ready)
-            await asyncio.to_thread(pinlog, ["db", "stop"], db_env)
+            await asyncio.to_thread(pinlog, ["db", "stop", "--force"], db_env)  # under serve
             await asyncio.sleep(rng.uniform(1, 3))
             await asyncio.to_thread(pinlog, ["db", "start"], db_env)
             db_bounced = True
@@ -117,7 +117,7 @@ async def chaos(args: argparse.Namespace, env: dict[str, str], db_env: dict[str,
         server = Serve(env, log)
         await asyncio.to_thread(server.wait_ready)
     if not db_bounced:
-        await asyncio.to_thread(pinlog, ["db", "stop"], db_env)
+        await asyncio.to_thread(pinlog, ["db", "stop", "--force"], db_env)  # under serve
         await asyncio.sleep(rng.uniform(1, 3))
         await asyncio.to_thread(pinlog, ["db", "start"], db_env)
     await importing

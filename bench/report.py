@@ -88,6 +88,10 @@ def figures(data: dict[str, Any]) -> dict[str, Any]:
         f["rescan_small"], f["rescan_large"] = meds[small], meds[large]
         f["rescan_sizes"] = (small, large)
         f["rescan_ratio"] = meds[large] / meds[small]
+    t = m.get("throttle", {})
+    if t.get("profiles"):
+        f["throttle"] = t["profiles"]
+        f["throttle_n"], f["throttle_rate"] = t["n"], t["rate"]
     q = m.get("search", {})
     if q.get("sizes"):
         f["search"] = {}
@@ -182,24 +186,32 @@ def render(data: dict[str, Any]) -> str:
     if f.get("peak_rss"):
         w(f"| 6 | `pinlog serve` RSS | idle {_mb(f['idle_rss'])}, peak {_mb(f['peak_rss'])} | "
           "(report) | – |")
+    for row in f.get("throttle", []):
+        ok = row["completed"] == row["n"] and row["failed"] == 0 and \
+            row["wall_s"] <= 1.5 * row["floor_s"] + 5
+        w(f"| 6b | {row['n']} notes at {row['rate']:g} req/s, profile `{row['profile']}` | "
+          f"{row['completed']}/{row['n']} COMPLETED, {row['failed']} FAILED, {row['wall_s']:.1f} s "
+          f"(floor {row['floor_s']:.1f} s) | all COMPLETED, ≤ 1.5 × floor + 5 s | "
+          f"{_verdict(ok, quick)} |")
     if "bf_ours" in f:
-        w(f"| 7 | backfill contexts/s per process, fake provider 2 ms per call of ≤ 64 texts | "
+        w(f"| 11 | backfill contexts/s per process, fake provider 2 ms per call of ≤ 64 texts | "
           f"{f['bf_ours']:.0f} (over HTTP to the fake server: {f['bf_http']:.0f}) | ≥ 1,000 | "
           f"{_verdict(f['bf_ours'] >= 1000, quick)} |")
-        w(f"| 7 | backfill: ours ÷ pgai vectorizer worker (same notes, fake server, database) | "
+        w(f"| 11 | backfill: ours ÷ pgai vectorizer worker (same notes, fake server, database) | "
           f"{f['bf_ratio']:.2f} ({f['bf_http']:.0f} vs {f['bf_pgai']:.0f} /s) | ≥ 2 | "
           f"{_verdict(f['bf_ratio'] >= 2, quick)} |")
-        w(f"| 7 | backfill CPU per context: this process / PostgreSQL's own | "
+        w(f"| 11 | backfill CPU per context: this process / PostgreSQL's own | "
           f"{f['bf_app_cpu']:.2f} / {f['bf_db_cpu']:.2f} ms | (report) | – |")
         limits = ", ".join(f"{float(v):,.0f} rows/s ({k} rows per statement)"
                            for k, v in f["bf_insert"].items())
-        w(f"| 7 | physical limit: multi-row insert of 384-dim vectors into ai.context_embedding "
+        w(f"| 11 | physical limit: multi-row insert of 384-dim vectors into ai.context_embedding "
           f"alone | {limits} | (report) | – |")
     w("")
     if data.get("notes"):
         w(data["notes"].rstrip() + "\n")
     sections = {"pipeline": _pipeline, "orchestration": _orchestration, "import": _import,
-                "serve": _serve, "rescan": _rescan, "search": _search, "backfill": _backfill}
+                "serve": _serve, "rescan": _rescan, "search": _search, "retention": _retention,
+                "throttle": _throttle, "console": _console, "backfill": _backfill}
     for name, measure in data["measures"].items():
         w(sections[name].__doc__ or name)
         if measure.get("command"):
@@ -377,6 +389,28 @@ re-send through a no-op client), the 100 rows made stale again between rounds.""
     return lines
 
 
+def _retention(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 8. Retention job
+
+Command: `bench/bench_retention.py` logic (`populate`, `measure`): N live notes (every row a
+processed note has, 3 events each) and, per round, D due notes (deleted and cancelled 31 days
+ago, 3 events 91 days old); a purge of both parts (batches of 500) removes them, then a purge
+with nothing due runs."""
+    rate = [n / t for n, t in zip(r["rows"], r["due_s"], strict=True)]
+    lines = [f"{r['live']:,} live notes, {r['dead']:,} due per round ({r['rows'][0]:,} rows), "
+             f"{len(r['due_s'])} rounds.\n",
+             "| round | min / median / max | rows/s (median) |", "|---|---|---|",
+             f"| due | {_mm(r['due_s'], '{:.2f}')} s | {_med(rate):,.0f} |",
+             f"| nothing due | {_mm([t * MS for t in r['idle_s']], '{:.1f}')} ms | – |", ""]
+    for label, uses in r["uses_indexes"].items():
+        lines.append(f"- `{label}` uses its index: {'yes' if uses else '**no**'}")
+    lines += ["", "<details><summary>EXPLAIN (ANALYZE, BUFFERS) of the picks</summary>\n"]
+    for label, plan in r["plans"].items():
+        lines += [f"`{label}`:", "```", plan, "```"]
+    lines.append("</details>")
+    return lines
+
+
 def _search(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
     """## 5. Search latency
 
@@ -415,8 +449,40 @@ the `search_member` / `lexical_matches` statements timed on their own (round tri
     return lines
 
 
+def _throttle(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 9. Throttled remote providers
+
+Command: `bench/bench_throttle.py` logic (`run`): per behaviour profile of the fake model
+server (`tests/support/fake_openai.py`), a scratch database, `pinlog presets load` through the
+throttle, N state rows, an in-process ai runtime (OpenAI-compatible provider or Azure OpenAI,
+llm judge, default settings), N process requests at once. The server accepts R requests per
+second over both endpoints (token bucket, full at the start) and answers 429 + `Retry-After`
+(whole seconds) above it. Floor = (requests answered − R) ÷ R: the time the rate itself
+imposes (one judge call per note, embeddings batched). wall = submit → every job finished."""
+    lines = [f"{r['n']} notes per profile, {r['rate']:g} requests/s.\n",
+             "| profile | COMPLETED | FAILED | wall | floor | requests answered | 429s | presets load |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in r["profiles"]:
+        lines.append(f"| {row['profile']} | {row['completed']}/{row['n']} | {row['failed']} | "
+                     f"{row['wall_s']:.1f} s | {row['floor_s']:.1f} s | {row['answered']} | "
+                     f"{row['throttled']} | {row['presets_s']:.1f} s |")
+    return lines
+
+
+def _console(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """## 10. Operator console: overview render at 1M state rows
+
+Command: `bench/bench_console.py` logic (`populate`, `measure`): the overview page and its
+JSON, rendered in this process through the ASGI transport while 50 statuses change between
+renders; the counts per stage × status come from the maintained summary (migration
+`0008_operator_console`), the other reads from partial indexes."""
+    import bench_console
+
+    return [bench_console.summary(r), ""]
+
+
 def _backfill(r: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
-    """## 7. Backfill through the batch path vs pgai's vectorizer worker
+    """## 11. Backfill through the batch path vs pgai's vectorizer worker
 
 Command: `bench/bench_backfill.py` (`run`). N contexts exist in core with PENDING state rows
 (plain SQL); they are re-sent the way `pinlog reprocess` and the rescan send them (`resend`, 64

@@ -195,6 +195,7 @@ def make_settings(tmp_path: Path, db_url: str | None = None, **overrides: object
         "internal_secrets": TEST_SECRET,
         "jwt_secret": TEST_JWT_SECRET,
         "rescan_enabled": False,
+        "retention_enabled": False,
     }
     if db_url is not None:
         values["database_url"] = db_url

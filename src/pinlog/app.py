@@ -1,7 +1,8 @@
 """FastAPI application factory (SPEC §1 deployment shapes).
 
-``create_app`` mounts the core routers (public ``/v1`` API), the ai routers (``/internal/v1``)
-or both (the default, one process), plus ``/health``, ``/ready`` and ``/metrics``. The lifespan
+``create_app`` mounts the core routers (public ``/v1`` API, the operator API ``/ops/v1`` and,
+when configured, the operator console ``/console``), the ai routers (``/internal/v1``) or both
+(the default, one process), plus ``/health``, ``/ready`` and ``/metrics``. The lifespan
 opens the database (external or embedded), starts each component's background machinery
 (:func:`started_components`) and stops it in reverse order — unless the components were started
 already (``started``: ``pinlog serve`` starts them once, before uvicorn binds its port, so a
@@ -14,7 +15,10 @@ ai).
 Every request passes :class:`RequestGuard` (outermost app middleware): it counts requests and
 latency by route template and status, and turns an exception that escaped a route into a JSON
 answer — ``503`` with ``Retry-After`` when the database is unavailable, ``500`` for a bug — logged
-with method, path, request id and (for a bug) the redacted traceback; never note text.
+with method, path, request id and (for a bug) the redacted traceback; never note text. Inside it,
+:class:`pinlog.http.BodyLimit` refuses a body over its route's limit (:func:`body_limits`) with
+``413`` before reading it, and :func:`pinlog.http.install_error_handlers` renders the framework's
+own errors (404, 405, 400, 422) in the one envelope ``{"error", "message"}`` (issue 27).
 """
 
 from __future__ import annotations
@@ -46,6 +50,14 @@ from pinlog.db.engine import (
 )
 from pinlog.db.migrate import database_revision, head
 from pinlog.db.process_settings import ProcessRegistry
+from pinlog.http import (
+    UNMATCHED_ROUTE,
+    BodyLimit,
+    BodyLimits,
+    error_body,
+    install_error_handlers,
+    method_label,
+)
 from pinlog.logs import log_context
 from pinlog.settings import Settings, get_settings
 
@@ -56,16 +68,28 @@ log = logging.getLogger("pinlog.http")
 RETRY_AFTER_SECONDS = 5
 #: Seconds ``/metrics`` waits for its database read before serving the last values.
 METRICS_DB_TIMEOUT = 3.0
-DB_UNAVAILABLE_BODY = {"error": "DATABASE_UNAVAILABLE",
-                       "message": "the database is unavailable, retry later"}
-INTERNAL_BODY = {"error": "INTERNAL", "message": "internal error"}
+DB_UNAVAILABLE_BODY = error_body("DATABASE_UNAVAILABLE", "the database is unavailable, retry later")
+INTERNAL_BODY = error_body("INTERNAL", "internal error")
+NOT_READY_BODY = {"status": "unavailable",
+                  **error_body("NOT_READY", "not ready (database, schema revision or presets)")}
+#: Body limit of ``POST /v1/search``, bytes: a query is at most 500 characters.
+SEARCH_BODY_BYTES = 16 * 1024
+
+
+def body_limits(settings: Settings) -> BodyLimits:
+    """The request-body limits of the app (bytes, README "Public API"): ``POST /v1/search``
+    :data:`SEARCH_BODY_BYTES`; every other route ``Settings.body_limit()``."""
+    return BodyLimits(default=settings.body_limit(),
+                      routes={("POST", "/v1/search"): SEARCH_BODY_BYTES})
 
 
 class RequestGuard:
     """Pure ASGI middleware: HTTP metrics, and a JSON answer for any exception a route let out.
 
     * ``pinlog_http_requests_total{route,method,status}`` and ``pinlog_http_request_seconds``
-      (route = the matched route template, e.g. ``/v1/records/{record_id}``; ``unmatched``).
+      (route = the matched route template, e.g. ``/v1/records/{record_id}``, else
+      ``unmatched``; method = a known HTTP method, else ``other``: closed sets, so requests
+      with made-up methods or paths add no series).
     * database unavailable (:func:`pinlog.db.engine.is_database_unavailable`) → ``503``
       ``{"error": "DATABASE_UNAVAILABLE", …}`` with ``Retry-After``; logged at WARNING.
     * any other exception → ``500`` ``{"error": "INTERNAL", …}``; logged at ERROR with the
@@ -113,8 +137,8 @@ class RequestGuard:
                     **({"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else {})})
                 await response(scope, receive, send_wrapper)
             finally:
-                route = getattr(scope.get("route"), "path", None) or "unmatched"
-                method = str(scope.get("method", ""))
+                route = getattr(scope.get("route"), "path", None) or UNMATCHED_ROUTE
+                method = method_label(scope.get("method"))
                 m.HTTP_REQUESTS.labels(route=route, method=method,
                                        status=str(state["status"])).inc()
                 m.HTTP_LATENCY.labels(route=route, method=method).observe(
@@ -236,13 +260,13 @@ def create_app(
         try:
             version = await database_revision(app.state.engine)
         except Exception:  # noqa: BLE001 - any failure means not ready
-            return JSONResponse({"status": "unavailable"}, status_code=503)
+            return JSONResponse(NOT_READY_BODY, status_code=503)
         if version != head():
-            return JSONResponse({"status": "unavailable"}, status_code=503)
+            return JSONResponse(NOT_READY_BODY, status_code=503)
         for name in ("ai", "core"):
             runtime = getattr(app.state, name, None)
             if runtime is not None and not await runtime.ready():
-                return JSONResponse({"status": "unavailable"}, status_code=503)
+                return JSONResponse(NOT_READY_BODY, status_code=503)
         return JSONResponse({"status": "ready"})
 
     @app.get("/metrics", tags=["ops"], include_in_schema=False)
@@ -272,8 +296,12 @@ def create_app(
         app.include_router(ai_router)
         app.include_router(ai_search_router)
     if "core" in components:
+        from pinlog.console import mount as mount_console
         from pinlog.core.api import router as core_router
 
         app.include_router(core_router)
-    app.add_middleware(RequestGuard)
+        mount_console(app, config.settings)  # /console, only when a console token is set (issue 29)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, limits=body_limits(config.settings))
+    app.add_middleware(RequestGuard)  # outermost: counts the 413s too
     return app

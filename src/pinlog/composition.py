@@ -11,6 +11,10 @@ never imports ai.
   client is the ai runtime's in-process ``submit`` (same contract as
   ``POST /internal/v1/context/process``); otherwise core uses HTTP to ``PINLOG_AI_BASE_URL``.
 * :func:`replica_rules` is what a process records for the replica-agreement check.
+* :func:`retention_parts` are the parts of the retention job a process runs (issue 31), in the
+  loop :func:`running_components` starts (``PINLOG_RETENTION_ENABLED``) and in ``pinlog
+  purge``; :func:`erase_member` composes an erasure (core finds the member and its notes, the ai
+  side erases their AI data, core erases its rows).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.contracts import SearchRequest, SearchResponse
 from pinlog.db.process_settings import ReplicaRules
+from pinlog.db.retention import PurgePart, PurgeReport, RetentionLoop, count_purged
 from pinlog.settings import Settings, load_settings
 
 if TYPE_CHECKING:  # imported when used: `pinlog --help` need not load the components
@@ -102,12 +107,63 @@ def replica_rules(config: Config, components: Iterable[str]) -> ReplicaRules:
     return rules
 
 
+def retention_parts(config: Config, engine: AsyncEngine, *, core: bool = True,
+                    **hooks: Any) -> list[PurgePart]:
+    """The retention job's parts for a process (issue 31): core's (``core``: the process runs
+    core; it turns itself off on an adopted database) first, then the ai side's (always: its
+    tables are shared by every process, and on an adopted database an ai-only process is the
+    only one of ours). ``hooks``: ``on_batch`` for both parts (tests)."""
+    from pinlog.ai.retention import AiPurge
+
+    parts: list[PurgePart] = []
+    if core:
+        from pinlog.core.retention import CorePurge
+
+        parts.append(CorePurge(engine, config.core.retention, **hooks))
+    parts.append(AiPurge(engine, config.ai.retention, **hooks))
+    return parts
+
+
+async def erase_member(config: Config, engine: AsyncEngine, who: str, *,
+                       dry_run: bool = False) -> tuple[list[int], PurgeReport]:
+    """Erase a withdrawn member now (``pinlog purge --member``, issue 31): for each member
+    ``who`` names (``id:N``, ``ref:X`` or a bare value), the ai side erases the AI data of its
+    notes (:meth:`pinlog.ai.retention.AiPurge.erase_contexts`; their CANCELLED state rows stay
+    until the regular purge takes them, past the retention and the late-result window), then
+    core its notes, records and member row
+    (:meth:`pinlog.core.retention.CorePurge.erase_member`). Safe to run again after a failure
+    (the ai part first: core still knows the notes).
+
+    Returns:
+        ``(member ids, report)``; rows counted in ``pinlog_purged_rows_total`` unless ``dry_run``.
+
+    Raises:
+        CoreNotOurs, NotFound, InvalidInput, MemberActive: see
+            :meth:`pinlog.core.retention.CorePurge.withdrawn_members` (nothing changed).
+    """
+    from pinlog.ai.retention import AiPurge
+    from pinlog.core.retention import CorePurge
+
+    core = CorePurge(engine, config.core.retention)
+    ai = AiPurge(engine, config.ai.retention)
+    members = await core.withdrawn_members(who)
+    report = PurgeReport(dry_run=dry_run)
+    for member_id in members:
+        report.merge(await ai.erase_contexts(await core.member_context_ids(member_id),
+                                             dry_run=dry_run))
+        report.merge(await core.erase_member(member_id, dry_run=dry_run))
+    count_purged(report)
+    return members, report
+
+
 @dataclass
 class Components:
-    """The running runtimes of this process (either may be None)."""
+    """The running runtimes of this process (either may be None) and the retention loop
+    (None when ``PINLOG_RETENTION_ENABLED`` is off or the command is one-shot)."""
 
     ai: AiRuntime | None
     core: CoreRuntime | None
+    retention: RetentionLoop | None = None
 
 
 def in_process_search(ai_runtime: AiRuntime) -> Callable[[SearchRequest], Awaitable[SearchResponse]]:
@@ -143,23 +199,28 @@ async def running_components(
     ai: bool = True,
     core: bool = True,
     rescan: bool | None = None,
+    retention: bool | None = None,
     ai_kwargs: dict[str, Any] | None = None,
     core_kwargs: dict[str, Any] | None = None,
 ) -> AsyncIterator[Components]:
-    """Start the ai runtime (if ``ai``), then the core runtime (if ``core``); stop in reverse.
+    """Start the ai runtime (if ``ai``), then the core runtime (if ``core``), then the
+    retention loop over :func:`retention_parts`; stop in reverse.
 
     Args:
         rescan: whether core runs its rescan loop (default ``PINLOG_RESCAN_ENABLED``); one-shot
             commands pass False.
+        retention: whether the retention loop runs (default ``PINLOG_RETENTION_ENABLED``);
+            one-shot commands pass False.
         ai_kwargs: extra keyword arguments for ``AiRuntime`` (tests pass fake providers).
         core_kwargs: extra keyword arguments for ``CoreRuntime``.
 
     Raises:
         whatever a runtime's ``start()`` raises (e.g. ai tables missing, no presets).
     """
-    started: list[AiRuntime | CoreRuntime] = []
+    started: list[AiRuntime | CoreRuntime | RetentionLoop] = []
     ai_runtime: AiRuntime | None = None
     core_runtime: CoreRuntime | None = None
+    loop: RetentionLoop | None = None
     try:
         if ai:
             from pinlog.ai.runtime import AiRuntime
@@ -180,7 +241,12 @@ async def running_components(
             )
             await core_runtime.start()
             started.append(core_runtime)
-        yield Components(ai=ai_runtime, core=core_runtime)
+        if (config.ai.retention.enabled if retention is None else retention) and (ai or core):
+            loop = RetentionLoop(retention_parts(config, engine, core=core),
+                                 config.ai.retention.interval)
+            await loop.start()
+            started.append(loop)
+        yield Components(ai=ai_runtime, core=core_runtime, retention=loop)
     finally:
         for runtime in reversed(started):
             try:

@@ -10,6 +10,7 @@ issue 14); responses carry the reference system's names too (``keywordMatched``)
 from __future__ import annotations
 
 import functools
+import hmac
 import logging
 import threading
 from collections.abc import Sequence
@@ -33,6 +34,19 @@ PROCESS_BATCH_PATH = "/internal/v1/context/process-batch"
 SEARCH_PATH = "/internal/v1/search"
 SECRET_HEADER = "X-Internal-Secret"
 REQUEST_ID_HEADER = "X-Request-Id"
+
+
+def secret_ok(presented: str | None, accepted: list[str]) -> bool:
+    """Constant-time comparison of ``presented`` with every accepted secret (no early exit):
+    the ``X-Internal-Secret`` check of every route that takes it (SPEC §5.1; the ai side's
+    internal API, core's operator API)."""
+    if not presented or not accepted:
+        return False
+    given = presented.encode("utf-8")
+    match = False
+    for secret in accepted:
+        match |= hmac.compare_digest(given, secret.encode("utf-8"))
+    return match
 
 
 #: Ids are PostgreSQL ``bigint``: an id outside 1..2^63-1 is a 422, never a failed save.

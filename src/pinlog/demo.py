@@ -91,15 +91,11 @@ class DemoResult:
 
 async def _load_presets(engine: AsyncEngine, config: Config, path: Path | None,
                         console: Console) -> None:
-    from pinlog.ai.ports import close_resource
-    from pinlog.ai.presets import load_preset_file, upsert_presets
+    from pinlog.ai.presets import load_preset_file, load_presets
 
     presets = load_preset_file(path)
-    provider = config.ai.embedding.build()
-    try:
-        report = await upsert_presets(engine, presets, provider)
-    finally:
-        await close_resource(provider)
+    report = await load_presets(engine, presets, config.ai.embedding, config.ai.batching,
+                                config.ai.pipeline.retries)
     console.print(f"presets loaded ({path.name if path else 'packaged default'}): "
                   f"{report.summary()}")
 
@@ -112,7 +108,8 @@ async def run_demo(config: Config, url: str, inputs: DemoInputs, *, timeout: flo
     try:
         await _load_presets(engine, config, inputs.presets, console)
         parsed = parse_import_file(inputs.notes, max_text_chars=config.core.service.max_text_chars)
-        async with running_components(config, engine, rescan=False) as parts:  # one-shot
+        async with running_components(config, engine, rescan=False,
+                                      retention=False) as parts:  # one-shot
             assert parts.core is not None
             outcome = await import_with(parts.core, engine, parsed, wait=True,
                                         timeout=timeout, console=console, include_existing=True)

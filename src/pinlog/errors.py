@@ -13,7 +13,11 @@
     ├── SearchUnavailable, SearchRejected (RuntimeError)   pinlog.core.search
     ├── ReprocessError        (RuntimeError) pinlog.core.reprocess
     ├── InvalidToken, Unauthorized           pinlog.core.api
-    ├── ModelError → TransientModelError, PermanentModelError   pinlog.ai.errors
+    ├── ModelError                           pinlog.ai.errors
+    │   ├── TransientModelError → ModelTimeout, ThrottledError (retry_after), BudgetExceeded,
+    │   │                         SearchTimeout
+    │   └── PermanentModelError → TooManyInputs (limit), ModelRefused (status, gone),
+    │                             DegenerateVectorError
     ├── ProfileMismatch       (ValueError)   pinlog.ai.search
     └── PresetFileError       (ValueError)   pinlog.ai.presets
 

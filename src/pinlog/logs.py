@@ -29,7 +29,7 @@ ALLOWED_FIELDS = (
     "request_id", "status", "count", "claimed", "finalized", "dispatched", "seconds", "attempt",
     "profile", "reason", "http_status", "previous_status", "batch", "queue",
     "method", "path", "route", "components", "database", "rescan", "field", "request_model",
-    "round_id", "command",
+    "round_id", "command", "role",
 )
 
 #: Longest traceback kept in a log line (characters, after redaction).

@@ -33,7 +33,27 @@ CONTRACT_VIOLATIONS = Counter(
 )
 JUDGE_DROPPED_PICKS = Counter(
     "pinlog_judge_dropped_picks_total", "Judge picks dropped by the mapping rules (SPEC §8)",
-    ["reason"],  # not_candidate | bad_confidence
+    ["reason"],  # not_candidate | bad_confidence | max_picks
+)
+# --- remote model servers: throttling, adaptive concurrency, input caps (SPEC §6, issue 23) ---
+MODEL_THROTTLED = Counter(
+    "pinlog_model_throttled_total", "Model calls the server throttled (HTTP 429 or 503)",
+    ["kind"],  # embedding | judge | rewrite
+)
+MODEL_CONCURRENCY_LIMIT = Gauge(
+    "pinlog_model_concurrency_limit",
+    "Calls allowed in flight to the model server now (adaptive: halved by a throttle, raised "
+    "by successes up to PINLOG_EMBEDDING_MAX_CONCURRENT / PINLOG_LLM_MAX_CONCURRENT)",
+    ["kind"],  # embedding | judge
+)
+MODEL_THROTTLE_WAIT = Counter(
+    "pinlog_model_throttle_wait_seconds_total",
+    "Seconds spent waiting out a server's Retry-After (waits that spent no attempt)", ["kind"],
+)
+EMBEDDING_MAX_INPUTS = Gauge(
+    "pinlog_embedding_max_inputs",
+    "Most inputs one embedding call carries now (PINLOG_EMBEDDING_MAX_INPUTS, lowered for the "
+    "process when the server refused a call for carrying too many)",
 )
 SEARCH_REQUESTS = Counter("pinlog_search_requests_total", "Internal searches by outcome", ["outcome"])
 
@@ -47,6 +67,21 @@ RESCAN_CANDIDATES = Gauge("pinlog_rescan_claimed_last_round", "Rows claimed by t
 RESCAN_FINALIZED = Gauge("pinlog_rescan_finalized_last_round", "Rows finalized FAILED by the last round")
 RESCAN_ROUNDS = Counter("pinlog_rescan_rounds_total", "Rescan rounds by outcome", ["outcome"])
 RESCAN_DISPATCHED = Counter("pinlog_rescan_dispatched_total", "Re-sends by outcome", ["outcome"])
+
+# --- retention (issue 31: pinlog.db.retention) -------------------------------------------------
+PURGED_ROWS = Counter(
+    "pinlog_purged_rows_total",
+    "Rows hard-deleted by the retention job and `pinlog purge`, by table (schema.table)",
+    ["table"],
+)
+RETENTION_OLDEST_DELETED = Gauge(
+    "pinlog_retention_oldest_deleted_seconds",
+    "Age of the oldest deleted row still retained, by table (0 when none; stays below the "
+    "retention plus one interval while the job runs — alert above it)",
+    ["table"],
+)
+RETENTION_ROUNDS = Counter("pinlog_retention_rounds_total", "Retention rounds by outcome",
+                           ["outcome"])  # ok | failed
 
 # --- database picture (refreshed on scrape) ----------------------------------------------------
 STATE_ROWS = Gauge("pinlog_state_rows", "State rows per stage and status", ["stage", "status"])

@@ -22,6 +22,9 @@ show. :func:`decide` turns N such lists into the records to show:
   ranks, higher value first; a channel may rank records it does not vouch for). Ties: higher
   best cosine, then lower record id. Then at most ``limit``.
 
+:func:`explain` shows, per record, every channel's evidence and rank next to the decision
+:func:`decide` took (the operator console's search debugger).
+
 Why the kernel: core decides for ``POST /v1/search`` today; the ai side's ``/internal/v1/search``
 is to give adopters the same decision (SPEC §10, "The same decision for adopters"), so both
 components must run this one function (core never imports ai, ai never imports core). Channel
@@ -81,6 +84,13 @@ def competition_ranks(values: Mapping[int, float]) -> dict[int, int]:
     return {record_id: first[v] for record_id, v in values.items()}
 
 
+def channel_ranks(pool: Sequence[int], channels: Sequence[ChannelEvidence]) -> list[dict[int, int]]:
+    """Per channel, the competition ranks of the ``pool`` records it gives a score."""
+    return [competition_ranks({r: e.score for r in pool
+                               if (e := ev.get(r)) is not None and e.score is not None})
+            for ev in channels]
+
+
 def decide(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int,
            limit: int) -> list[Decision]:
     """The records to show, best first, at most ``limit`` (SPEC §10; rules in the module
@@ -96,9 +106,7 @@ def decide(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int,
         decisions; ``[]`` when no channel vouches for a searchable record.
     """
     pool = [record_id for record_id, scored in cosines.items() if scored]
-    ranks = [competition_ranks({r: e.score for r in pool
-                                if (e := ev.get(r)) is not None and e.score is not None})
-             for ev in channels]
+    ranks = channel_ranks(pool, channels)
     best = {r: max(cosines[r].values()) for r in pool}
     decisions = []
     for r in pool:
@@ -118,3 +126,55 @@ def decide(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int,
         decisions.append(Decision(r, context_id, scored[context_id], matched_by, score))
     decisions.sort(key=lambda d: (-d.score, -best[d.record_id], d.record_id))
     return decisions[:limit]
+
+
+@dataclass(frozen=True)
+class Explained:
+    """What every channel said about one record, and what :func:`decide` made of it (the
+    operator console's search debugger; issue 29).
+
+    Attributes:
+        record_id: the record.
+        evidence: per channel, in channel order, its :class:`Evidence` (``None``: the channel
+            knows nothing of the record).
+        ranks: per channel, the record's rank in that channel's ranking (the RRF term's rank;
+            ``None``: not ranked by it, or the record is not searchable).
+        searchable: the ai side scored at least one of its contexts.
+        decision: the :class:`Decision` when the record is among the shown ones, else ``None``.
+        position: 1-based place in the fused order when shown, else ``None``.
+    """
+
+    record_id: int
+    evidence: tuple[Evidence | None, ...]
+    ranks: tuple[int | None, ...]
+    searchable: bool
+    decision: Decision | None
+    position: int | None
+
+
+def explain(cosines: Cosines, channels: Sequence[ChannelEvidence], *, rrf_k: int,
+            limit: int) -> list[Explained]:
+    """Every record a channel has evidence about (or the ai side scored), with each channel's
+    evidence and rank and the decision taken — by :func:`decide` itself, so the explanation
+    is the decision, not a re-computation of it. Channel-neutral: it shows whatever
+    :class:`Evidence` the channels return.
+
+    Returns:
+        the shown records in their fused order, then the others by best cosine (unscored last),
+        then record id.
+    """
+    decisions = decide(cosines, channels, rrf_k=rrf_k, limit=limit)
+    shown = {d.record_id: (i, d) for i, d in enumerate(decisions, start=1)}
+    pool = [record_id for record_id, scored in cosines.items() if scored]
+    ranks = channel_ranks(pool, channels)
+    searchable = set(pool)
+    out = []
+    for r in dict.fromkeys([*pool, *(r for ev in channels for r in ev)]):
+        position, decision = shown.get(r, (None, None))
+        out.append(Explained(r, tuple(ev.get(r) for ev in channels),
+                             tuple(rank.get(r) for rank in ranks), r in searchable,
+                             decision, position))
+    best = {r: max(cosines[r].values()) for r in pool}
+    out.sort(key=lambda x: (x.position is None, x.position or 0,
+                            -best.get(x.record_id, float("-inf")), x.record_id))
+    return out

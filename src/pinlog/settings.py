@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -34,6 +35,27 @@ from pinlog.errors import PinlogError
 
 #: Attempts a model call gets inside one job (SPEC §6).
 MODEL_ATTEMPTS_DEFAULT = 3
+
+#: Request bodies (issue 27 #1): smallest configurable limit, bytes one character may take in a
+#: JSON body (a non-BMP character as two ``\\uXXXX`` escapes), room for a note request's other
+#: fields (place strings, ids, keys), and the default limit.
+MIN_BODY_BYTES = 1024
+JSON_BYTES_PER_CHAR = 12
+NOTE_REQUEST_OVERHEAD = 24 * 1024
+DEFAULT_BODY_BYTES = 64 * 1024
+
+#: A duration given as text: a number of seconds (``300``, ``-5``, ``0.5``), ISO-8601 (``PT5M``,
+#: ``P1DT2H``, ``-PT1M``) or ``[D,]HH:MM:SS``.
+_DURATION = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)"
+                       r"|-?P(?=\d|T\d)(\d+(\.\d+)?[YMWD])*(T(?=\d)(\d+(\.\d+)?[HMS])+)?"
+                       r"|-?(\d+ ?d(ays?)?,? ?)?\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?", re.IGNORECASE)
+
+
+def note_body_bytes(max_text_chars: int) -> int:
+    """Smallest request-body limit (bytes) that fits a note of ``max_text_chars`` characters,
+    each JSON-escaped to :data:`JSON_BYTES_PER_CHAR` bytes, plus
+    :data:`NOTE_REQUEST_OVERHEAD`."""
+    return JSON_BYTES_PER_CHAR * max_text_chars + NOTE_REQUEST_OVERHEAD
 
 
 
@@ -73,10 +95,34 @@ class RetryPolicy:
 @dataclass(frozen=True)
 class LlmEndpoint:
     """The OpenAI-compatible chat endpoint the ``llm`` judge and the ``llm`` query rewrite call:
-    ``PINLOG_LLM_BASE_URL`` (``…/v1``) and ``PINLOG_LLM_API_KEY`` (never in a repr)."""
+    ``PINLOG_LLM_BASE_URL`` (``…/v1``), ``PINLOG_LLM_API_KEY`` (never in a repr) and, for Azure
+    OpenAI, ``PINLOG_LLM_API_VERSION``.
+
+    Azure OpenAI (issue 23): with ``api_version`` set the key is sent as the ``api-key`` header
+    and ``?api-version=…`` is added to every URL; a ``{model}`` in the base URL is replaced by
+    the model (a deployment name), e.g.
+    ``https://<resource>.openai.azure.com/openai/deployments/{model}``.
+    """
 
     base_url: str
     api_key: SecretStr | None
+    api_version: str | None = None
+
+    def chat_url(self, model: str) -> str:
+        """``{base_url}/chat/completions`` for ``model`` (plus ``?api-version=`` for Azure)."""
+        from urllib.parse import quote
+
+        base = self.base_url.replace("{model}", quote(model, safe="")).rstrip("/")
+        url = base + "/chat/completions"
+        return url + (f"?api-version={quote(self.api_version)}" if self.api_version else "")
+
+    def headers(self) -> dict[str, str]:
+        """The authentication header: ``api-key`` for Azure, else ``Authorization: Bearer``
+        (none without a key). Reveals the key: for the HTTP client only, never log it."""
+        key = reveal(self.api_key)
+        if not key:
+            return {}
+        return {"api-key": key} if self.api_version else {"Authorization": f"Bearer {key}"}
 
 
 def _split_csv(value: object) -> object:
@@ -96,7 +142,8 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = Field(
         None, description="External PostgreSQL with pgvector. Unset → embedded server."
     )
-    data_dir: Path = Field(Path("./.pinlog"), description="Embedded server's data directory.")
+    data_dir: Path = Field(Path("./.pinlog"), description="Embedded server's data directory "
+                           "(not empty: unset it for ./.pinlog).")
     db_pool_size: int = Field(10, ge=2, le=200, description="Connections per process pool.")
 
     # --- HTTP -----------------------------------------------------------------------------
@@ -114,7 +161,23 @@ class Settings(BaseSettings):
         None, description="HS256 key for member tokens. Generated per data dir when embedded."
     )
     jwt_algorithm: Literal["HS256", "HS384", "HS512"] = "HS256"
-    jwt_ttl: timedelta = Field(timedelta(hours=12), description="Lifetime of member tokens.")
+    jwt_ttl: timedelta = Field(timedelta(hours=12), description="Lifetime of member tokens "
+                               "(positive).")
+    max_body_bytes: int | None = Field(
+        None, ge=MIN_BODY_BYTES, le=64 * 1024 * 1024, description="Largest request body "
+        "accepted (bytes; 413 before it is read), on every route but POST /v1/search (16 KiB). "
+        "Unset → 64 KiB, or what a note of PINLOG_MAX_TEXT_CHARS needs when that is more "
+        "(note_body_bytes); a set value must be at least that.")
+
+    # --- migrations (issue 27 #3) -----------------------------------------------------------
+    migrate_lock_timeout: float = Field(
+        3.0, gt=0, le=600, description="Seconds `pinlog migrate [--adopt]` waits for a table "
+        "lock before it gives the attempt up (live traffic queues behind a waiting migration "
+        "at most this long).")
+    migrate_attempts: int = Field(
+        5, ge=1, le=100, description="Attempts of `pinlog migrate [--adopt]` when a table is "
+        "busy (each one transaction, nothing kept from a failed one); waits 1, 2, 4 … s (at "
+        "most 10) in between.")
 
     # --- rescan / finalizer (SPEC §7.1) --------------------------------------------------
     rescan_enabled: bool = True
@@ -127,6 +190,22 @@ class Settings(BaseSettings):
     rescan_busy_wait: float = Field(
         60.0, ge=0, le=3600, description="Seconds one re-send keeps retrying (capped backoff) "
         "while the ai side answers 503 (queue full), so back-to-back rounds never flood it.")
+
+    # --- retention (issue 31) ---------------------------------------------------------------
+    retention_enabled: bool = Field(
+        True, description="Run the purge job in `pinlog serve` (every process; SKIP LOCKED "
+        "shares the work between replicas).")
+    retention_deleted: timedelta = Field(
+        timedelta(days=30), description="How long deleted and superseded notes, withdrawn "
+        "members and their AI data are kept before they are hard-deleted; a CANCELLED state row "
+        "stays at least the late-result window (Settings.late_result_window).")
+    retention_events: timedelta = Field(
+        timedelta(days=90), description="How long ai.context_ai_event history rows are kept.")
+    retention_interval: timedelta = Field(
+        timedelta(hours=1), description="Delay between two purge rounds (the first runs soon "
+        "after start-up).")
+    retention_batch_size: int = Field(500, ge=1, le=10_000, description="Rows per purge "
+                                      "transaction.")
 
     # --- dispatch (SPEC §4) ---------------------------------------------------------------
     dispatch_queue_size: int = Field(100, ge=1)
@@ -165,6 +244,18 @@ class Settings(BaseSettings):
         8000, ge=1, le=1_000_000, description="Micro-batch work bound: most characters of text "
         "in one embedding call (at least PINLOG_MAX_TEXT_CHARS, so every note fits).")
     embedding_batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="Micro-batch wait.")
+    embedding_max_inputs: int | None = Field(
+        None, ge=1, le=4096, description="Most inputs one embedding call carries (per provider "
+        "when unset: openai 32, TEI's default --max-client-batch-size; azure-openai 16). A "
+        "server that refuses a call for too many inputs (413, or 400 'too many inputs') lowers "
+        "it for the process.")
+    embedding_max_concurrent: int | None = Field(
+        None, ge=1, le=64, description="Most embedding calls in flight (per provider when unset: "
+        "4 for a remote endpoint, 1 for a local model); a throttling server (429/503) gets fewer "
+        "(adaptive, AIMD).")
+    embedding_api_version: str | None = Field(
+        None, description="azure-openai only: the api-version query parameter (default "
+        "2024-10-21).")
     embedding_passage_prefix: str = Field(
         "", description="sentence-transformers only: prepended to stored texts (e.g. 'passage: ' "
         "for e5 models). Part of the input preprocessing: the profile string must name it.")
@@ -178,9 +269,17 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_chain: Annotated[list[str], NoDecode] = Field(default_factory=list)
     llm_votes: int = Field(1, ge=1, le=9)
-    llm_timeout: float = Field(90.0, gt=0, description="Seconds per judge call.")
+    llm_timeout: float = Field(90.0, gt=0, description="Seconds per judge call (the whole "
+                               "call: connect, send and every read).")
+    llm_api_version: str | None = Field(
+        None, description="Azure OpenAI: the api-version query parameter; set, the key is sent "
+        "as the api-key header and {model} in PINLOG_LLM_BASE_URL names the deployment.")
+    llm_max_concurrent: int = Field(
+        8, ge=1, le=256, description="Most judge calls in flight; a throttling server (429/503) "
+        "gets fewer (adaptive, AIMD).")
     candidate_top_k: int = Field(10, ge=1, le=100)
-    candidate_floor: float | None = Field(None, description="Per profile when unset.")
+    candidate_floor: float | None = Field(None, ge=-1, le=1,
+                                          description="Cosine, -1..1. Per profile when unset.")
     judge_floor: float | None = Field(None, description="similarity judge: absolute floor.")
     judge_margin: float | None = Field(None, description="similarity judge: margin to best.")
     judge_cue_floor: float | None = Field(
@@ -194,9 +293,13 @@ class Settings(BaseSettings):
     backoff_cap: float = Field(4.0, ge=0, description="Seconds, longest single backoff.")
 
     # --- search (SPEC §10) ---------------------------------------------------------------------
-    search_floor: float | None = Field(None, description="Per profile when unset.")
-    search_short_query_floor: float | None = Field(None, description="Per profile when unset.")
-    search_ratio: float | None = Field(None, description="Per profile when unset.")
+    search_floor: float | None = Field(
+        None, ge=-1, le=1, description="Cosine, -1..1 (above 1 no record could pass: the vector "
+        "channel would be off). Per profile when unset.")
+    search_short_query_floor: float | None = Field(
+        None, ge=-1, le=1, description="Cosine, -1..1. Per profile when unset.")
+    search_ratio: float | None = Field(None, ge=-1, le=1,
+                                       description="At most 1 (0 = off). Per profile when unset.")
     search_text_min_coverage: float = Field(
         0.35, gt=0, le=1, description="Lexical evidence: share of the query's terms a record's "
         "notes and place must contain.")
@@ -210,6 +313,23 @@ class Settings(BaseSettings):
         5.0, gt=0, le=600, description="Seconds a search may take (query embedding, which has "
         "its own lane ahead of background embedding work, plus the SQL) before it answers 503 "
         "with Retry-After.")
+
+    # --- operator console (issue 29) and the CLI's server client --------------------------
+    console_admin_token: SecretStr | None = Field(
+        None, description="Operator console (`/console`): the admin token (every page, the "
+        "search debugger, actions). With neither console token set the console is off (404).")
+    console_read_token: SecretStr | None = Field(
+        None, description="Operator console: the read-only token (counts, failures, replicas, "
+        "profiles; no note text, no search debugger, no actions).")
+    console_session_ttl: timedelta = Field(
+        timedelta(hours=8), description="Lifetime of a console session cookie after login.")
+    console_refresh: float = Field(
+        5.0, ge=0.2, le=3600, description="Seconds between two live refreshes of the console's "
+        "overview (the page polls its JSON).")
+    server_url: str | None = Field(
+        None, description="`pinlog search|records|status` ask this running server (its API) "
+        "instead of working in-process; unset → the server `pinlog serve` recorded for this "
+        "PINLOG_DATA_DIR when it is running, else in-process.")
 
     max_text_chars: int = Field(2000, ge=1, le=100_000)
     shutdown_grace: float = Field(
@@ -249,12 +369,58 @@ class Settings(BaseSettings):
         return _split_csv(value)
 
     @field_validator("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl",
-                     mode="before")
+                     "retention_deleted", "retention_events", "retention_interval",
+                     "console_session_ttl", mode="before")
     @classmethod
     def _seconds_or_iso(cls, value: object) -> object:
-        """Durations: an integer/decimal number of seconds, or ISO-8601 (``PT5M``)."""
-        if isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
-            return float(value)
+        """Durations: a number of seconds (``300``, ``-5`` is read, then refused as not
+        positive), ISO-8601 (``PT5M``) or ``HH:MM:SS``; anything else is one clear line."""
+        if isinstance(value, str):
+            text = value.strip()
+            if not _DURATION.fullmatch(text):
+                raise ValueError("must be a number of seconds or an ISO-8601 duration (PT5M)")
+            try:
+                return float(text)
+            except ValueError:
+                return text
+        return value
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir_not_empty(cls, value: object) -> object:
+        """An empty ``PINLOG_DATA_DIR`` would silently mean the current directory."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty (unset it to use ./.pinlog)")
+        return value
+
+    @field_validator("embedding_profile")
+    @classmethod
+    def _profile_not_blank(cls, value: str | None) -> str | None:
+        """A profile string names a vector space (SPEC §9): blank names none."""
+        if value is not None and (not value.strip() or value != value.strip()):
+            raise ValueError("must not be blank or start/end with spaces (unset it to use the "
+                             "provider's profile)")
+        return value
+
+    @field_validator("console_admin_token", "console_read_token")
+    @classmethod
+    def _long_console_token(cls, value: SecretStr | None) -> SecretStr | None:
+        """A console token is a password for an operator: at least 16 characters."""
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters")
+        return value
+
+    @field_validator("server_url")
+    @classmethod
+    def _http_server_url(cls, value: str | None) -> str | None:
+        """``http://`` or ``https://`` with a host (``http://127.0.0.1:8000``)."""
+        if value is not None:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError("must be an http(s) URL of a running pinlog serve "
+                                 "(http://127.0.0.1:8000)")
         return value
 
     @field_validator("llm_chain", mode="before")
@@ -284,7 +450,7 @@ class Settings(BaseSettings):
         if not self.llm_base_url:
             raise ValueError("PINLOG_JUDGE=llm (or an llm search rewrite) needs "
                              "PINLOG_LLM_BASE_URL (an OpenAI-compatible endpoint, …/v1)")
-        return LlmEndpoint(self.llm_base_url, self.llm_api_key)
+        return LlmEndpoint(self.llm_base_url, self.llm_api_key, self.llm_api_version)
 
     @property
     def retries(self) -> RetryPolicy:
@@ -296,6 +462,10 @@ class Settings(BaseSettings):
         """SPEC §6 budget rule: a job's retries must end before the PROCESSING expiry —
         counting only the models that are called (the LLM timeout only with an LLM judge or
         rewrite, SPEC §13). Also: an LLM judge or rewrite needs its endpoint."""
+        for name in ("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl",
+                     "retention_deleted", "retention_events", "retention_interval"):
+            if getattr(self, name).total_seconds() <= 0:
+                raise ValueError(f"PINLOG_{name.upper()} must be positive")
         expiry = self.processing_expiry.total_seconds()
         timeouts = [("PINLOG_EMBEDDING_TIMEOUT", self.embedding_timeout)]
         if self.uses_llm():
@@ -313,12 +483,44 @@ class Settings(BaseSettings):
                 f"PINLOG_EMBEDDING_BATCH_MAX_CHARS ({self.embedding_batch_max_chars}) must be at "
                 f"least PINLOG_MAX_TEXT_CHARS ({self.max_text_chars}): every note must fit in "
                 "one call whose timeout is PINLOG_EMBEDDING_TIMEOUT")
-        for name in ("rescan_interval", "pending_expiry", "processing_expiry"):
-            if getattr(self, name).total_seconds() <= 0:
-                raise ValueError(f"PINLOG_{name.upper()} must be positive")
+        needed = note_body_bytes(self.max_text_chars)
+        if self.max_body_bytes is not None and self.max_body_bytes < needed:
+            raise ValueError(
+                f"PINLOG_MAX_BODY_BYTES ({self.max_body_bytes}) must be at least {needed} "
+                f"(a note of PINLOG_MAX_TEXT_CHARS = {self.max_text_chars} characters, "
+                f"JSON-escaped, must fit in a request)")
+        admin, read = (reveal(t) for t in (self.console_admin_token, self.console_read_token))
+        if admin is not None and admin == read:
+            raise ValueError("PINLOG_CONSOLE_ADMIN_TOKEN and PINLOG_CONSOLE_READ_TOKEN must "
+                             "differ (a login's role is the token's)")
+        if self.console_session_ttl.total_seconds() <= 0:
+            raise ValueError("PINLOG_CONSOLE_SESSION_TTL must be positive")
         return self
 
+    def body_limit(self) -> int:
+        """The request-body limit of every route but search, bytes: ``PINLOG_MAX_BODY_BYTES``,
+        else :data:`DEFAULT_BODY_BYTES` or what a note of ``PINLOG_MAX_TEXT_CHARS`` needs
+        (:func:`note_body_bytes`), whichever is more."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return max(DEFAULT_BODY_BYTES, note_body_bytes(self.max_text_chars))
+
     # --- derived values -------------------------------------------------------------------
+    def late_result_window(self) -> timedelta:
+        """How long after a stage's last start its result may still reach a save (SPEC §4/§5:
+        the CANCELLED state row is what refuses such a late result, so it is kept at least this
+        long after the cancellation, which comes after the last start — issue 31).
+
+        ``PINLOG_PROCESSING_EXPIRY`` (the time by which a live worker counts as finished) + the
+        longest stage budget of the job (``RetryPolicy.budget`` of ``PINLOG_EMBEDDING_TIMEOUT``
+        and of ``PINLOG_LLM_TIMEOUT``: the pipeline bounds the keyword stage by the latter
+        whatever the judge). Defaults: 600 + 90 × 3 + 1.5 = 871.5 s.
+        """
+        budgets = (self.retries.budget(self.embedding_timeout),
+                   self.retries.budget(self.llm_timeout))
+        return self.processing_expiry + timedelta(seconds=max(budgets))
+
+
     @property
     def embedded(self) -> bool:
         """True when no external database is configured (SPEC §13)."""
@@ -344,6 +546,17 @@ def _load_generated_secrets(data_dir: Path) -> dict[str, str]:
     return values
 
 
+def load_database_settings(**overrides: object) -> Settings:
+    """:func:`load_settings` for commands that only look at the database (``pinlog db
+    url|status|stop``): no secret is generated or required, the data dir is not created, and
+    the secrets may stay unset.
+
+    Raises:
+        SettingsError: as :func:`load_settings`.
+    """
+    return _load(overrides, generate_secrets=False)
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build and validate :class:`Settings`.
 
@@ -354,6 +567,10 @@ def load_settings(**overrides: object) -> Settings:
         SettingsError: a readable message naming the invalid settings (values of secrets
             are never included).
     """
+    return _load(overrides, generate_secrets=True)
+
+
+def _load(overrides: dict[str, object], *, generate_secrets: bool) -> Settings:
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -367,7 +584,7 @@ def load_settings(**overrides: object) -> Settings:
             f"invalid setting {line}" if line.startswith("PINLOG_") else f"invalid settings: {line}"
             for line in lines)) from None
     missing = []
-    if not settings.internal_secrets or not settings.jwt_secret:
+    if generate_secrets and (not settings.internal_secrets or not settings.jwt_secret):
         if settings.embedded:
             try:
                 generated = _load_generated_secrets(settings.data_dir)
@@ -399,6 +616,7 @@ def _register_secrets(settings: Settings) -> None:
     from pinlog.redaction import register_secret
 
     for value in (settings.jwt_secret, settings.embedding_api_key, settings.llm_api_key,
+                  settings.console_admin_token, settings.console_read_token,
                   *settings.internal_secrets):
         if value is not None:
             register_secret(value.get_secret_value())

@@ -4,7 +4,11 @@ morphological analyser (kiwipiepy, whose model ships as a package) behind small 
 Shared kernel: imports nothing of ``pinlog.core`` or ``pinlog.ai``.
 
 - :func:`normalize` is the one normalisation for text entering the system (note text, place
-  names, queries); :func:`is_blank` says whether anything visible is left.
+  names, queries); :func:`normalize_line` the same for one-line fields (place names and
+  addresses: line breaks and tabs become spaces); :func:`is_blank` says whether anything
+  visible is left; :func:`identifier_problem` is the rule for identifiers, which are kept as
+  sent (external place ids, member external refs): no control or bidi characters, no edge
+  whitespace.
 - :func:`analyse` returns morphemes with their part-of-speech tag and lemma.
 - :func:`content_terms` returns the lemmas that carry meaning (nouns, verb/adjective stems,
   roots, foreign words, numbers), lower-cased: the unit of lexical evidence.
@@ -34,14 +38,30 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Morph", "analyse", "content_terms", "evidence_terms", "is_blank", "lexical_terms",
-           "normalize", "prime", "warm_up"]
+__all__ = ["Morph", "analyse", "content_terms", "evidence_terms", "identifier_problem", "is_blank",
+           "lexical_terms", "normalize", "normalize_line", "prime", "warm_up"]
 
+
+#: Bidirectional formatting characters — embeddings, overrides, isolates and marks (LRM, RLM,
+#: ALM): they reorder how the text around them is displayed ("\u202eevil\u202c" is stored as
+#: "evil" and shown as "live"), so a place name shown to other members could show what it does
+#: not say (issue 27 #6). Removed; Korean and English text never needs them.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+#: Control characters that are removed: C0 except tab, line feed and carriage return; DEL; C1
+#: except NEL (a line break, see :data:`_LINE_BREAKS`). NUL is refused before normalising by
+#: the callers that store text (PostgreSQL cannot store it), so this only makes it blank.
+CONTROL_CHARACTERS = ("".join(chr(c) for c in range(0x20) if c not in (0x09, 0x0a, 0x0d))
+                      + "\x7f" + "".join(chr(c) for c in range(0x80, 0xa0) if c != 0x85))
 
 #: Characters that carry nothing and are removed: zero-width space, zero-width no-break space
-#: (BOM), soft hyphen, word joiner, Mongolian vowel separator, invisible math operators.
-#: ZWJ/ZWNJ and variation selectors are kept (emoji sequences and scripts need them).
-_REMOVED = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u2060\u2061\u2062\u2063\u2064\ufeff"))
+#: (BOM), soft hyphen, word joiner, Mongolian vowel separator, invisible math operators, the
+#: bidi controls and the control characters above. ZWJ/ZWNJ and variation selectors are kept
+#: (emoji sequences and scripts need them).
+_REMOVED = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u2060\u2061\u2062\u2063\u2064\ufeff"
+                             + BIDI_CONTROLS + CONTROL_CHARACTERS))
+
+#: Line breaks and tabs, which a one-line field (:func:`normalize_line`) shows as one space.
+_LINE_BREAKS = dict.fromkeys(map(ord, "\t\n\r\x0b\x0c\x85\u2028\u2029"), " ")
 
 #: Characters that render as blank space and become an ordinary space: the Hangul fillers
 #: (``\u3164`` and its half-width, choseong/jungseong fillers, used as "invisible" text in
@@ -76,18 +96,39 @@ def normalize(text: str) -> str:
        where NFKC would produce lone conjoining jamo: Hangul compatibility jamo such as ``ㅋㅋ``
        / ``ㅠㅠ`` stay as typed (plain NFKC turns them into conjoining jamo, which render
        differently and which Kiwi then tags as nouns), half-width Hangul folds to them;
-    3. invisible characters are removed (zero-width space, BOM, soft hyphen, word joiner …)
-       and blank-looking ones become a space (Hangul fillers ``\u3164``, blank Braille).
+    3. invisible characters are removed (zero-width space, BOM, soft hyphen, word joiner …),
+       and so are bidi controls (``\u202e`` …, :data:`BIDI_CONTROLS`) and control characters
+       other than tab and line breaks (:data:`CONTROL_CHARACTERS`); blank-looking ones become a
+       space (Hangul fillers ``\u3164``, blank Braille).
 
     Leading/trailing whitespace is kept (text is stored as written). Idempotent. Raises nothing
     for any ``str``.
     """
-    text = unicodedata.normalize("NFC", text)
+    text = unicodedata.normalize("NFC", text).translate(_REMOVED)
     if not text.isascii():
-        text = text.translate(_REMOVED).translate(_AS_SPACE)
+        text = text.translate(_AS_SPACE)
         if not unicodedata.is_normalized("NFKC", text):
             text = unicodedata.normalize("NFC", "".join(map(_fold_compatibility, text)))
     return text
+
+
+def normalize_line(text: str) -> str:
+    """:func:`normalize` for a one-line field (place name, address): line breaks and tabs
+    (``\n``, ``\r``, ``\t``, ``\u2028`` …) become one space each, so what is shown on one line
+    is what was stored. Idempotent; raises nothing for any ``str``."""
+    return normalize(text).translate(_LINE_BREAKS)
+
+
+def identifier_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an identifier that is kept exactly as sent and shown back
+    (external place id, member external ref), as a fixed sentence — or None when it can:
+    no control characters (tabs and line breaks included), no bidi controls, no leading or
+    trailing whitespace (two refs that look the same must be the same)."""
+    if any(unicodedata.category(ch) == "Cc" or ch in BIDI_CONTROLS for ch in value):
+        return "must not contain control or bidirectional formatting characters"
+    if value != value.strip():
+        return "must not start or end with whitespace"
+    return None
 
 
 def is_blank(text: str) -> bool:

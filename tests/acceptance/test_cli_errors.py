@@ -47,7 +47,7 @@ def _one_line(result) -> str:
     ({}, ["serve", "--components", "core"], "--components core needs PINLOG_AI_BASE_URL"),
     ({"PINLOG_RESCAN_INTERVAL": "abc"}, ["status"], "PINLOG_RESCAN_INTERVAL"),
     ({"PINLOG_EMBEDDING_PROVIDER": "nope"}, ["status"],
-     "unknown embedding provider 'nope' (known: local-e5, openai, sentence-transformers)"),
+     "unknown embedding provider 'nope' (known: azure-openai, local-e5, openai, sentence-transformers)"),
     ({"PINLOG_JUDGE": "nope"}, ["serve"], "unknown judge 'nope' (known: llm, similarity)"),
 ], ids=["llm-judge-without-endpoint", "data-dir-unusable", "core-that-cannot-dispatch",
         "bad-interval", "unknown-provider", "unknown-judge"])
@@ -58,8 +58,17 @@ def test_every_bad_setting_is_one_line_and_exit_2(tmp_path, extra, args, expecte
     assert expected in _one_line(result)
 
 
+#: `pinlog db url` with an external URL checks every setting and prints the URL without
+#: connecting: the cheapest command that loads the settings (`db url` on the embedded server
+#: only looks, and a stopped one is exit 1, issue 27).
+EXTERNAL = {"PINLOG_DATABASE_URL": "postgresql://u@127.0.0.1:9/x",
+            "PINLOG_INTERNAL_SECRETS": "internal-secret-value",
+            "PINLOG_JWT_SECRET": "jwt-secret-value-jwt-secret-value-1234"}
+
+
 def test_the_llm_timeout_counts_only_with_an_llm(tmp_path):
-    env = pinlog_env(tmp_path / "data", PINLOG_PROCESSING_EXPIRY="200", PINLOG_LLM_TIMEOUT="90")
+    env = pinlog_env(tmp_path / "data", PINLOG_PROCESSING_EXPIRY="200", PINLOG_LLM_TIMEOUT="90",
+                     **EXTERNAL)
     ok = run_pinlog(["db", "url"], env, timeout=60)  # similarity judge: the budget holds
     assert ok.returncode == 0, ok.stderr
     bad = run_pinlog(["db", "url"], {**env, "PINLOG_JUDGE": "llm",
@@ -68,7 +77,7 @@ def test_the_llm_timeout_counts_only_with_an_llm(tmp_path):
 
 
 def test_a_misspelt_variable_gets_one_warning_with_the_closest_name(tmp_path):
-    env = pinlog_env(tmp_path / "data", PINLOG_RESCAN_INTERVALL="60")
+    env = pinlog_env(tmp_path / "data", PINLOG_RESCAN_INTERVALL="60", **EXTERNAL)
     result = run_pinlog(["db", "url"], env, timeout=60)
     assert result.returncode == 0
     line = _one_line(result)

@@ -81,7 +81,8 @@ def test_database_stopped_under_a_running_server(tmp_path):
             r'^pinlog_state_rows\{stage="embedding",status="[A-Z]+"\} ([0-9.]+)$', before, re.M))
         assert rows_before == 1
 
-        stopped = run_pinlog(["db", "stop"], {**env, **db_env}, timeout=60)
+        # --force: the server uses it (issue 27 #11 refuses without)
+        stopped = run_pinlog(["db", "stop", "--force"], {**env, **db_env}, timeout=60)
         assert "stopped" in stopped.stdout, stopped.stderr
 
         calls = [

@@ -22,8 +22,10 @@ from tests.integration.core.rescan.factory import make_context, make_member
 pytestmark = pytest.mark.slow
 
 COMMANDS = [[], ["serve"], ["rescan"], ["reprocess"], ["status"], ["import"], ["search"],
-            ["demo"], ["migrate"], ["db"], ["db", "url"], ["presets"], ["presets", "load"],
-            ["presets", "list"], ["members"], ["members", "create"], ["token"], ["records"]]
+            ["demo"], ["migrate"], ["db"], ["db", "url"], ["db", "stop"], ["presets"],
+            ["presets", "load"],
+            ["presets", "list"], ["members"], ["members", "create"], ["token"], ["records"],
+            ["purge"]]
 
 
 def test_version_and_help_texts(tmp_path):
@@ -35,6 +37,9 @@ def test_version_and_help_texts(tmp_path):
         assert result.returncode == 0, (command, result.stderr)
         for word in ("SPEC", "§", "README", "ARCHITECTURE"):
             assert word not in result.stdout, (command, word)
+        # issue 27 #11: no <bool> metavar on flags, no raw RST markup from docstrings
+        for markup in ("<bool>", "``", ":mod:", ":func:", ":class:", ":meth:"):
+            assert markup not in result.stdout, (command, markup)
 
 
 def test_serve_host_port_startup_line_http_metrics_and_oldest_unfinished(

@@ -70,7 +70,16 @@ EXPECTED_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
                             "pid": ("integer", False), "components": ("text", False),
                             "settings": ("jsonb", False),
                             "started_at": TS,
-                            "seen_at": TS},
+                            "seen_at": TS,
+                            "version": ("text", True)},  # 0008_operator_console
+    # 0008_operator_console: the maintained state counts and the console's action log
+    "ai.state_count": {"stage": ("text", False), "status": ("text", False),
+                       "n": ("bigint", False)},
+    "ai.state_count_delta": {"stage": ("text", False), "status": ("text", False),
+                             "n": ("bigint", False)},
+    "core.console_action": {"id": ("bigint", False), "at": TS, "role": ("text", False),
+                            "action": ("text", False), "params": ("jsonb", False),
+                            "outcome": ("jsonb", False), "request_id": ("text", True)},
 }
 
 
@@ -121,6 +130,17 @@ def test_migrate_creates_exactly_the_spec_schema(sync_conn):
     assert "WHERE (deleted_at IS NULL)" in indexes["record_member_place_active_uq"]
     assert "UNIQUE" in indexes["record_member_place_active_uq"]
     assert "UNIQUE" in indexes["member_external_ref_active_uq"]
+    # 0007_retention_indexes (issue 31): what the purge reads, oldest first, and the foreign keys
+    cancelled = indexes["context_ai_state_cancelled_idx"]
+    assert "(updated_at, context_id)" in cancelled
+    assert "embedding_status = 'CANCELLED'" in cancelled and "keyword_status = 'CANCELLED'" in cancelled
+    assert "(at, id)" in indexes["context_ai_event_at_idx"]
+    for name in ("context_deleted_idx", "record_deleted_idx", "member_deleted_idx"):
+        assert "(deleted_at, id) WHERE (deleted_at IS NOT NULL)" in indexes[name], name
+    for name, column in (("context_record_all_idx", "record_id"),
+                         ("context_member_all_idx", "member_id"),
+                         ("record_member_all_idx", "member_id")):
+        assert indexes[name].endswith(f"({column})"), name
     pks = dict(sync_conn.execute("""SELECT conrelid::regclass::text, pg_get_constraintdef(oid)
         FROM pg_constraint WHERE contype = 'p' AND connamespace = 'ai'::regnamespace""").fetchall())
     assert pks["ai.context_embedding"] == "PRIMARY KEY (context_id)"

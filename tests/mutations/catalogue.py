@@ -77,6 +77,29 @@ LOGS_PY = "src/pinlog/logs.py"
 WORKER_PY = "src/pinlog/ai/worker.py"
 DISPATCH_PY = "src/pinlog/core/dispatch.py"
 BATCH_PY = "src/pinlog/ai/batch.py"
+AI_RETENTION_SQL = "src/pinlog/ai/retention.sql"
+AI_RETENTION_PY = "src/pinlog/ai/retention.py"
+CORE_RETENTION_SQL = "src/pinlog/core/retention.sql"
+CORE_RETENTION_PY = "src/pinlog/core/retention.py"
+DB_RETENTION_PY = "src/pinlog/db/retention.py"
+STATUS_SQL = "src/pinlog/core/status.sql"
+HTTP_PY = "src/pinlog/http.py"
+PUBLIC_IDS = "src/pinlog/core/public_ids.py"
+IMPORTER_PY = "src/pinlog/core/importer.py"
+CLI_DB_PY = "src/pinlog/cli/db.py"
+AI_ERRORS = "src/pinlog/ai/errors.py"
+LIMITS_PY = "src/pinlog/ai/limits.py"
+LLM_PY = "src/pinlog/ai/judges/llm.py"
+REWRITE_PY = "src/pinlog/ai/rewrite.py"
+OPENAI_PY = "src/pinlog/ai/providers/openai.py"
+AZURE_PY = "src/pinlog/ai/providers/azure_openai.py"
+CALIBRATION_PY = "src/pinlog/ai/calibration.py"
+CONSOLE_MIGRATION = "src/pinlog/db/migrations/versions/0008_operator_console.py"
+CONSOLE_ACCESS = "src/pinlog/console/access.py"
+CONSOLE_ROUTES = "src/pinlog/console/routes.py"
+STATUS_SQL = "src/pinlog/core/status.sql"
+REMOTE_PY = "src/pinlog/cli/remote.py"
+CLI_INIT = "src/pinlog/cli/__init__.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
 STATE_BATCH = "tests/integration/ai/test_state_batch.py"
@@ -128,6 +151,28 @@ BATCHING_T = "tests/unit/ai/test_batching.py"
 LOG_CONTEXT_T = "tests/integration/ai/test_log_context.py"
 DISPATCH_HTTP_T = "tests/integration/core/test_dispatch_http.py"
 OPS_CLI_T = "tests/acceptance/rescan/test_ops_cli.py"
+PURGE_T = "tests/integration/retention/test_purge.py"
+LATE_T = "tests/integration/retention/test_late_results.py"
+PURGE_REPLICAS_T = "tests/integration/retention/test_replicas.py"
+ERASURE_T = "tests/integration/retention/test_erasure.py"
+ADOPTED_PURGE_T = "tests/integration/adoption/test_adopted_retention.py"
+RETENTION_UNIT_T = "tests/unit/test_retention.py"
+HTTP_EDGE_T = "tests/acceptance/adversarial/test_http_edge.py"
+MIGRATE_LOCK_T = "tests/integration/test_migrate_lock_timeout.py"
+PUBLIC_PAGING_T = "tests/acceptance/core/test_public_view_paging_edit.py"
+IMPORT_T = "tests/integration/core/importer/test_import.py"
+SERVE_EMBEDDED_T = "tests/acceptance/test_serve_embedded.py"
+SETTINGS_LINE_T = "tests/unit/test_settings.py::test_a_setting_that_cannot_work_is_one_clear_line"
+REMOTE_LIMITS_T = "tests/unit/ai/test_remote_limits.py"
+CAPS_T = "tests/unit/ai/test_input_caps_and_deadlines.py"
+LLM_ENDPOINTS_T = "tests/unit/ai/judges/test_llm_endpoints.py"
+REMOTE_T = "tests/integration/ai/test_remote_providers.py"
+SEARCH_CUTS_T = "tests/unit/ai/test_search_cuts.py"
+CONSOLE_T = "tests/integration/console/test_console.py"
+CONSOLE_UNIT_T = "tests/unit/console/test_access.py"
+OPS_API_T = "tests/integration/console/test_ops_api.py"
+COUNTS_T = "tests/integration/core/test_state_counts.py"
+CLI_SERVER_T = "tests/acceptance/test_cli_server.py"
 
 
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
@@ -855,14 +900,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            ):",
         (f"{AUTH_T}::test_rejected",),
     ),
-    # ---- internal secret (ai/api.py, SPEC §5.1) ----------------------------------------------
+    # ---- internal secret (contracts.py: the ai side's internal API, core's operator API; SPEC §5.1)
     Mutation(
         "internal_secret_not_compared",
         "SPEC §5.1: X-Internal-Secret must match a configured secret, else 401",
-        AI_API,
+        CONTRACTS,
         '        match |= hmac.compare_digest(given, secret.encode("utf-8"))',
         "        match = True",
-        (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",),
+        (f"{AI_API_T}::test_401_missing_or_wrong_secret_changes_nothing",
+         f"{OPS_API_T}::test_the_operator_api_needs_the_internal_secret"),
     ),
     # ---- configuration and wiring (issue 22) -------------------------------------------------
     Mutation(
@@ -1077,7 +1123,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "place_fields_not_normalised",
         "SPEC §13: place names and addresses are stored in the one normalised form",
         SERVICES,
-        "    if normal:\n        value = normalize(value)\n",
+        "    if normal:\n        value = normalize_line(value)\n",
         "",
         (f"{UNICODE_T}::test_nfd_note_and_place_are_stored_normalised_and_hashed_normalised",),
     ),
@@ -1088,8 +1134,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "it has the migration lock (also on a database with the legacy version table)",
         MIGRATE,
         "        with engine.begin() as conn:\n            _lock(conn)\n"
+        "            _set_lock_timeout(conn, config)\n"
         "            if inspect_database(conn) == \"foreign\":",
-        "        with engine.begin() as conn:\n"
+        "        with engine.begin() as conn:\n            _set_lock_timeout(conn, config)\n"
         "            if inspect_database(conn) == \"foreign\":",
         (f"{CONCURRENT_MIGRATE_T}::"
          "test_a_waiting_migrate_holds_no_lock_and_changes_nothing_until_it_has_the_migration_lock",),
@@ -1098,8 +1145,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "adopt_alters_before_the_migration_lock",
         "SPEC §2.2 adoption: a waiting `migrate --adopt` holds no lock on the backend's ai tables",
         MIGRATE,
-        "            _lock(conn)\n            conn.execute(text(f\"SET LOCAL lock_timeout",
-        "            conn.execute(text(f\"SET LOCAL lock_timeout",
+        "        _lock(conn)\n        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
+        "        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
         (f"{ADOPT_T}::test_concurrent_adoptions_wait_for_each_other_and_both_succeed",),
     ),
     Mutation(
@@ -1107,8 +1154,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §2.2 adoption: a busy backend table aborts the adoption (lock_timeout), it never "
         "queues the backend's traffic behind it",
         MIGRATE,
-        "            conn.execute(text(f\"SET LOCAL lock_timeout = '{ADOPT_LOCK_TIMEOUT}'\"))\n",
-        "",
+        "        _set_lock_timeout(conn, config)\n        plan = plan_adoption(",
+        "        plan = plan_adoption(",
         (f"{ADOPT_T}::test_a_busy_table_is_reported_as_busy_not_as_a_connection_problem",),
     ),
     # -- the search deadline and the query lane (ai/runtime.py, ai/providers/batching.py)
@@ -1126,10 +1173,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "query_lane_shares_the_passage_slot",
         "issue 16 #4: a query has its own provider slot, never behind the background backlog",
         BATCHING,
-        "        self._slots = {\"passage\": asyncio.Semaphore(self.max_concurrent),\n"
-        "                       \"query\": asyncio.Semaphore(1)}",
-        "        self._slots = dict.fromkeys((\"passage\", \"query\"),\n"
-        "                                    asyncio.Semaphore(self.max_concurrent))",
+        "        self._slots = {\"passage\": self.limit,\n"
+        "                       \"query\": AdaptiveLimit(1, kind=\"embedding_query\")}",
+        "        self._slots = dict.fromkeys((\"passage\", \"query\"), self.limit)",
         (f"{PRIORITY_T}::test_search_answers_while_the_background_backlog_is_held",),
     ),
     # -- the keyword category rule (ai/judges/similarity.py, SPEC §8)
@@ -1392,6 +1438,416 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{OPS_CLI_T}::"
          "test_a_commands_lines_carry_the_command_the_round_and_the_request_id_it_sent",),
     ),
+    # ---- retention (issue 31: pinlog.ai/core/db.retention, docs/ARCHITECTURE.md §3) ---------
+    Mutation(
+        "retention_cancelled_row_ignores_the_late_result_window",
+        "issue 31 + SPEC §4/§5: a CANCELLED state row stays at least the late-result window "
+        "after its cancellation, whatever PINLOG_RETENTION_DELETED says",
+        AI_RETENTION_SQL,
+        "greatest(CAST(:retention AS interval),",
+        "least(CAST(:retention AS interval),",
+        (f"{LATE_T}::test_a_cancelled_row_stays_for_the_late_result_window_whatever_the_retention",),
+    ),
+    Mutation(
+        "retention_window_without_the_processing_expiry",
+        "issue 31: late-result window = processing expiry + the longest stage budget",
+        SETTINGS_PY,
+        "return self.processing_expiry + timedelta(seconds=max(budgets))",
+        "return timedelta(seconds=max(budgets))",
+        (f"{RETENTION_UNIT_T}::"
+         "test_the_late_result_window_is_the_processing_expiry_plus_the_longest_stage_budget",
+         f"{LATE_T}::test_the_window_is_the_processing_expiry_plus_the_longest_stage_budget"),
+    ),
+    Mutation(
+        "retention_purges_a_half_cancelled_row",
+        "issue 31: only a row whose two stages are CANCELLED is dead (the finalizer still needs "
+        "a half-cancelled one)",
+        AI_RETENTION_SQL,
+        "(embedding_status = 'CANCELLED' AND keyword_status = 'CANCELLED'\n AND updated_at",
+        "((embedding_status = 'CANCELLED' OR keyword_status = 'CANCELLED')\n AND updated_at",
+        (f"{PURGE_T}::test_live_notes_recent_deletions_and_unfinished_rows_are_untouched",),
+    ),
+    Mutation(
+        "retention_ai_pick_waits_for_locked_rows",
+        "issue 31: replicas purge at once (FOR UPDATE SKIP LOCKED), a held batch is skipped",
+        AI_RETENTION_SQL,
+        " LIMIT :batch_size\n   FOR UPDATE SKIP LOCKED\n\n\n-- name: context_rows_",
+        " LIMIT :batch_size\n   FOR UPDATE\n\n\n-- name: context_rows_",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[contexts]",),
+    ),
+    Mutation(
+        "retention_event_pick_waits_for_locked_rows",
+        "issue 31: replicas purge history at once (FOR UPDATE SKIP LOCKED)",
+        AI_RETENTION_SQL,
+        "       FOR UPDATE SKIP LOCKED\n), purged AS (\n    DELETE FROM ai.context_ai_event",
+        "       FOR UPDATE\n), purged AS (\n    DELETE FROM ai.context_ai_event",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[events]",),
+    ),
+    Mutation(
+        "retention_core_note_pick_waits_for_locked_rows",
+        "issue 31: replicas purge notes at once (FOR UPDATE SKIP LOCKED)",
+        CORE_RETENTION_SQL,
+        "FOR UPDATE OF c SKIP LOCKED",
+        "FOR UPDATE OF c",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.context]",),
+    ),
+    Mutation(
+        "retention_core_record_pick_waits_for_locked_rows",
+        "issue 31: replicas purge records at once (FOR UPDATE SKIP LOCKED)",
+        CORE_RETENTION_SQL,
+        "FOR UPDATE OF r SKIP LOCKED",
+        "FOR UPDATE OF r",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.record]",),
+    ),
+    Mutation(
+        "retention_core_member_pick_waits_for_locked_rows",
+        "issue 31: replicas purge withdrawn members at once (FOR UPDATE SKIP LOCKED)",
+        CORE_RETENTION_SQL,
+        "FOR UPDATE OF m SKIP LOCKED",
+        "FOR UPDATE OF m",
+        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.member]",),
+    ),
+    Mutation(
+        "retention_events_without_their_retention",
+        "issue 31: history rows go past PINLOG_RETENTION_EVENTS, not before",
+        AI_RETENTION_SQL,
+        "     WHERE at < now() - CAST(:retention AS interval)",
+        "     WHERE at < now()",
+        (f"{PURGE_T}::test_history_rows_go_by_their_own_retention",
+         f"{PURGE_T}::test_live_notes_recent_deletions_and_unfinished_rows_are_untouched"),
+    ),
+    Mutation(
+        "retention_notes_without_their_retention",
+        "issue 31: a deleted note goes past PINLOG_RETENTION_DELETED, not before",
+        CORE_RETENTION_SQL,
+        "(c.deleted_at < now() - CAST(:retention AS interval) AND {state_invalidated})",
+        "(c.deleted_at IS NOT NULL AND {state_invalidated})",
+        (f"{PURGE_T}::test_live_notes_recent_deletions_and_unfinished_rows_are_untouched",
+         f"{PURGE_T}::test_rows_purged_and_the_oldest_deleted_row_kept_are_measured"),
+    ),
+    Mutation(
+        "retention_core_purges_what_it_has_not_invalidated",
+        "issue 31: core purges a deleted note only when its AI state is CANCELLED (or absent)",
+        CORE_RETENTION_SQL,
+        "             WHERE s.context_id = c.id\n               AND (s.embedding_status <> "
+        "'CANCELLED'",
+        "             WHERE false AND s.context_id = c.id\n               AND "
+        "(s.embedding_status <> 'CANCELLED'",
+        (f"{PURGE_T}::test_a_deleted_note_whose_invalidation_was_missed_is_kept_and_reported",
+         f"{ERASURE_T}::"
+         "test_a_note_whose_invalidation_was_missed_is_kept_with_its_record_and_member"),
+    ),
+    Mutation(
+        "retention_record_purged_while_notes_refer_to_it",
+        "issue 31: a record goes only once no note row refers to it",
+        CORE_RETENTION_SQL,
+        "WHERE c.record_id = r.id AND (CAST(:apply AS boolean) OR NOT {context_due})))",
+        "WHERE c.record_id = r.id AND (NOT CAST(:apply AS boolean) AND NOT {context_due})))",
+        (f"{PURGE_T}::test_a_deleted_note_whose_invalidation_was_missed_is_kept_and_reported",),
+    ),
+    Mutation(
+        # two guards (the statements' :apply and the rolled-back transaction): both are broken
+        "retention_dry_run_deletes",
+        "issue 31: pinlog purge --dry-run counts and changes nothing",
+        AI_RETENTION_PY,
+        '                    params = {"context_ids": ids, "apply": not dry_run}\n'
+        "                    for name, table in context_tables():\n"
+        "                        report.add(table, await _count(conn, name, params))\n"
+        '                    report.add(STATE_TABLE, await _count(conn, "delete_cancelled_states",\n'
+        "                                                         {**params, **window}))\n"
+        "                await (transaction.rollback() if dry_run else transaction.commit())",
+        '                    params = {"context_ids": ids, "apply": True}\n'
+        "                    for name, table in context_tables():\n"
+        "                        report.add(table, await _count(conn, name, params))\n"
+        '                    report.add(STATE_TABLE, await _count(conn, "delete_cancelled_states",\n'
+        "                                                         {**params, **window}))\n"
+        "                await transaction.commit()",
+        (f"{PURGE_T}::test_the_dry_run_counts_exactly_what_the_purge_removes",),
+    ),
+    Mutation(
+        "retention_core_part_runs_on_an_adopted_database",
+        "issue 31: on an adopted database only ai.* is touched; core's part is off",
+        CORE_RETENTION_PY,
+        "        if not await self.ours():\n            report.off.append(OFF_ADOPTED)",
+        "        if False:\n            report.off.append(OFF_ADOPTED)",
+        (f"{ADOPTED_PURGE_T}::test_on_an_adopted_database_only_our_ai_rows_are_purged",),
+    ),
+    Mutation(
+        "retention_erases_an_active_member",
+        "issue 31: pinlog purge --member refuses an active member (nothing changes)",
+        CORE_RETENTION_PY,
+        "        if active:\n            raise MemberActive(active)",
+        "        if False:\n            raise MemberActive(active)",
+        (f"{ERASURE_T}::test_an_active_member_is_refused_and_nothing_changes",),
+    ),
+    Mutation(
+        "retention_erasure_ignores_the_state",
+        "issue 31: an erasure erases the AI data of CANCELLED contexts only",
+        AI_RETENTION_SQL,
+        "   AND embedding_status = 'CANCELLED' AND keyword_status = 'CANCELLED'\n"
+        " ORDER BY context_id\n   FOR UPDATE",
+        "   AND true\n ORDER BY context_id\n   FOR UPDATE",
+        (f"{ERASURE_T}::"
+         "test_a_note_whose_invalidation_was_missed_is_kept_with_its_record_and_member",),
+    ),
+    Mutation(
+        "retention_rows_purged_not_counted",
+        "issue 31: pinlog_purged_rows_total counts every real purge by table",
+        DB_RETENTION_PY,
+        "        report.merge(await part.purge(dry_run=dry_run, stop=stop))\n    count_purged(report)",
+        "        report.merge(await part.purge(dry_run=dry_run, stop=stop))",
+        (f"{PURGE_T}::test_rows_purged_and_the_oldest_deleted_row_kept_are_measured",
+         f"{RETENTION_UNIT_T}::test_only_a_real_purge_counts_rows"),
+    ),
+    Mutation(
+        "retention_tombstone_counted_as_an_anomaly",
+        "issue 31: a CANCELLED state row whose note was purged is a tombstone, not an anomaly",
+        STATUS_SQL,
+        "count(*) FILTER (WHERE c.id IS NULL\n                            AND NOT "
+        "(s.embedding_status = 'CANCELLED' AND s.keyword_status = 'CANCELLED'))",
+        "count(*) FILTER (WHERE c.id IS NULL)",
+        (f"{ERASURE_T}::test_a_purged_notes_tombstone_is_no_anomaly",),
+    ),
+    Mutation(
+        "retention_loop_in_one_shot_commands",
+        "issue 31: the retention loop runs in serving processes, not in one-shot commands",
+        COMPOSITION_PY,
+        "if (config.ai.retention.enabled if retention is None else retention) and (ai or core):",
+        "if ai or core:",
+        (f"{PURGE_T}::test_a_running_process_purges_in_the_background_unless_one_shot",),
+    ),
+    # ---- remote providers: throttling, input caps, deadlines, LLM answers (issue 23, SPEC §6) --
+    Mutation(
+        "retry_after_spends_an_attempt",
+        "SPEC §6: a 429/503 with Retry-After is waited out instead of spending an attempt",
+        AI_ERRORS,
+        "            if wait is not None and deadline is not None:\n",
+        "            if False:\n",
+        (f"{REMOTE_LIMITS_T}::test_a_retry_after_is_waited_out_without_spending_an_attempt",
+         f"{REMOTE_T}::test_a_throttled_embedding_waits_out_retry_after_without_spending_attempts"),
+    ),
+    Mutation(
+        "retry_after_waited_past_the_budget",
+        "SPEC §6 budget rule: a throttle's wait never ends past the stage budget",
+        AI_ERRORS,
+        "                if clock() + wait >= deadline:\n",
+        "                if False:\n",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_a_retry_after_past_the_deadline_gives_up_at_once_and_never_sleeps_past_it",),
+    ),
+    Mutation(
+        "embedding_stage_waits_without_its_budget",
+        "SPEC §6 budget rule: the embedding stage's throttle waits end inside its budget "
+        "(timeout × attempts + backoff < processing expiry)",
+        PIPELINE_PY,
+        "            sleep=self._sleep, deadline=deadline, clock=loop.time,",
+        "            sleep=self._sleep, deadline=None, clock=loop.time,",
+        (f"{REMOTE_T}::test_the_budget_rule_holds_under_a_throttle_that_never_ends",
+         f"{REMOTE_T}::test_a_throttled_embedding_waits_out_retry_after_without_spending_attempts"),
+    ),
+    Mutation(
+        "retry_after_header_ignored",
+        "SPEC §6: a throttle carries the server's Retry-After",
+        AI_ERRORS,
+        "            retry_after=parse_retry_after(headers))",
+        "            retry_after=None)",
+        (f"{REMOTE_LIMITS_T}::test_429_and_503_are_throttles_carrying_the_servers_wait",
+         f"{CAPS_T}::test_a_throttle_reaches_the_caller_with_the_servers_wait"),
+    ),
+    Mutation(
+        "retry_after_http_date_ignored",
+        "RFC 9110 §10.2.3: Retry-After is delay-seconds or an HTTP date",
+        AI_ERRORS,
+        "            when = email.utils.parsedate_to_datetime(raw)\n",
+        "            when = None\n",
+        (f"{REMOTE_LIMITS_T}::test_retry_after_in_seconds_as_an_http_date_and_in_milliseconds",),
+    ),
+    Mutation(
+        "throttle_keeps_the_concurrency",
+        "SPEC §6: a throttled provider gets fewer calls in flight (multiplicative decrease)",
+        LIMITS_PY,
+        "            self.limit = max(float(self.minimum), self.limit / 2.0)\n",
+        "            self.limit = max(float(self.minimum), self.limit)\n",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_a_throttle_halves_the_limit_once_per_round_and_successes_raise_it_again",
+         f"{CAPS_T}::test_a_throttle_halves_the_calls_in_flight_and_holds_new_calls"),
+    ),
+    Mutation(
+        "batcher_ignores_throttles",
+        "SPEC §6: the micro-batcher's calls in flight follow the server's throttling",
+        BATCHING,
+        "            self.limit.throttled(begun, exc.retry_after)\n",
+        "",
+        (f"{CAPS_T}::test_a_throttle_halves_the_calls_in_flight_and_holds_new_calls",),
+    ),
+    Mutation(
+        "too_many_inputs_fails_the_batch",
+        "issue 23: a refusal for too many inputs lowers the cap and the texts are sent again",
+        BATCHING,
+        "        except TooManyInputs as exc:\n            if len(texts) <= 1:\n",
+        "        except TooManyInputs as exc:\n            if True:\n",
+        (f"{CAPS_T}::test_a_413_above_teis_batch_size_lowers_the_cap_to_the_servers_maximum",
+         f"{REMOTE_T}::test_presets_load_succeeds_against_a_16_input_cap_and_serve_can_start"),
+    ),
+    Mutation(
+        "too_many_inputs_not_recognised",
+        "issue 23: TEI's 413 and Azure's 400 'Too many inputs' are recognised as such",
+        AI_ERRORS,
+        "    if inputs > 1 and (says_too_many or (status == 413 and not too_long)) \\\n",
+        "    if False and (says_too_many or (status == 413 and not too_long)) \\\n",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_too_many_inputs_in_each_servers_words_names_the_servers_maximum",
+         f"{REMOTE_T}::test_presets_load_succeeds_against_a_16_input_cap_and_serve_can_start"),
+    ),
+    Mutation(
+        "too_long_413_taken_for_too_many_inputs",
+        "issue 23: TEI's 413 for an input over its token limit is not a too-many-inputs refusal",
+        AI_ERRORS,
+        "(status == 413 and not too_long)",
+        "(status == 413)",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_an_input_over_the_context_length_is_permanent_and_never_too_many_inputs[tei-413]",),
+    ),
+    Mutation(
+        "context_length_refusal_unnamed",
+        "SPEC §6: an input over the model limit is permanent and says so (vLLM's context length)",
+        AI_ERRORS,
+        "    if too_long and status in (400, 413, 422):\n",
+        "    if False:\n",
+        (f"{REMOTE_LIMITS_T}::"
+         "test_an_input_over_the_context_length_is_permanent_and_never_too_many_inputs[vllm-400]",
+         f"{REMOTE_T}::test_a_note_over_the_context_length_fails_alone_and_its_batch_mates_complete"),
+    ),
+    Mutation(
+        "lowered_cap_ignored_for_formed_batches",
+        "issue 23: a cap the server taught is used at once, also for calls formed before it",
+        BATCHING,
+        "        if len(texts) > self.max_inputs:  # formed before the server lowered the cap\n",
+        "        if False:  # formed before the server lowered the cap\n",
+        (f"{CAPS_T}::test_a_413_above_teis_batch_size_lowers_the_cap_to_the_servers_maximum",),
+    ),
+    Mutation(
+        "embedding_call_bounded_per_read",
+        "SPEC §6: every remote call is bounded as a whole, not per read (embedding)",
+        OPENAI_PY,
+        "            async with asyncio.timeout(self.timeout):  # the whole call, not each read\n",
+        "            async with asyncio.timeout(None):  # the whole call, not each read\n",
+        (f"{CAPS_T}::test_an_answer_that_trickles_in_times_out_as_a_whole",),
+    ),
+    Mutation(
+        "judge_call_bounded_per_read",
+        "SPEC §6: every remote call is bounded as a whole, not per read (judge)",
+        LLM_PY,
+        "            async with asyncio.timeout(self._timeout):  # the whole call, not each read\n",
+        "            async with asyncio.timeout(None):  # the whole call, not each read\n",
+        (f"{LLM_ENDPOINTS_T}::test_an_answer_that_trickles_in_times_out_as_a_whole",),
+    ),
+    Mutation(
+        "rewrite_call_bounded_per_read",
+        "SPEC §6/§10: the query rewrite is bounded as a whole; a rewrite problem never fails "
+        "search",
+        REWRITE_PY,
+        "            async with asyncio.timeout(self._timeout):  # the whole call, not each read\n",
+        "            async with asyncio.timeout(None):  # the whole call, not each read\n",
+        (f"{LEXICAL_T}::"
+         "test_a_rewrite_that_trickles_in_falls_back_within_its_deadline_and_search_answers",),
+    ),
+    Mutation(
+        "azure_key_sent_as_bearer",
+        "issue 23: Azure OpenAI takes its key in the api-key header",
+        AZURE_PY,
+        "        return {\"api-key\": api_key} if api_key else {}\n",
+        "        return super()._auth_headers(api_key)\n",
+        (f"{CAPS_T}::test_azure_requests_carry_the_deployment_url_and_no_model_field",),
+    ),
+    Mutation(
+        "azure_chat_key_sent_as_bearer",
+        "issue 23: the judge and the rewrite send Azure's api-key header with an api-version",
+        SETTINGS_PY,
+        "        return {\"api-key\": key} if self.api_version else "
+        "{\"Authorization\": f\"Bearer {key}\"}\n",
+        "        return {\"Authorization\": f\"Bearer {key}\"}\n",
+        (f"{LLM_ENDPOINTS_T}::test_azure_openai_gets_the_deployment_url_api_version_and_api_key",),
+    ),
+    Mutation(
+        "response_format_never_downgraded",
+        "issue 23: an endpoint that refuses json_schema is asked with json_object, then none",
+        LLM_PY,
+        "            if mode != \"none\" and refuses_response_format(response.status_code, "
+        "response.text):\n",
+        "            if False:\n",
+        (f"{LLM_ENDPOINTS_T}::test_json_schema_refused_falls_back_to_json_object_remembered_per_model",
+         f"{LLM_ENDPOINTS_T}::test_an_endpoint_with_no_json_mode_gets_no_response_format"),
+    ),
+    Mutation(
+        "reasoning_block_parsed_as_the_answer",
+        "issue 23: <think>…</think> is stripped before the judge's JSON is parsed",
+        LLM_PY,
+        "    text = _THINK.sub(\"\", content)\n    closing = text.lower().rfind(\"</think>\")\n",
+        "    text = content\n    closing = -1\n",
+        (f"{LLM_ENDPOINTS_T}::test_reasoning_blocks_fences_and_prose_are_stripped_before_parsing[think]",),
+    ),
+    Mutation(
+        "per_model_refusal_ends_the_chain",
+        "SPEC §6: a per-model not-found (or other 4xx but 401/403) moves to the next model",
+        AI_ERRORS,
+        "    if 400 <= status < 500 and status not in (401, 403):\n",
+        "    if False:\n",
+        (f"{LLM_ENDPOINTS_T}::"
+         "test_a_model_that_is_gone_moves_to_the_next_model_and_is_skipped_from_then_on[openai]",
+         f"{LLM_ENDPOINTS_T}::"
+         "test_another_per_model_4xx_moves_on_in_order_without_forgetting_the_model"),
+    ),
+    Mutation(
+        "gone_model_asked_again",
+        "issue 23: a model the endpoint does not serve is skipped for the rest of the process",
+        LLM_PY,
+        "        return [m for m in self.chain if m not in self._gone] or list(self.chain)\n",
+        "        return list(self.chain)\n",
+        (f"{LLM_ENDPOINTS_T}::"
+         "test_a_model_that_is_gone_moves_to_the_next_model_and_is_skipped_from_then_on[vllm]",),
+    ),
+    Mutation(
+        "judge_retry_after_spends_an_attempt",
+        "SPEC §6: the judge waits a Retry-After out instead of spending an attempt",
+        LLM_PY,
+        "                if wait is not None:  # Retry-After: wait it out, no attempt spent "
+        "(SPEC §6)\n",
+        "                if False:\n",
+        (f"{LLM_ENDPOINTS_T}::test_a_retry_after_is_waited_out_without_spending_an_attempt",),
+    ),
+    Mutation(
+        "judge_retry_after_waited_past_the_budget",
+        "SPEC §6 budget rule: the judge never waits a Retry-After past its budget",
+        LLM_PY,
+        "                    if clock() + wait >= deadline:\n",
+        "                    if False:\n",
+        (f"{LLM_ENDPOINTS_T}::test_a_retry_after_past_the_budget_gives_up_at_once",),
+    ),
+    Mutation(
+        "picks_not_capped_for_every_judge",
+        "SPEC §8: 0–3 keywords — at most max_picks are stored, whatever judge answered",
+        PIPELINE_PY,
+        "    return tuple(ranked[:max(0, max_picks)])",
+        "    return tuple(ranked)",
+        (f"{REMOTE_T}::test_a_judge_that_selects_every_candidate_stores_at_most_max_picks",),
+    ),
+    Mutation(
+        "picks_capped_keeping_the_lowest_confidences",
+        "issue 23: the cap keeps the highest confidences",
+        PIPELINE_PY,
+        "    ranked = sorted(kept.values(), key=lambda p: -(p.confidence or 0.0))",
+        "    ranked = sorted(kept.values(), key=lambda p: (p.confidence or 0.0))",
+        (f"{REMOTE_T}::test_a_judge_that_selects_every_candidate_stores_at_most_max_picks",),
+    ),
+    Mutation(
+        "openai_search_floor_guessed",
+        "issue 23: text-embedding-3-small is cut at the reference system's cosines (0.30/0.24)",
+        CALIBRATION_PY,
+        "    search_floor=0.30,\n    search_short_query_floor=0.24,\n",
+        "    search_floor=0.2,\n    search_short_query_floor=0.3,\n",
+        (f"{SEARCH_CUTS_T}::test_the_openai_profiles_cut_at_the_reference_systems_cosines",),
+    ),
     # ---- the suite itself (tests/conftest.py, docs/ARCHITECTURE.md §7) -----------------------
     Mutation(
         "unit_test_may_start_the_database",
@@ -1400,5 +1856,324 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return path.is_relative_to(UNIT_TESTS) and DATABASE_FIXTURE in fixturenames",
         "    return False",
         (f"{NO_DATABASE_T}::test_a_unit_test_that_requests_the_database_is_caught",),
+    ),
+    # ---- issue 27: the HTTP edge (pinlog/http.py, app.py) ----------------------------------
+    Mutation(
+        "body_limit_reads_a_declared_oversized_body",
+        "issue 27 #1: a Content-Length over the route's limit is 413 before any byte is read",
+        HTTP_PY,
+        "            if int(declared) > limit:",
+        "            if False:",
+        (f"{HTTP_EDGE_T}::test_a_declared_length_over_the_limit_is_413_before_any_byte_is_read"
+         "[POST-/v1/search-16384]",),
+    ),
+    Mutation(
+        "body_limit_not_counted_while_streaming",
+        "issue 27 #1: a chunked body is cut as soon as its bytes pass the route's limit",
+        HTTP_PY,
+        "                if received > limit:",
+        "                if False:",
+        (f"{HTTP_EDGE_T}::test_a_chunked_body_is_cut_at_the_limit[/v1/search-16384]",),
+    ),
+    Mutation(
+        "search_body_limit_is_the_default",
+        "issue 27 #1: limits per route (POST /v1/search: a query needs 16 KiB at most)",
+        APP,
+        "                      routes={(\"POST\", \"/v1/search\"): SEARCH_BODY_BYTES})",
+        "                      routes={})",
+        (f"{HTTP_EDGE_T}::test_a_chunked_body_is_cut_at_the_limit[/v1/search-16384]",),
+    ),
+    Mutation(
+        "metric_method_label_unbounded",
+        "issue 27 #2: metric labels from closed sets (made-up methods add no series)",
+        APP,
+        "            method = method_label(scope.get(\"method\"))",
+        "            method = str(scope.get(\"method\", \"\"))",
+        (f"{HTTP_EDGE_T}::test_a_thousand_requests_with_random_methods_and_paths_add_no_series",),
+    ),
+    Mutation(
+        "framework_errors_not_in_the_envelope",
+        "issue 27 #4: the framework's own errors (404, 405, 400) answer in the one envelope",
+        APP,
+        "    install_error_handlers(app)\n",
+        "",
+        (f"{HTTP_EDGE_T}::test_every_error_answer_is_the_one_envelope",),
+    ),
+    Mutation(
+        "internal_401_without_a_message",
+        "issue 27 #4: the internal routes answer in the one envelope too",
+        AI_API,
+        "UNAUTHORIZED = error_body(\"UNAUTHORIZED\", \"missing or wrong X-Internal-Secret\")",
+        "UNAUTHORIZED = {\"error\": \"unauthorized\"}",
+        (f"{HTTP_EDGE_T}::test_every_error_answer_is_the_one_envelope",),
+    ),
+    # ---- issue 27: migrations under a lock timeout (db/migrate.py) --------------------------
+    Mutation(
+        "migrate_waits_without_lock_timeout",
+        "issue 27 #3: a migration waits for a table lock at most PINLOG_MIGRATE_LOCK_TIMEOUT, so "
+        "live traffic never queues behind it for longer",
+        MIGRATE,
+        "    conn.execute(text(f\"SET LOCAL lock_timeout = '{max(1, round(config.lock_timeout * 1000))}ms'\"))",
+        "    pass",
+        (f"{MIGRATE_LOCK_T}::"
+         "test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migration_retries",),
+    ),
+    Mutation(
+        "migrate_not_retried",
+        "issue 27 #3: a migration that met a busy table is tried again (PINLOG_MIGRATE_ATTEMPTS)",
+        MIGRATE,
+        "    for attempt in range(1, config.attempts + 1):",
+        "    for attempt in range(1, 2):",
+        (f"{MIGRATE_LOCK_T}::"
+         "test_live_traffic_passes_a_migration_waiting_for_a_busy_table_and_the_migration_retries",),
+    ),
+    # ---- issue 27: what displays wrong, public ids, paging, import, edits ---------------------
+    Mutation(
+        "bidi_controls_kept",
+        "issue 27 #6: bidi controls are removed from every displayed field (one normalisation)",
+        TEXT,
+        "                             + BIDI_CONTROLS + CONTROL_CHARACTERS))",
+        "                             + CONTROL_CHARACTERS))",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "place_fields_keep_line_breaks",
+        "issue 27 #6: a one-line field (place name, address) shows on one line",
+        SERVICES,
+        "        value = normalize_line(value)",
+        "        value = normalize(value)",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "identifier_with_controls_accepted",
+        "issue 27 #6: identifiers shown back (external place id, external ref) are refused with "
+        "control/bidi characters or edge whitespace",
+        SERVICES,
+        "    if not normal and (problem := identifier_problem(value)) is not None:",
+        "    if False and (problem := identifier_problem(value)) is not None:",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "external_ref_may_name_a_member_kind",
+        "issue 27 #6: an external ref starting with id:/ref: is refused (reachable only as ref:…)",
+        SERVICES,
+        "    if checked.casefold().startswith(MEMBER_NAME_PREFIXES):",
+        "    if False:",
+        (f"{UNICODE_T}::test_bidi_and_control_characters_never_reach_a_displayed_field",),
+    ),
+    Mutation(
+        "public_id_tag_not_checked",
+        "issue 27 #7: a public id whose id part was altered names no record (the tag is checked)",
+        PUBLIC_IDS,
+        "        if not hmac.compare_digest(tag, self._prf(b\"tag\", raw)[:_TAG_BYTES]):\n"
+        "            return None\n",
+        "",
+        (f"{PUBLIC_PAGING_T}::"
+         "test_the_public_view_is_by_public_id_and_cannot_be_walked_by_counting",),
+    ),
+    Mutation(
+        "record_cursor_ignored",
+        "issue 27 #8: a cursor page starts below the previous page's last record",
+        CORE_SQL,
+        "  AND (CAST(:before AS bigint) IS NULL OR r.id < CAST(:before AS bigint))\n",
+        "",
+        (f"{PUBLIC_PAGING_T}::test_the_record_list_pages_by_cursor_with_a_total",),
+    ),
+    Mutation(
+        "import_place_not_strict",
+        "issue 27 #10: an import line is validated like the API's body (strict types)",
+        IMPORTER_PY,
+        "    model_config = ConfigDict(alias_generator=to_camel, extra=\"ignore\", strict=True,",
+        "    model_config = ConfigDict(alias_generator=to_camel, extra=\"ignore\", strict=False,",
+        (f"{IMPORT_T}::test_import_and_the_api_refuse_the_same_lines_and_json_counts_them",),
+    ),
+    Mutation(
+        "import_skipped_lines_not_counted",
+        "issue 27 #10: import --json counts the lines skipped as already present",
+        IMPORTER_PY,
+        "                    record_id = existing\n                    report.lines_skipped += 1\n",
+        "                    record_id = existing\n",
+        (f"{IMPORT_T}::test_import_and_the_api_refuse_the_same_lines_and_json_counts_them",),
+    ),
+    Mutation(
+        "same_text_edit_makes_a_new_context",
+        "issue 27 #11: an edit with the context's own text is no edit (nothing written)",
+        SERVICES,
+        "            if body == text:",
+        "            if False:",
+        (f"{PUBLIC_PAGING_T}::test_an_edit_with_the_contexts_own_text_makes_no_new_context",),
+    ),
+    # ---- issue 27: settings that cannot work, and what an operator notices ------------------
+    Mutation(
+        "jwt_ttl_zero_accepted",
+        "issue 27 #9: PINLOG_JWT_TTL must be positive (tokens would be born expired)",
+        SETTINGS_PY,
+        '        for name in ("rescan_interval", "pending_expiry", "processing_expiry", "jwt_ttl",\n',
+        '        for name in ("rescan_interval", "pending_expiry", "processing_expiry",\n',
+        (f"{SETTINGS_LINE_T}[jwt-ttl-0]",),
+    ),
+    Mutation(
+        "search_floor_unbounded",
+        "issue 27 #9: a cosine floor is -1..1 (2 would switch the vector channel off silently)",
+        SETTINGS_PY,
+        "    search_floor: float | None = Field(\n        None, ge=-1, le=1,",
+        "    search_floor: float | None = Field(\n        None,",
+        (f"{SETTINGS_LINE_T}[search-floor-2]",),
+    ),
+    Mutation(
+        "blank_profile_accepted",
+        "issue 27 #9: a blank embedding profile names no vector space",
+        SETTINGS_PY,
+        "        if value is not None and (not value.strip() or value != value.strip()):",
+        "        if False:",
+        (f"{SETTINGS_LINE_T}[profile-blank]",),
+    ),
+    Mutation(
+        "empty_data_dir_is_the_cwd",
+        "issue 27 #9: an empty PINLOG_DATA_DIR is refused (it would mean the current directory)",
+        SETTINGS_PY,
+        "        if isinstance(value, str) and not value.strip():\n"
+        "            raise ValueError(\"must not be empty (unset it to use ./.pinlog)\")",
+        "        if False:\n"
+        "            raise ValueError(\"must not be empty (unset it to use ./.pinlog)\")",
+        (f"{SETTINGS_LINE_T}[data-dir-empty]",),
+    ),
+    Mutation(
+        "body_limit_below_a_note_accepted",
+        "issue 27 #1: PINLOG_MAX_BODY_BYTES must fit the longest note, JSON-escaped",
+        SETTINGS_PY,
+        "        if self.max_body_bytes is not None and self.max_body_bytes < needed:",
+        "        if False:",
+        (f"{SETTINGS_LINE_T}[body-bytes-too-small]",),
+    ),
+    Mutation(
+        "db_stop_under_a_running_serve",
+        "issue 27 #11: pinlog db stop refuses while pinlog processes use the embedded database",
+        CLI_DB_PY,
+        "    users = server.users() if server.is_running() else []",
+        "    users = []",
+        (f"{SERVE_EMBEDDED_T}::test_db_url_only_looks_and_db_stop_refuses_under_a_running_serve",),
+    ),
+    Mutation(
+        "db_url_starts_the_server",
+        "issue 27 #9: pinlog db url only looks (never starts or creates a cluster)",
+        CLI_DB_PY,
+        "    server = embedded_for(settings)\n    if not server.is_running():\n"
+        "        exit_with_error(f\"the embedded database of PINLOG_DATA_DIR",
+        "    server = embedded_for(settings)\n    server.start()\n    if not server.is_running():\n"
+        "        exit_with_error(f\"the embedded database of PINLOG_DATA_DIR",
+        (f"{SERVE_EMBEDDED_T}::test_db_url_only_looks_and_db_stop_refuses_under_a_running_serve",),
+    ),
+    Mutation(
+        "port_in_use_is_a_traceback",
+        "issue 27 #11: a port in use is one line (exit 3) before anything starts",
+        CLI_OPS_PY,
+        "    except OSError as exc:\n        sock.close()\n",
+        "    except ZeroDivisionError as exc:\n        sock.close()\n",
+        (f"{SERVE_EMBEDDED_T}::test_a_port_in_use_is_one_line_before_anything_starts",),
+    ),
+    Mutation(
+        "pending_stage_said_to_be_processing",
+        "issue 27 #11: a stage whose failure was not recorded (not PROCESSING) is not said to be "
+        "left PROCESSING",
+        PIPELINE_PY,
+        '        left = ("left PROCESSING for the rescan" if changed else',
+        '        left = ("left PROCESSING for the rescan" if True else',
+        (f"{PIPELINE}::test_a_keyword_stage_that_failed_before_it_started_is_not_said_to_be_processing",),
+    ),
+    # ---- the operator console and the command's server client (issue 29) ---------------------
+    Mutation(
+        "console_on_without_a_token",
+        "issue 29: the console is off (404) unless a console token is configured",
+        CONSOLE_ACCESS,
+        "        return self.admin_token is not None or self.read_token is not None",
+        "        return True",
+        (f"{CONSOLE_T}::test_console_is_off_without_a_token",),
+    ),
+    Mutation(
+        "console_any_token_logs_in",
+        "issue 29: a login's role is the token's, compared in constant time with each token",
+        CONSOLE_ACCESS,
+        '        if token is not None and hmac.compare_digest(given, token.encode("utf-8")) and found is None:',
+        "        if token is not None and found is None:",
+        (f"{CONSOLE_UNIT_T}::test_the_token_decides_the_role",
+         f"{CONSOLE_T}::test_login_sets_a_strict_httponly_session_and_refuses_wrong_tokens"),
+    ),
+    Mutation(
+        "console_session_outlives_its_token",
+        "issue 29: the session key depends on the role's token, so changing it ends its sessions",
+        CONSOLE_ACCESS,
+        '    return hmac.new(material.encode("utf-8"), f"pinlog-console|{role}|{token}".encode(),',
+        '    return hmac.new(material.encode("utf-8"), f"pinlog-console|{role}|".encode(),',
+        (f"{CONSOLE_T}::test_changing_a_token_ends_its_sessions",
+         f"{CONSOLE_UNIT_T}::test_a_session_is_signed_expires_and_dies_with_its_token"),
+    ),
+    Mutation(
+        "console_csrf_not_checked",
+        "issue 29: every console POST carries the session's CSRF token",
+        CONSOLE_ACCESS,
+        '    return hmac.compare_digest(presented.encode("utf-8"), csrf_token(config, session).encode())',
+        "    return True",
+        (f"{CONSOLE_T}::test_actions_need_the_csrf_token_a_confirmation_and_are_recorded",
+         f"{CONSOLE_T}::test_logout_needs_csrf_and_ends_the_session",
+         f"{CONSOLE_UNIT_T}::test_csrf_and_signed_values_are_bound_to_the_session"),
+    ),
+    Mutation(
+        "console_admin_pages_open_to_read_only",
+        "issue 29: the search debugger (note text) and the actions are for the admin role only",
+        CONSOLE_ROUTES,
+        "        if admin and not session.admin:",
+        "        if admin and session.role == 'nobody':",
+        (f"{CONSOLE_T}::test_the_read_only_role_never_sees_note_text_nor_secrets",),
+    ),
+    Mutation(
+        "console_session_cookie_readable_by_scripts",
+        "issue 29: the session cookie is HttpOnly and SameSite=Strict",
+        CONSOLE_ROUTES,
+        '                            path=COOKIE_PATH, httponly=True, samesite="strict",',
+        '                            path=COOKIE_PATH, httponly=False, samesite="lax",',
+        (f"{CONSOLE_T}::test_login_sets_a_strict_httponly_session_and_refuses_wrong_tokens",),
+    ),
+    Mutation(
+        "console_reprocess_without_its_dry_run",
+        "issue 29: a reprocess from the console runs only after its dry-run (signed count)",
+        CONSOLE_ROUTES,
+        '                or not signed_ok(config, session, ticket, fields.get("signature"))):',
+        "                ):",
+        (f"{CONSOLE_T}::test_reprocess_runs_only_after_its_dry_run",),
+    ),
+    Mutation(
+        "state_counts_miss_the_old_keyword_status",
+        "SPEC §12 (issue 29): the maintained counts take every status change (old status -1)",
+        CONSOLE_MIGRATION,
+        "            UNION ALL SELECT 'keyword', keyword_status, -1 FROM old_rows\n",
+        "",
+        (f"{COUNTS_T}::test_counts_follow_inserts_updates_deletes_and_truncate",
+         f"{CONSOLE_T}::test_overview_counts_equal_the_database_after_every_kind_of_write"),
+    ),
+    Mutation(
+        "state_count_compaction_keeps_the_deltas",
+        "SPEC §12 (issue 29): compaction moves each delta into the counts exactly once",
+        STATUS_SQL,
+        "    DELETE FROM ai.state_count_delta RETURNING stage, status, n",
+        "    SELECT stage, status, n FROM ai.state_count_delta",
+        (f"{COUNTS_T}::test_counts_follow_inserts_updates_deletes_and_truncate",
+         f"{COUNTS_T}::test_compaction_keeps_a_writers_uncommitted_deltas"),
+    ),
+    Mutation(
+        "command_asks_a_server_of_another_database",
+        "issue 29: the command asks only a server of the same database (server.json fingerprint)",
+        REMOTE_PY,
+        '            or recorded.get("database") != fingerprint\n',
+        "",
+        (f"{CLI_SERVER_T}::test_commands_ask_the_running_server_and_print_the_same_json",),
+    ),
+    Mutation(
+        "command_loads_every_module",
+        "issue 29: a command a server answers loads no model, database driver or ai module",
+        CLI_INIT,
+        '    load((wanted,) if wanted and "--help" not in args else GROUPS)',
+        "    load(GROUPS)",
+        (f"{CLI_SERVER_T}::test_commands_ask_the_running_server_and_print_the_same_json",),
     ),
 )

@@ -21,3 +21,11 @@ def relation_locks(conn: psycopg.Connection, pids: list[int]) -> list[tuple[int,
         "SELECT pid, relation::regclass::text, mode FROM pg_locks "
         "WHERE pid = ANY(%s) AND locktype = 'relation' AND granted ORDER BY 1, 2", (pids,)
     ).fetchall()
+
+
+def waiting_for_relation(conn: psycopg.Connection, relation: str) -> list[int]:
+    """Pids of the backends waiting for a lock on ``relation`` (e.g. ``ai.keyword_preset``), in
+    pid order: a migration waiting for its table lock, and the queries queued behind it."""
+    return [pid for (pid,) in conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'relation' AND NOT granted "
+        "AND relation = to_regclass(%s) ORDER BY pid", (relation,))]

@@ -100,3 +100,25 @@ def test_ties_go_to_the_higher_best_cosine_then_the_lower_record_id_then_the_lim
     out = decide(cosines, [same], rrf_k=K, limit=20)
     assert [d.record_id for d in out] == [4, 5, 3]
     assert [d.record_id for d in decide(cosines, [same], rrf_k=K, limit=2)] == [4, 5]
+
+
+def test_explain_shows_every_channels_evidence_next_to_the_decision_it_took():
+    from pinlog.relevance import explain
+
+    cosines = {1: {10: 0.9}, 2: {20: 0.8}, 3: {30: 0.7}, 4: {}}
+    a = {1: ev(0.9, True, ["a"], 10), 2: ev(0.8, False, ["a"]), 3: ev(0.7), 5: ev(0.99, True, ["a"])}
+    b = {2: ev(1.0, True, ["b"], 20), 4: ev(1.0, True, ["b"])}
+    decided = decide(cosines, [a, b], rrf_k=K, limit=1)
+    out = explain(cosines, [a, b], rrf_k=K, limit=1)
+    assert [x.decision for x in out if x.decision] == decided  # the decision itself
+    by_id = {x.record_id: x for x in out}
+    assert [x.record_id for x in out][:1] == [d.record_id for d in decided]
+    assert by_id[decided[0].record_id].position == 1
+    assert by_id[2].evidence == (a[2], b[2]) and by_id[2].ranks == (2, 1)
+    assert by_id[3].evidence == (a[3], None) and by_id[3].decision is None
+    # evidence about records nobody scored is shown, as not searchable
+    assert not by_id[4].searchable and not by_id[5].searchable and by_id[5].ranks == (None, None)
+    assert by_id[1].searchable and set(by_id) == {1, 2, 3, 4, 5}
+    full = explain(cosines, [a, b], rrf_k=K, limit=20)
+    assert [x.record_id for x in full if x.decision] == [d.record_id for d in
+                                                          decide(cosines, [a, b], rrf_k=K, limit=20)]

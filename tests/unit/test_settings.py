@@ -118,3 +118,55 @@ def test_unknown_variables_name_the_closest_known_one():
     assert "PINLOG_RESCAN_INTERVALL (did you mean PINLOG_RESCAN_INTERVAL?)" in line
     assert "60" not in line  # values are never shown
     assert unknown_variables_warning({"PINLOG_PORT": "1"}) is None
+
+
+# --- issue 27 #9: settings that cannot work, one clear line each ---------------------------------
+
+@pytest.mark.parametrize(("env", "name", "says"), [
+    ({"PINLOG_JWT_TTL": "0"}, "PINLOG_JWT_TTL", "must be positive"),  # tokens born expired
+    ({"PINLOG_JWT_TTL": "-5"}, "PINLOG_JWT_TTL", "must be positive"),
+    ({"PINLOG_PENDING_EXPIRY": "-5"}, "PINLOG_PENDING_EXPIRY", "must be positive"),
+    ({"PINLOG_PROCESSING_EXPIRY": "-PT5M"}, "PINLOG_PROCESSING_EXPIRY", "must be positive"),
+    ({"PINLOG_RESCAN_INTERVAL": "five minutes"}, "PINLOG_RESCAN_INTERVAL",
+     "must be a number of seconds or an ISO-8601 duration (PT5M)"),
+    ({"PINLOG_SEARCH_FLOOR": "2"}, "PINLOG_SEARCH_FLOOR", "less than or equal to 1"),
+    ({"PINLOG_SEARCH_SHORT_QUERY_FLOOR": "-3"}, "PINLOG_SEARCH_SHORT_QUERY_FLOOR",
+     "greater than or equal to -1"),
+    ({"PINLOG_CANDIDATE_FLOOR": "1.5"}, "PINLOG_CANDIDATE_FLOOR", "less than or equal to 1"),
+    ({"PINLOG_EMBEDDING_PROFILE": "   "}, "PINLOG_EMBEDDING_PROFILE", "must not be blank"),
+    ({"PINLOG_EMBEDDING_PROFILE": " p-v1"}, "PINLOG_EMBEDDING_PROFILE", "must not be blank"),
+    ({"PINLOG_DATA_DIR": ""}, "PINLOG_DATA_DIR", "must not be empty"),
+    ({"PINLOG_DATA_DIR": "  "}, "PINLOG_DATA_DIR", "must not be empty"),
+    ({"PINLOG_MAX_BODY_BYTES": "20000"}, "PINLOG_MAX_BODY_BYTES", "must be at least 48576"),
+    ({"PINLOG_MIGRATE_LOCK_TIMEOUT": "0"}, "PINLOG_MIGRATE_LOCK_TIMEOUT", "greater than 0"),
+    ({"PINLOG_MIGRATE_ATTEMPTS": "0"}, "PINLOG_MIGRATE_ATTEMPTS", "greater than or equal to 1"),
+], ids=["jwt-ttl-0", "jwt-ttl-negative", "pending-expiry-negative", "processing-expiry-negative",
+        "interval-words", "search-floor-2", "short-floor-minus-3", "candidate-floor-1.5",
+        "profile-blank", "profile-edge-space", "data-dir-empty", "data-dir-blank",
+        "body-bytes-too-small", "lock-timeout-0", "migrate-attempts-0"])
+def test_a_setting_that_cannot_work_is_one_clear_line(tmp_path, monkeypatch, env, name, says):
+    monkeypatch.chdir(tmp_path)
+    if "PINLOG_DATA_DIR" not in env:
+        monkeypatch.setenv("PINLOG_DATA_DIR", str(tmp_path / "d"))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SettingsError) as exc:
+        load_settings()
+    [line] = str(exc.value).splitlines()
+    assert line.startswith(f"invalid setting {name}") and says in line, line
+    assert "identifier" not in line  # pydantic's "day identifier" message for "-5"
+    assert list(tmp_path.iterdir()) in ([], [tmp_path / "d"])  # nothing made in the cwd
+
+
+def test_the_body_limit_follows_the_longest_note(tmp_path):
+    assert load_settings(data_dir=tmp_path).body_limit() == 64 * 1024
+    assert load_settings(data_dir=tmp_path, max_text_chars=10_000,
+                         embedding_batch_max_chars=10_000).body_limit() == 12 * 10_000 + 24 * 1024
+    assert load_settings(data_dir=tmp_path, max_body_bytes=100_000).body_limit() == 100_000
+
+
+def test_durations_accept_clock_and_iso_forms(tmp_path):
+    s = load_settings(data_dir=tmp_path, pending_expiry="0:05:00", jwt_ttl="P1DT2H",
+                      rescan_interval=" 30 ")
+    assert s.pending_expiry == timedelta(minutes=5) and s.jwt_ttl == timedelta(days=1, hours=2)
+    assert s.rescan_interval == timedelta(seconds=30)

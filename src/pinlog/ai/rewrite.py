@@ -9,11 +9,16 @@ and the relevance decision still see the member's own query.
 Never a reason for search to fail: every failure (timeout after
 ``PINLOG_SEARCH_REWRITE_TIMEOUT`` seconds, connection error, non-200, malformed or unusable
 answer) falls back to the original query, logged with the error class only (the query is
-personal data and is never logged). Successful rewrites are cached in memory (LRU, per process).
+personal data and is never logged). The timeout bounds the **whole** call — connect, send and
+every read together (SPEC §6; issue 23: an endpoint that sent its headers at once and then a
+byte a second used to hold the search until its own deadline answered 503). A throttled
+rewrite (429/503) is not waited for: the search goes on with the original query at once.
+Successful rewrites are cached in memory (LRU, per process).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,7 +26,8 @@ from typing import Any
 
 import httpx
 
-from pinlog.settings import LlmEndpoint, Settings, reveal
+from pinlog import metrics
+from pinlog.settings import LlmEndpoint, Settings
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +46,17 @@ class QueryRewriter:
     """Callable ``await rewriter(query) -> str`` (a :data:`pinlog.ai.search.Rewrite`).
 
     Args:
-        base_url: ``…/v1`` of an OpenAI-compatible server.
-        api_key: sent as ``Authorization: Bearer …``; None → no header.
+        endpoint: the OpenAI-compatible chat endpoint (``…/v1``, key, Azure's api-version).
         model: the chat model name.
-        timeout: seconds for the whole call (connect + read).
+        timeout: seconds for the whole call (connect, send and every read together).
         cache_size: rewrites kept (least recently used dropped first).
         client: an ``httpx.AsyncClient`` to use (else one is created and owned).
     """
 
-    def __init__(self, base_url: str, api_key: str | None, model: str, timeout: float, *,
+    def __init__(self, endpoint: LlmEndpoint, model: str, timeout: float, *,
                  cache_size: int = 1024, client: httpx.AsyncClient | None = None) -> None:
-        self._url = base_url.rstrip("/") + "/chat/completions"
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._url = endpoint.chat_url(model)
+        self._headers = endpoint.headers()
         self._model = model
         self._timeout = timeout
         self._cache: OrderedDict[str, str] = OrderedDict()
@@ -68,9 +73,12 @@ class QueryRewriter:
             return self._cache[query]
         self.calls += 1
         try:
-            response = await self._client.post(self._url, headers=self._headers, timeout=self._timeout,
-                                               json=self._body(query))
+            async with asyncio.timeout(self._timeout):  # the whole call, not each read
+                response = await self._client.post(self._url, headers=self._headers,
+                                                   timeout=self._timeout, json=self._body(query))
             if response.status_code != 200:
+                if response.status_code in (429, 503):
+                    metrics.MODEL_THROTTLED.labels(kind="rewrite").inc()
                 log.warning("search rewrite failed", extra={"http_status": response.status_code})
                 return query
             rewritten = _answer(response.json())
@@ -148,5 +156,4 @@ def build_rewriter(config: RewriteConfig) -> QueryRewriter | None:
     if not config.model:
         raise ValueError("PINLOG_SEARCH_REWRITE=llm needs PINLOG_SEARCH_REWRITE_MODEL or "
                          "PINLOG_LLM_CHAIN")
-    return QueryRewriter(config.endpoint.base_url, reveal(config.endpoint.api_key), config.model,
-                         config.timeout)
+    return QueryRewriter(config.endpoint, config.model, config.timeout)

@@ -28,6 +28,7 @@ from pinlog.ai.pipeline import JobResult, Pipeline, PipelineConfig
 from pinlog.ai.ports import EmbeddingProvider, Judge, close_resource
 from pinlog.ai.providers import (BatchConfig, EmbeddingProviderConfig, MicroBatcher,
                                  build_batched_provider, embedding_config)
+from pinlog.ai.retention import AiRetentionConfig
 from pinlog.ai.rewrite import RewriteConfig
 from pinlog.ai.worker import Job, WorkQueue, db_slots
 from pinlog.contracts import ProcessRequest, SearchRequest, SearchResponse
@@ -79,6 +80,7 @@ class AiConfig:
         search_timeout: ``PINLOG_SEARCH_TIMEOUT``, seconds.
         shutdown_grace: ``PINLOG_SHUTDOWN_GRACE``, seconds.
         internal_secrets: ``PINLOG_INTERNAL_SECRETS`` accepted on ``/internal/*``.
+        retention: the ai part of the retention job (``PINLOG_RETENTION_*``, issue 31).
     """
 
     embedding: EmbeddingProviderConfig
@@ -95,6 +97,7 @@ class AiConfig:
     search_timeout: float
     shutdown_grace: float
     internal_secrets: tuple[SecretStr, ...]
+    retention: AiRetentionConfig
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AiConfig:
@@ -111,7 +114,8 @@ class AiConfig:
                    db_pool_size=settings.db_pool_size, max_text_chars=settings.max_text_chars,
                    search_timeout=settings.search_timeout,
                    shutdown_grace=settings.shutdown_grace,
-                   internal_secrets=tuple(settings.internal_secrets))
+                   internal_secrets=tuple(settings.internal_secrets),
+                   retention=AiRetentionConfig.from_settings(settings))
 
     def secret_values(self) -> list[str]:
         """The accepted internal secrets' values (compare in constant time; never log them)."""

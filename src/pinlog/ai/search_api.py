@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from pinlog import metrics
-from pinlog.ai.api import search_error, secret_ok
+from pinlog.ai.api import INVALID, UNAUTHORIZED, search_error, secret_ok
 from pinlog.ai.errors import ModelError
 from pinlog.ai.search import ProfileMismatch
 from pinlog.contracts import SEARCH_PATH, SECRET_HEADER, SearchRequest, SearchResponse
@@ -32,12 +32,12 @@ async def search(request: Request) -> JSONResponse:
     runtime = request.app.state.ai
     if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
         metrics.SEARCH_REQUESTS.labels("unauthorized").inc()
-        return JSONResponse({"error": "unauthorized"}, status_code=401)
+        return JSONResponse(UNAUTHORIZED, status_code=401)
     try:
         body = SearchRequest.model_validate_json(await request.body())
     except ValidationError:
         metrics.SEARCH_REQUESTS.labels("invalid").inc()
-        return JSONResponse({"error": "invalid request"}, status_code=422)
+        return JSONResponse(INVALID, status_code=422)
     try:
         response = await runtime.search(body)
     except (ProfileMismatch, ModelError) as exc:

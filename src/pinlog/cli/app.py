@@ -21,7 +21,6 @@ commands do not catch them.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -30,15 +29,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinlog.composition import Components, Config, load_config, running_components
-from pinlog.db.embedded import EmbeddedDatabaseError
-from pinlog.db.engine import create_engine, resolve_database_url
-from pinlog.logs import configure_logging, log_context
-from pinlog.settings import Settings, SettingsError, unknown_variables_warning
+from pinlog.logs import log_context
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: `pinlog search` asking a running server loads none of them
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from pinlog.settings import Settings
+
+    from pinlog.cli.remote import Server
+    from pinlog.composition import Components, Config
     from pinlog.core.services import CoreService
 
 T = TypeVar("T")
@@ -47,6 +47,7 @@ err_console = Console(stderr=True)
 app = typer.Typer(
     name="pinlog", help="PinLog AI: reliable embeddings and keywords for place notes.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
 )
 
 
@@ -97,17 +98,34 @@ def exit_with_error(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code) from None
 
 
-def config_or_exit(*, service: bool = False, **overrides: object) -> Config:
-    """Load the settings (``overrides`` win over the environment: a command's options) and
-    build the configuration (:func:`pinlog.composition.load_config`); on error print the
-    (secret-free) message and exit 2.
+def settings_or_exit(**overrides: object) -> Settings:
+    """Load the settings only (no component config: what a command asking a running server
+    needs); on error print the (secret-free) message and exit 2."""
+    from pinlog.settings import SettingsError, load_settings
+
+    try:
+        return load_settings(**overrides)
+    except SettingsError as exc:
+        exit_with_error(str(exc), 2)
+
+
+def config_or_exit(*, service: bool = False, settings: Settings | None = None,
+                   **overrides: object) -> Config:
+    """Load the settings (``overrides`` win over the environment: a command's options; or take
+    ``settings`` already loaded) and build the configuration
+    (:func:`pinlog.composition.build_config`); on error print the (secret-free) message and
+    exit 2.
 
     Logging: a long-running service logs at ``PINLOG_LOG_LEVEL`` (default INFO); one-shot
     commands log warnings and errors only, unless ``PINLOG_LOG_LEVEL`` is set explicitly, so
     their stderr is not mixed with routine INFO lines.
     """
+    from pinlog.composition import build_config
+    from pinlog.logs import configure_logging
+    from pinlog.settings import SettingsError, load_settings, unknown_variables_warning
+
     try:
-        config = load_config(**overrides)
+        config = build_config(settings if settings is not None else load_settings(**overrides))
     except SettingsError as exc:
         exit_with_error(str(exc), 2)
     warning = unknown_variables_warning()
@@ -119,8 +137,60 @@ def config_or_exit(*, service: bool = False, **overrides: object) -> Config:
     return config
 
 
+def database_settings_or_exit() -> Settings:
+    """The settings of a command that only looks at the database (``pinlog db …``): loaded
+    without generating secrets or creating the data dir; exit 2 on a bad setting."""
+    from pinlog.logs import configure_logging
+    from pinlog.settings import SettingsError, load_database_settings, unknown_variables_warning
+
+    try:
+        settings = load_database_settings()
+    except SettingsError as exc:
+        exit_with_error(str(exc), 2)
+    warning = unknown_variables_warning()
+    if warning:
+        err_console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    configure_logging(settings.log_level if "log_level" in settings.model_fields_set else "WARNING")
+    return settings
+
+
+def ask_server(call: Callable[[Server], T], *, settings: Settings | None = None,
+               unavailable: str = "") -> T | None:
+    """``call(server)`` on the running server, or None when there is none (the command then
+    works in-process). Without ``settings`` (a command's first try, loading nothing heavy): the
+    server recorded for this data directory (:func:`pinlog.cli.remote.recorded_server`); with
+    them: ``PINLOG_SERVER_URL`` or the recorded one (:func:`pinlog.cli.remote.find_server`).
+
+    Errors the server answers become one line and an exit code, as the in-process path reports
+    them: 401 → exit 2 (the secret is not the server's); another 4xx → its message, exit 1;
+    503 → ``unavailable`` + its message, exit 1. A recorded server that stopped answering →
+    None; ``PINLOG_SERVER_URL`` unreachable → exit 1.
+    """
+    from pinlog.cli.remote import ServerError, Unreachable, find_server, recorded_server
+
+    server = recorded_server() if settings is None else find_server(settings)
+    if server is None:
+        return None
+    try:
+        return call(server)
+    except Unreachable as exc:
+        if not server.explicit:
+            return None
+        exit_with_error(f"cannot reach PINLOG_SERVER_URL ({exc})", 1)
+    except ServerError as exc:
+        if exc.status == 401:
+            exit_with_error(f"the server at {server.url} did not accept this command's internal "
+                            "secret: set the same PINLOG_INTERNAL_SECRETS (or PINLOG_DATA_DIR) "
+                            "as the server", 2)
+        prefix = unavailable if exc.status >= 500 else ""
+        exit_with_error(f"{prefix}{exc.message}", 1)
+
+
 def database_url_or_exit(settings: Settings) -> str:
     """Resolve the database URL (starting/joining the embedded server); exit 1 on failure."""
+    from pinlog.db.embedded import EmbeddedDatabaseError
+    from pinlog.db.engine import resolve_database_url
+
     try:
         return resolve_database_url(settings)
     except EmbeddedDatabaseError as exc:
@@ -151,21 +221,29 @@ class Needs:
     async def running(self, *, one_shot: bool = True) -> AsyncIterator[Components]:
         """core running (``parts.core``: dispatcher, process client, search client) and the ai
         side in this process unless ``PINLOG_AI_BASE_URL`` points at one (``parts.ai``, else
-        None); stopped on exit. ``one_shot`` (the default): no rescan loop, so a command runs
-        only its own rounds (SPEC §7); False: as ``PINLOG_RESCAN_ENABLED`` says.
+        None); stopped on exit. ``one_shot`` (the default): no rescan loop and no retention
+        loop, so a command runs only its own rounds (SPEC §7); False: as
+        ``PINLOG_RESCAN_ENABLED`` and ``PINLOG_RETENTION_ENABLED`` say.
 
         Raises:
             StartupError: the in-process ai side refused to start (tables missing, no presets).
         """
+        from pinlog.composition import running_components
+
         in_process = self.config.core.dispatch.ai_base_url is None
         async with running_components(self.config, self.engine, ai=in_process,
-                                      rescan=False if one_shot else None) as parts:
+                                      rescan=False if one_shot else None,
+                                      retention=False if one_shot else None) as parts:
             yield parts
 
 
 def run_command(config: Config, work: Callable[[Needs], Awaitable[T]]) -> T:
     """Run ``work(needs)`` in a fresh event loop against the configured database (started or
     joined when embedded; exit 1 when that fails); the engine is disposed of afterwards."""
+    import asyncio
+
+    from pinlog.db.engine import create_engine
+
     url = database_url_or_exit(config.settings)
 
     async def main() -> T:
@@ -193,6 +271,7 @@ def describe_error(exc: BaseException) -> tuple[str, int] | None:
     from pinlog.core.search import SearchRejected, SearchUnavailable
     from pinlog.db.migrate import AdoptionRequired, NothingToAdopt
     from pinlog.errors import PinlogError, StartupError
+    from pinlog.settings import SettingsError
 
     if isinstance(exc, (StartupError, SettingsError, PresetFileError, AdoptionRequired,
                         NothingToAdopt)):

@@ -40,11 +40,18 @@ class ImportOutcome:
     waited: bool
     finished: bool
     seconds: float
+    lines: int = 0
 
     def as_json(self) -> dict[str, object]:
-        """The ``--json`` summary line: contexts, per-stage status counts, seconds."""
+        """The ``--json`` summary line: contexts, per-stage status counts, seconds, and the
+        lines: ``lines`` read (not blank), ``imported`` (each made one context), ``skipped``
+        (member + place already had an active record), ``bad`` (malformed or refused: the
+        ``line N: …`` messages)."""
+        report = self.report
         return {"contexts": self.summary.contexts, "embedding": self.summary.embedding,
-                "keyword": self.summary.keyword, "seconds": round(self.seconds, 2)}
+                "keyword": self.summary.keyword, "seconds": round(self.seconds, 2),
+                "lines": self.lines, "imported": len(report.context_ids),
+                "skipped": report.lines_skipped, "bad": len(report.errors)}
 
 
 class DispatchTally(logging.Filter):
@@ -163,7 +170,7 @@ async def import_with(core: CoreRuntime, engine: AsyncEngine, parsed: ParsedFile
                 progress=lambda done: progress.update(task, completed=done))
     summary = await summarize(engine, ids)
     return ImportOutcome(report=report, summary=summary, waited=wait, finished=finished,
-                         seconds=time.monotonic() - started)
+                         seconds=time.monotonic() - started, lines=parsed.read)
 
 
 def print_import_outcome(console: Console, outcome: ImportOutcome) -> None:
@@ -172,6 +179,8 @@ def print_import_outcome(console: Console, outcome: ImportOutcome) -> None:
     console.print(f"members created {report.members_created}, records created "
                   f"{report.records_created}, already present {report.records_existing}, "
                   f"contexts {len(report.context_ids)} in {outcome.seconds:.1f} s")
+    console.print(f"lines: {outcome.lines} read, {len(report.context_ids)} imported, "
+                  f"{report.lines_skipped} skipped (already present), {len(report.errors)} bad")
     if report.context_ids:
         table = Table(title="contexts by final state")
         table.add_column("stage")
@@ -195,7 +204,7 @@ def print_import_outcome(console: Console, outcome: ImportOutcome) -> None:
 
 @app.command("import")
 def import_file(
-    file: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, metavar="FILE",
                                 help="JSONL place notes: one object a line with member, record, place "
                                 "{name, external_place_id, lat, lng, address?} and context (the note)."),
     wait: bool = typer.Option(False, "--wait", help="Wait until the AI stages finish."),

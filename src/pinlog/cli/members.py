@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import typer
 
-from pinlog.cli.app import Needs, app, command_log_context, config_or_exit, run_command
+from pinlog.cli.app import (
+    Needs,
+    app,
+    ask_server,
+    command_log_context,
+    config_or_exit,
+    run_command,
+    settings_or_exit,
+)
 
 members_app = typer.Typer(help="Members (the people whose records and contexts these are).",
                           no_args_is_help=True,
@@ -50,40 +58,43 @@ def records(
     member: str = typer.Option(..., "--member", help="Member id or external ref."),
     as_json: bool = typer.Option(False, "--json", help="Print the /v1/records body (JSON)."),
 ) -> None:
-    """Show a member's records: place, keywords and the AI status of every context."""
-    from pinlog.core.api.schemas import RecordListOut, RecordOut
+    """Show a member's records: place, keywords and the AI status of every context.
 
-    config = config_or_exit()
+    Asks the running server of this data directory (or PINLOG_SERVER_URL) when there is one,
+    otherwise reads the database in-process; both print the same JSON."""
+    line = ask_server(lambda server: server.records(member))
+    settings = settings_or_exit() if line is None else None
+    if settings is not None:
+        line = ask_server(lambda server: server.records(member), settings=settings)
+    if line is None:
+        from pinlog.core.api.routes.ops import records_json
 
-    async def work(needs: Needs) -> RecordListOut:
-        service = needs.service
-        member_id = await service.resolve_member(member)
-        views, offset = [], 0
-        while True:
-            page = await service.list_records(member_id, limit=500, offset=offset)
-            views += page
-            if len(page) < 500:
-                return RecordListOut(records=[RecordOut.of(v) for v in views])
-            offset += 500
+        config = config_or_exit(settings=settings)
 
-    listing = run_command(config, work)
+        async def work(needs: Needs) -> str:
+            return await records_json(needs.service, await needs.service.resolve_member(member))
+
+        line = run_command(config, work)
     if as_json:
-        typer.echo(listing.model_dump_json(by_alias=True))
+        typer.echo(line)
         return
+    import json
+
     from rich.console import Console
     from rich.table import Table
 
+    listing = json.loads(line)["records"]
     table = Table(title=f"records of member {member}")
     for column in ("record", "place", "keywords", "context", "ai status", "context keywords"):
         table.add_column(column)
-    for record in listing.records:
-        for i, context in enumerate(record.contexts):
+    for record in listing:
+        for i, context in enumerate(record["contexts"]):
             first = i == 0
-            table.add_row(str(record.record_id) if first else "",
-                          record.place.name if first else "",
-                          ", ".join(record.keywords) if first else "",
-                          str(context.context_id), context.ai_status,
-                          ", ".join(context.keywords) or "-")
-    if not listing.records:
+            table.add_row(str(record["recordId"]) if first else "",
+                          record["place"]["name"] if first else "",
+                          ", ".join(record["keywords"]) if first else "",
+                          str(context["contextId"]), context["aiStatus"],
+                          ", ".join(context["keywords"]) or "-")
+    if not listing:
         table.add_row("-", "", "", "", "", "none")
     Console().print(table)

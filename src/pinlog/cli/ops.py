@@ -7,17 +7,22 @@ one-shot core (``needs.running()``, :mod:`pinlog.cli.app`): HTTP when ``PINLOG_A
 set, otherwise the ai side runs in this process (no rescan loop: only the command's own rounds
 run) and the command waits for the accepted jobs to finish before exiting.
 
-``pinlog serve`` runs uvicorn in its own event loop after starting the components once
-(:func:`pinlog.app.started_components`): a component that refuses to start is one line and
-exit 2 before the port is bound.
+``pinlog serve`` binds its port first (a port in use is one line and exit 3, before anything
+starts or logs "pinlog started"), then starts the components once
+(:func:`pinlog.app.started_components`: a component that refuses to start is one line and exit
+2 before the port listens), then runs uvicorn on that socket in the same event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
 import signal
+import socket
+import time
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -27,16 +32,19 @@ from rich.table import Table
 from pinlog.cli.app import (
     Needs,
     app,
+    ask_server,
     config_or_exit,
     database_url_or_exit,
     err_console,
     exit_with_error,
     run_command,
+    settings_or_exit,
 )
-from pinlog.contracts import ProcessClient
 
 if TYPE_CHECKING:
     from pinlog.composition import Config
+    from pinlog.contracts import ProcessClient
+    from pinlog.settings import Settings
     from pinlog.core.reprocess import ReprocessReport
     from pinlog.core.rescan import RoundReport
 
@@ -82,14 +90,9 @@ def _print_round(report: RoundReport) -> None:
 
 
 def _fmt_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    from pinlog.core.status import format_age
+
+    return format_age(seconds)
 
 
 @app.command()
@@ -101,8 +104,9 @@ def serve(
                                     help="Listen port (default: PINLOG_PORT, else 8000)."),
 ) -> None:
     """Run the HTTP server (uvicorn) with the rescan loop; stops the embedded DB it started."""
-    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
-    config = config_or_exit(service=True, **overrides)
+    overrides: dict[str, object] = {k: v for k, v in (("host", host), ("port", port))
+                                    if v is not None}
+    config = config_or_exit(service=True, settings=settings_or_exit(**overrides))
     wanted = tuple(c.strip() for c in components.split(",") if c.strip())
     if not wanted or any(c not in ("core", "ai") for c in wanted):
         exit_with_error("--components must be core, ai or core,ai", 2)
@@ -110,6 +114,7 @@ def serve(
         # a core without an ai side could never dispatch: every note would stay PENDING
         exit_with_error("--components core needs PINLOG_AI_BASE_URL (where the ai side "
                         "listens); without it no note could ever be processed", 2)
+    sock = _bound_socket(config.settings.host, config.settings.port)
     url = database_url_or_exit(config.settings)
 
     # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; turn that into a normal
@@ -120,29 +125,64 @@ def serve(
 
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGINT, _exit)
-    asyncio.run(_serve(config, url, wanted))
+    asyncio.run(_serve(config, url, wanted, sock))
 
 
-async def _serve(config: Config, url: str, components: tuple[str, ...]) -> None:
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not listening yet: nothing is accepted before the
+    components have started); exit 3 with one line when the address is in use or not ours."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        exit_with_error(f"cannot listen on {host}:{port}: {exc.strerror or exc} (PINLOG_HOST, "
+                        "PINLOG_PORT, --host, --port); nothing was started", 3)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _serve(config: Config, url: str, components: tuple[str, ...],
+                 sock: socket.socket) -> None:
     """Start the components once (a refusal — the ai side without its tables or presets — is
     raised here, before the port is bound: one line, exit 2), then serve until SIGTERM/SIGINT:
     uvicorn stops accepting, in-flight requests get the grace, the lifespan stops the process
     registry, then the components stop (running stages get the grace too; what is left is
     logged). A core-only server may start on a database that is not migrated yet: ``/ready``
-    answers 503 until it is. A port in use: uvicorn logs it and exits 3.
+    answers 503 until it is. ``sock`` is bound already (:func:`_bound_socket`).
     """
     import uvicorn
 
     from pinlog.app import create_app, started_components
 
+    from pinlog.cli.remote import listen_url, remove_server_file, write_server_file
+
     settings = config.settings
     async with started_components(config, components, url) as started:  # type: ignore[arg-type]
         app_ = create_app(config, started=started)
-        server = uvicorn.Server(uvicorn.Config(
+        app_.state.server_token = secrets.token_urlsafe(32)  # the commands' key (server.json)
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                # it accepts connections now: record where, for the commands of this data
+                # directory (pinlog.cli.remote); removed when it stops
+                if self.started and "core" in components:
+                    port = (self.servers[0].sockets[0].getsockname()[1] if self.servers
+                            else settings.port)
+                    write_server_file(settings, listen_url(settings.host, port),
+                                      app_.state.server_token)
+
+        server = Server(uvicorn.Config(
             app_, host=settings.host, port=settings.port, log_config=None,
             log_level=settings.log_level.lower(),
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace))))
-        await server.serve()
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            remove_server_file(settings)
 
 
 @app.command()
@@ -266,14 +306,91 @@ def reprocess(
 
 
 @app.command()
-def status() -> None:
-    """Show the state machine: rows per stage × status, retries, exhausted rows, failures."""
-    from pinlog.core.status import ANOMALY_MEANING, status_snapshot
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Print the snapshot as one JSON object."),
+    watch: bool = typer.Option(False, "--watch", help="Refresh in place until Ctrl-C."),
+    interval: float = typer.Option(2.0, "--interval", min=0.1, max=3600,
+                                   help="Seconds between refreshes with --watch."),
+    times: int = typer.Option(0, "--times", min=0, hidden=True,
+                              help="With --watch: stop after this many refreshes (0: never)."),
+) -> None:
+    """Show the state machine: rows per stage × status, retries, exhausted rows, failures.
 
-    config = config_or_exit()
-    snap = run_command(config, lambda needs: status_snapshot(needs.engine, config.core.status,
-                                                             anomalies=True))
+    Asks the running server of this data directory (or PINLOG_SERVER_URL) when there is one,
+    otherwise reads the database in-process; both give the same JSON (--json).
+    """
+    if watch:
+        _watch_status(interval, times)
+        return
+    line = ask_server(lambda server: server.status())
+    settings = settings_or_exit() if line is None else None
+    if settings is not None:
+        line = ask_server(lambda server: server.status(), settings=settings)
+    if line is None:
+        assert settings is not None
+        from pinlog.core.api.routes.ops import status_json
 
+        config = config_or_exit(settings=settings)
+        line = run_command(config, lambda needs: status_json(needs.engine, config.core.status))
+    if as_json:
+        typer.echo(line)
+        return
+    for renderable in _status_tables(json.loads(line)):
+        console.print(renderable)
+
+
+def _watch_status(interval: float, times: int) -> None:
+    """``pinlog status --watch``: the same tables, refreshed in place (rich ``Live``) every
+    ``interval`` seconds, from the running server or in-process; Ctrl-C ends it (exit 0)."""
+    from rich.console import Group
+    from rich.live import Live
+
+    def frame(line: str, shown: int) -> Group:
+        return Group(*_status_tables(json.loads(line)),
+                     f"refresh {shown} every {interval:g} s; Ctrl-C to stop")
+
+    settings: Settings | None = None
+    remote_line = ask_server(lambda server: server.status())
+    if remote_line is None:
+        settings = settings_or_exit()
+        remote_line = ask_server(lambda server: server.status(), settings=settings)
+    try:
+        with Live(console=console, auto_refresh=False, transient=False) as live:
+            if remote_line is not None:
+                shown = 0
+                while True:
+                    shown += 1
+                    live.update(frame(remote_line, shown), refresh=True)
+                    if times and shown >= times:
+                        return
+                    time.sleep(interval)
+                    remote_line = ask_server(lambda server: server.status(),
+                                             settings=settings) or remote_line
+            from pinlog.core.api.routes.ops import status_json
+
+            config = config_or_exit(settings=settings or settings_or_exit())
+
+            async def work(needs: Needs) -> None:
+                shown = 0
+                while True:
+                    shown += 1
+                    live.update(frame(await status_json(needs.engine, config.core.status), shown),
+                                refresh=True)
+                    if times and shown >= times:
+                        return
+                    await asyncio.sleep(interval)
+
+            run_command(config, work)
+    except KeyboardInterrupt:
+        pass
+
+
+def _status_tables(snap: dict[str, Any]) -> list[Any]:
+    """The tables of ``pinlog status`` from its JSON (:func:`pinlog.core.status.snapshot_json`);
+    a disagreement between live processes is printed on stderr."""
+    from pinlog.core.status import ANOMALY_MEANING
+
+    out: list[Any] = []
     rows = Table(title="state rows (stage × status)")
     rows.add_column("stage")
     statuses = list(next(iter(snap["rows"].values())))
@@ -281,16 +398,16 @@ def status() -> None:
         rows.add_column(name, justify="right")
     for stage, counts in snap["rows"].items():
         rows.add_row(stage, *(str(counts[s]) for s in statuses))
-    console.print(rows)
+    out.append(rows)
 
     retry = Table(title=f"unfinished rows by retry_count (max {snap['max_retries']})")
     retry.add_column("retry_count", justify="right")
     retry.add_column("rows", justify="right")
-    for count, n in sorted(snap["retry_distribution"].items()):
+    for count, n in sorted(snap["retry_distribution"].items(), key=lambda kv: int(kv[0])):
         retry.add_row(str(count), str(n))
     if not snap["retry_distribution"]:
         retry.add_row("-", "0")
-    console.print(retry)
+    out.append(retry)
 
     summary = Table(title="rescan picture", show_header=False)
     summary.add_column("what")
@@ -300,19 +417,19 @@ def status() -> None:
                     str(snap["exhausted_unfinished"]))
     summary.add_row("dead-end keyword stages (embedding FAILED)", str(snap["dead_ends"]))
     summary.add_row("oldest unfinished (rescan clock)", _fmt_age(snap["oldest_unfinished_seconds"]))
-    console.print(summary)
+    out.append(summary)
 
     processes = Table(title="live processes (rule-relevant settings)")
     for col in ("process", "started", "settings"):
         processes.add_column(col)
     for p in snap["processes"]:
-        processes.add_row(p.label, p.started_at.isoformat(timespec="seconds"),
-                          ", ".join(f"{k}={v}" for k, v in sorted(p.settings.items())))
+        processes.add_row(p["label"], p["started_at"],
+                          ", ".join(f"{k}={v}" for k, v in sorted(p["settings"].items())))
     if not snap["processes"]:
         processes.add_row("-", "", "none recorded")
-    console.print(processes)
+    out.append(processes)
     for diff in snap["setting_differences"]:
-        err_console.print(f"ERROR: live processes disagree: {diff.describe()}", style="red",
+        err_console.print(f"ERROR: live processes disagree: {diff}", style="red",
                           markup=False, highlight=False)
     anomalies = Table(title="anomalies by kind")
     anomalies.add_column("kind")
@@ -320,15 +437,15 @@ def status() -> None:
     anomalies.add_column("meaning")
     for kind, n in snap["anomalies"].items():
         anomalies.add_row(kind, str(n), ANOMALY_MEANING.get(kind, ""))
-    console.print(anomalies)
+    out.append(anomalies)
 
     failures = Table(title="recent failures")
     for col in ("context", "embedding", "keyword", "retries", "at", "last_error"):
         failures.add_column(col)
     for f in snap["recent_failures"]:
         failures.add_row(str(f["context_id"]), f["embedding_status"], f["keyword_status"],
-                         str(f["retry_count"]), f["at"].isoformat(timespec="seconds"),
-                         f["last_error"] or "-")
+                         str(f["retry_count"]), f["at"] or "", f["last_error"] or "-")
     if not snap["recent_failures"]:
         failures.add_row("-", "", "", "", "", "none")
-    console.print(failures)
+    out.append(failures)
+    return out

@@ -11,13 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pinlog.ai.ports import close_resource
 from pinlog.ai.presets import (
     PresetLoadReport,
     default_preset_path,
     load_preset_file,
+    load_presets,
     preset_overview,
-    upsert_presets,
 )
 from pinlog.cli.app import Needs, app, command_log_context, config_or_exit, exit_with_error, run_command
 
@@ -35,7 +34,7 @@ def _ids(values: list[int]) -> str:
 def load(
     file: Path | None = typer.Argument(
         None, help="Preset YAML ({presets: [...]}). Default: the packaged presets_default.yaml.",
-        exists=True, dir_okay=False, readable=True),
+        exists=True, dir_okay=False, readable=True, metavar="FILE"),
     keep_missing: bool = typer.Option(
         False, "--keep-missing", help="Do not retire active presets that are absent from FILE."),
     reembed: bool = typer.Option(
@@ -50,12 +49,10 @@ def load(
     presets = load_preset_file(file)
 
     async def work(needs: Needs) -> PresetLoadReport:
-        provider = config.ai.embedding.build()
-        try:
-            return await upsert_presets(needs.engine, presets, provider,
-                                        retire_missing=not keep_missing, reembed=reembed)
-        finally:
-            await close_resource(provider)
+        # through the micro-batcher: the server's input cap, throttling, per-call timeouts
+        return await load_presets(needs.engine, presets, config.ai.embedding,
+                                  config.ai.batching, config.ai.pipeline.retries,
+                                  retire_missing=not keep_missing, reembed=reembed)
 
     try:
         report = run_command(config, work)

@@ -197,14 +197,21 @@ WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND NOT is_deleted;
 -- ===== views (SPEC §8 visibility) ============================================================
 
 -- name: member_records
--- The member's active records with their place, newest first.
+-- The member's active records with their place, newest first (by id: stable, so a cursor page
+-- never skips or repeats a record when others are added meanwhile); :before is the cursor
+-- (the last id of the previous page) or NULL for the first page.
 SELECT r.id AS record_id, p.external_place_id, p.name, p.address, p.road_address, p.lat, p.lng,
        r.created_at, r.updated_at
 FROM core.record r
 JOIN core.place p ON p.id = r.place_id
 WHERE r.member_id = :member_id AND r.deleted_at IS NULL
+  AND (CAST(:before AS bigint) IS NULL OR r.id < CAST(:before AS bigint))
 ORDER BY r.id DESC
 LIMIT :limit OFFSET :offset;
+
+-- name: member_record_count
+-- How many active records the member has (the total of a record page).
+SELECT count(*) FROM core.record WHERE member_id = :member_id AND deleted_at IS NULL;
 
 -- name: member_record
 SELECT r.id AS record_id, p.external_place_id, p.name, p.address, p.road_address, p.lat, p.lng,

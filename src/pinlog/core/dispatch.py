@@ -252,8 +252,10 @@ class HttpProcessClient:
             return None
         if response.status_code in (202, 503):
             try:
-                statuses = ProcessBatchResponse.model_validate_json(response.content).statuses
-            except ValueError:
+                # a 503 carries the error envelope besides the statuses: read only those
+                statuses = ProcessBatchResponse.model_validate(
+                    {"statuses": response.json()["statuses"]}).statuses
+            except (ValueError, KeyError, TypeError):
                 statuses = []
             if len(statuses) == len(requests):
                 return statuses

@@ -12,6 +12,11 @@ key for reports (optional). A member + place (``external_place_id``) that alread
 record before the import is skipped, so re-importing a file never duplicates records; a second
 line for a place whose record this same import created adds a context to it. Malformed lines
 are reported with their line numbers and skipped; nothing of a malformed line is written.
+
+A line is checked by the same models as the public API's requests (:mod:`pinlog.core.inputs`:
+strict types, so ``"lat": "37.5"`` is refused by both) with the file's snake_case keys; keys the
+format does not know are ignored (the API refuses them). Problems are fixed sentences naming the
+field (:func:`pinlog.http.problem`), never the input or an internal class name.
 """
 
 from __future__ import annotations
@@ -24,56 +29,53 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinlog.core.inputs import NonBlank, PlaceIn
 from pinlog.core.services import (MAX_PLACE_ID_CHARS, CoreError, CoreService, InvalidInput,
-                                  MemberExists, PlaceInput, RecordExists, validate_place,
-                                  validate_text)
+                                  MemberExists, PlaceInput, RecordExists, validate_external_ref,
+                                  validate_place, validate_text)
 from pinlog.db.sql import Queries
-from pinlog.text import is_blank
+from pinlog.http import problem, problem_field
 
 queries = Queries("pinlog.core", "importer.sql")
 
 
-class ImportPlace(BaseModel):
-    """``place`` of an import line."""
+class ImportPlace(PlaceIn):
+    """``place`` of an import line: the public API's :class:`~pinlog.core.inputs.PlaceIn`
+    (same fields, types and limits) under the file's snake_case keys (``external_place_id``;
+    the camelCase ones work too); unknown keys are ignored."""
 
-    model_config = ConfigDict(extra="ignore")
-    name: str = Field(min_length=1, max_length=300)
-    external_place_id: str = Field(min_length=1, max_length=300)
-    address: str | None = Field(None, max_length=500)
-    lat: float = Field(ge=-90, le=90)
-    lng: float = Field(ge=-180, le=180)
+    model_config = ConfigDict(alias_generator=to_camel, extra="ignore", strict=True,
+                              validate_by_name=True, validate_by_alias=True, loc_by_alias=False)
 
 
 class ImportLine(BaseModel):
-    """One valid import line."""
+    """One valid import line (strict types like the API's requests)."""
 
-    model_config = ConfigDict(extra="ignore")
-    member: str = Field(min_length=1, max_length=200)
+    model_config = ConfigDict(extra="ignore", strict=True, loc_by_alias=False)
+    member: str = Field(min_length=1, max_length=MAX_PLACE_ID_CHARS)
     record: str | None = Field(None, max_length=200)
     place: ImportPlace
-    context: str = Field(min_length=1)
-
-    @field_validator("context")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if is_blank(value):  # whitespace or invisible characters only
-            raise ValueError("context is blank")
-        return value
+    context: NonBlank = Field(min_length=1)
 
 
 @dataclass
 class ParsedFile:
-    """Valid lines (with their 1-based line numbers) and per-line errors."""
+    """Valid lines (with their 1-based line numbers), per-line errors, and how many non-blank
+    lines were read (``read`` = valid + malformed)."""
 
     lines: list[tuple[int, ImportLine]] = field(default_factory=list)
     errors: list[tuple[int, str]] = field(default_factory=list)
+    read: int = 0
 
 
 #: The services' field names → the import file's (error messages name the file's fields).
-_FILE_FIELDS = {"text": "context", "place.externalPlaceId": "place.external_place_id"}
+_FILE_FIELDS = {"text": "context", "externalRef": "member",
+                "place.externalPlaceId": "place.external_place_id",
+                "place.roadAddress": "place.road_address"}
 
 
 def parse_import_file(path: Path, *, max_text_chars: int) -> ParsedFile:
@@ -100,21 +102,21 @@ def parse_import_file(path: Path, *, max_text_chars: int) -> ParsedFile:
                 continue
             if not raw.strip():
                 continue
-            try:
+            parsed.read += 1
+            try:  # parsed as the API parses a body (json.loads), then the same strict models
                 line = ImportLine.model_validate(json.loads(raw))
-            except json.JSONDecodeError as exc:
-                parsed.errors.append((number, f"not valid JSON ({exc.msg})"))
+            except (json.JSONDecodeError, RecursionError) as exc:
+                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                parsed.errors.append((number, f"not valid JSON ({reason})"))
                 continue
             except ValidationError as exc:
                 first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "line"
-                parsed.errors.append((number, f"{where}: {first['msg']}"))
-                continue
-            if len(line.context) > max_text_chars:
-                parsed.errors.append((number, f"context: longer than {max_text_chars} characters"))
+                where = problem_field(first)
+                parsed.errors.append((number, f"{where}: {problem(first)}" if where
+                                      else f"the line {problem(first)}"))
                 continue
             try:  # the services' own rules, so no line is refused half-way through its writes
-                _check_member_ref(line.member)
+                validate_external_ref(line.member)
                 validate_place(_place(line.place))
                 validate_text(line.context, max_text_chars)
             except InvalidInput as exc:
@@ -132,6 +134,7 @@ class ImportReport:
     members_created: int = 0
     records_created: int = 0
     records_existing: int = 0  # distinct records that were already active before this import
+    lines_skipped: int = 0  # lines whose member + place already had an active record
     context_ids: list[int] = field(default_factory=list)
     record_keys: dict[tuple[str, str], int] = field(default_factory=dict)  # (member, record key) → id
     member_ids: dict[str, int] = field(default_factory=dict)
@@ -173,6 +176,7 @@ async def import_lines(service: CoreService, parsed: ParsedFile,
                 existing = await service.find_active_record(member_id, line.place.external_place_id)
                 if existing is not None:
                     record_id = existing
+                    report.lines_skipped += 1
                     if record_id not in existing_seen:
                         existing_seen.add(record_id)
                         report.records_existing += 1
@@ -185,6 +189,7 @@ async def import_lines(service: CoreService, parsed: ParsedFile,
                         report.context_ids.append(context_id)
                     except RecordExists as exc:  # created concurrently by someone else
                         record_id = exc.record_id
+                        report.lines_skipped += 1
                         if record_id not in existing_seen:
                             existing_seen.add(record_id)
                             report.records_existing += 1
@@ -221,23 +226,8 @@ async def _member(service: CoreService, ref: str, report: ImportReport) -> int:
     raise MemberExists("an active member already uses this external reference")
 
 
-def _check_member_ref(ref: str) -> None:
-    """``member`` follows the rules of ``core.member.external_ref`` (SPEC §2.1).
-
-    Raises:
-        InvalidInput: blank, over :data:`MAX_PLACE_ID_CHARS` characters, or containing NUL.
-    """
-    if not ref.strip():
-        raise InvalidInput(None, "member: must not be empty")
-    if len(ref) > MAX_PLACE_ID_CHARS:
-        raise InvalidInput(None, f"member: longer than {MAX_PLACE_ID_CHARS} characters")
-    if "\x00" in ref:
-        raise InvalidInput(None, "member: must not contain NUL characters")
-
-
 def _place(place: ImportPlace) -> PlaceInput:
-    return PlaceInput(external_place_id=place.external_place_id, name=place.name,
-                      lat=place.lat, lng=place.lng, address=place.address)
+    return place.to_input()
 
 
 async def wait_for_stages(engine: AsyncEngine, context_ids: list[int], *, timeout: float,

@@ -48,6 +48,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog import metrics
 from pinlog.contracts import BatchProcessClient, ProcessClient, ProcessRequest
 from pinlog.core.dispatch import BUSY_BACKOFF, send_batch_paced
+from pinlog.db.background import stop_task
 from pinlog.db.sql import SqlStatements
 from pinlog.logs import log_context
 from pinlog.settings import Settings
@@ -537,20 +538,7 @@ class RescanLoop:
         committed is simply recovered by a later round). Safe to call twice or when not started.
         """
         task, self._task = self._task, None
-        if task is None:
-            return
-        self._stopping.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=grace)
-        except (TimeoutError, asyncio.TimeoutError):
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
+        await stop_task(task, self._stopping, grace)
 
     async def run_forever(self) -> None:
         """Run the loop in the foreground until cancelled or :meth:`stop` is called."""

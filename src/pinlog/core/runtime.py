@@ -20,9 +20,10 @@ from pinlog.core.dispatch import (DispatchConfig, Dispatcher, HttpProcessClient,
                                   UnconfiguredClient)
 from pinlog.core.reprocess import ReprocessConfig
 from pinlog.core.rescan import RescanConfig
+from pinlog.core.retention import CoreRetentionConfig
 from pinlog.core.search import SearchConfig
 from pinlog.core.services import CoreService, ServiceConfig
-from pinlog.core.status import StatusConfig
+from pinlog.core.status import CountCompactor, StatusConfig
 from pinlog.settings import Settings
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ class CoreConfig:
     (:func:`pinlog.composition.build_config`); each part goes to the one component that uses it.
 
     Attributes:
-        service, dispatch, rescan, search, status, reprocess, auth: the components' configs.
+        service, dispatch, rescan, search, status, reprocess, auth, retention: the
+            components' configs.
         shutdown_grace: ``PINLOG_SHUTDOWN_GRACE``, seconds a running round and the dispatch
             queue get on stop.
     """
@@ -51,6 +53,7 @@ class CoreConfig:
     reprocess: ReprocessConfig
     auth: AuthConfig
     shutdown_grace: float
+    retention: CoreRetentionConfig
 
     @classmethod
     def from_settings(cls, settings: Settings, *, profile: str) -> CoreConfig:
@@ -63,7 +66,8 @@ class CoreConfig:
                    status=StatusConfig.from_settings(settings),
                    reprocess=ReprocessConfig.from_settings(settings, profile=profile),
                    auth=AuthConfig.from_settings(settings),
-                   shutdown_grace=settings.shutdown_grace)
+                   shutdown_grace=settings.shutdown_grace,
+                   retention=CoreRetentionConfig.from_settings(settings))
 
 
 #: The ai runtime's in-process adapter of the process-batch route (``AiRuntime.submit_batch``).
@@ -118,10 +122,12 @@ class CoreRuntime:
         else:
             self.search_client = in_process_search
         self.rescan: RescanLoop | None = None
+        self.compactor = CountCompactor(engine)
 
     async def start(self) -> None:
-        """Start the dispatcher, then the rescan loop when enabled."""
+        """Start the dispatcher, the state-count compactor, then the rescan loop when enabled."""
         self.dispatcher.start()
+        self.compactor.start()
         if self.run_rescan:
             from pinlog.core.rescan import RescanLoop
 
@@ -132,6 +138,7 @@ class CoreRuntime:
         """Stop the rescan loop (if started), then drain and stop the dispatcher, then close
         the client."""
         grace = self.config.shutdown_grace
+        await self.compactor.stop()
         if self.rescan is not None:
             try:
                 await self.rescan.stop(grace=grace)

@@ -19,13 +19,14 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.contracts import REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, SearchRequest, SearchResponse
-from pinlog.core.channels import RelevanceRule, SearchQuery, decide, find_all, records_to_score
+from pinlog.core.channels import (Found, RelevanceRule, SearchQuery, decide, explain, find_all, labels,
+                                  records_to_score)
 from pinlog.core.dispatch import DispatchConfig
 from pinlog.core.services import PlaceView
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.logs import request_id_or_new
-from pinlog.relevance import Decision
+from pinlog.relevance import Decision, Explained
 from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -179,10 +180,48 @@ async def member_search(engine: AsyncEngine, config: SearchConfig, search: Searc
         SearchUnavailable: no ai side configured or it failed.
         SearchRejected: the ai side refused (profile mismatch).
     """
+    found, response = await _channels_and_answer(engine, config, search, member_id, query, limit)
+    return await verify_hits(engine, member_id, decide(found, response, config.rule, limit))
+
+
+async def _channels_and_answer(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
+                               member_id: int, query: str, limit: int,
+                               ) -> tuple[list[Found], SearchResponse]:
+    """Each channel's findings and the ai side's answer for one search (SPEC §10)."""
     if search is None:
         raise SearchUnavailable("search unavailable")
     found = await find_all(engine, SearchQuery(member_id, query), config.rule)
     request = SearchRequest(user_id=member_id, query=query, limit=limit,
                             embedding_profile=config.profile, record_ids=records_to_score(found))
-    response = await search(request)
-    return await verify_hits(engine, member_id, decide(found, response, config.rule, limit))
+    return found, await search(request)
+
+
+@dataclass(frozen=True)
+class SearchExplanation:
+    """One search explained (the operator console's search debugger, issue 29).
+
+    Attributes:
+        channels: a label per channel, in channel order (:func:`pinlog.core.channels.labels`).
+        records: every record a channel had evidence about, with each channel's evidence and
+            rank and the decision (:class:`pinlog.relevance.Explained`), shown ones first.
+        results: what :func:`member_search` answers for the same search (after re-verification).
+    """
+
+    channels: tuple[str, ...]
+    records: list[Explained]
+    results: list[SearchResult]
+
+
+async def explain_search(engine: AsyncEngine, config: SearchConfig, search: SearchFn | None,
+                         member_id: int, query: str, limit: int = 20) -> SearchExplanation:
+    """:func:`member_search` with the evidence behind its answer: the same channels, the same
+    ai-side request and the same decision (:func:`pinlog.core.channels.explain` runs
+    :func:`pinlog.relevance.decide`), plus every channel's evidence per record.
+
+    Raises:
+        SearchUnavailable, SearchRejected: as :func:`member_search`.
+    """
+    found, response = await _channels_and_answer(engine, config, search, member_id, query, limit)
+    records = explain(found, response, config.rule, limit)
+    hits = [r.decision for r in records if r.decision is not None]
+    return SearchExplanation(labels(), records, await verify_hits(engine, member_id, hits))

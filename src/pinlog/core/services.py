@@ -24,11 +24,12 @@ from typing import Any, Literal, Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog.contracts import BIGINT_MAX, ProcessRequest
+from pinlog.core.public_ids import PublicIds, key_from_secret
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.settings import Settings
 from pinlog.states import Status
-from pinlog.text import is_blank, lexical_terms, normalize
+from pinlog.text import identifier_problem, is_blank, lexical_terms, normalize, normalize_line
 
 log = logging.getLogger(__name__)
 q = Queries("pinlog.core", "core.sql")
@@ -165,21 +166,50 @@ class ContextView:
 
 @dataclass(frozen=True)
 class RecordView:
-    """A record in the owner view; ``keywords`` is the union over its active contexts."""
+    """A record in the owner view; ``keywords`` is the union over its active contexts;
+    ``public_id`` is what other members use to see its public view (:mod:`pinlog.core.
+    public_ids`)."""
 
     record_id: int
     place: PlaceView
     keywords: list[str]
     contexts: list[ContextView] = field(default_factory=list)
+    public_id: str = ""
+
+
+@dataclass(frozen=True)
+class Edited:
+    """The outcome of an edit: the context that now holds the text, and whether it is a new
+    one (False: the text was already the context's own, nothing changed)."""
+
+    context_id: int
+    changed: bool
+
+
+@dataclass(frozen=True)
+class RecordPage:
+    """One page of a member's records, newest first (issue 27 #8).
+
+    Attributes:
+        records: at most the page's ``limit`` records.
+        total: the member's active records in all.
+        next_before: the record id the next page starts below (None on the last page).
+    """
+
+    records: list[RecordView]
+    total: int
+    next_before: int | None
 
 
 @dataclass(frozen=True)
 class PublicKeywordsView:
-    """What other members may see of a record: PUBLIC keywords only, no text, no context ids."""
+    """What other members may see of a record: PUBLIC keywords only, no text, no context ids
+    (``record_id`` is for core's own use; the public API shows ``public_id``)."""
 
     record_id: int
     place: PlaceView
     keywords: list[str]
+    public_id: str = ""
 
 
 def ai_status(embedding_status: str | None, keyword_status: str | None) -> AiStatus:
@@ -195,8 +225,9 @@ def ai_status(embedding_status: str | None, keyword_status: str | None) -> AiSta
 def _check_string(name: str, value: Any, limit: int, *, required: bool,
                   normal: bool = True) -> str | None:
     """A string field: blank means blank after normalisation (invisible characters only counts
-    as blank); ``normal`` → returned in :func:`pinlog.text.normalize` form (identifiers keep
-    their exact form)."""
+    as blank); ``normal`` → returned in :func:`pinlog.text.normalize_line` form (a one-line
+    field: bidi and control characters removed, line breaks → spaces); otherwise an identifier,
+    kept in its exact form and refused when :func:`pinlog.text.identifier_problem` objects."""
     if value is None:
         if required:
             raise InvalidInput(name, "is required")
@@ -208,9 +239,11 @@ def _check_string(name: str, value: Any, limit: int, *, required: bool,
     if not _utf8_encodable(value):
         raise InvalidInput(name, "must be valid Unicode text")
     if normal:
-        value = normalize(value)
+        value = normalize_line(value)
     if required and is_blank(value):
         raise InvalidInput(name, "must not be empty")
+    if not normal and (problem := identifier_problem(value)) is not None:
+        raise InvalidInput(name, problem)
     if len(value) > limit:
         raise InvalidInput(name, f"is longer than {limit} characters")
     return value
@@ -240,6 +273,32 @@ def validate_text(text: Any, max_chars: int) -> str:
     if len(text) > max_chars:
         raise InvalidInput("text", f"is longer than {max_chars} characters")
     return text
+
+
+#: Prefixes that say how a member is named (``id:7``, ``ref:alice``: :meth:`CoreService.
+#: resolve_member`); an external ref starting with one could only be reached as ``ref:id:7``.
+MEMBER_NAME_PREFIXES = ("id:", "ref:")
+
+
+def validate_external_ref(value: Any) -> str:
+    """A member's external ref (SPEC §2.1 ``core.member.external_ref``), an identifier kept
+    exactly as sent: a string of 1..200 characters, not blank, no NUL, control or bidi
+    characters, no leading/trailing whitespace (``" 공백 "`` is refused, not silently
+    trimmed), not starting with ``id:`` or ``ref:`` (:data:`MEMBER_NAME_PREFIXES`).
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        InvalidInput: field ``externalRef``, a fixed sentence naming the rule.
+    """
+    checked = _check_string("externalRef", value, MAX_PLACE_ID_CHARS, required=True,
+                            normal=False)
+    assert checked is not None  # required
+    if checked.casefold().startswith(MEMBER_NAME_PREFIXES):
+        raise InvalidInput("externalRef", "must not start with id: or ref: (those prefixes say "
+                                          "how a member is named: pinlog token --member id:7)")
+    return checked
 
 
 def _utf8_encodable(value: str) -> bool:
@@ -295,13 +354,16 @@ class DispatchQueue(Protocol):
 @dataclass(frozen=True)
 class ServiceConfig:
     """What :class:`CoreService` reads: ``max_text_chars`` (``PINLOG_MAX_TEXT_CHARS``), the
-    longest note text accepted (characters, after normalisation)."""
+    longest note text accepted (characters, after normalisation); ``public_id_key`` (bytes,
+    derived from ``PINLOG_JWT_SECRET``: :func:`pinlog.core.public_ids.key_from_secret`)."""
 
     max_text_chars: int
+    public_id_key: bytes = field(default=b"", repr=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ServiceConfig:
-        return cls(max_text_chars=settings.max_text_chars)
+        return cls(max_text_chars=settings.max_text_chars,
+                   public_id_key=key_from_secret(settings.jwt_secret))
 
 
 class CoreService:
@@ -319,17 +381,18 @@ class CoreService:
         self.engine = engine
         self.dispatcher = dispatcher
         self.config = config
+        self.public_ids = PublicIds(config.public_id_key)
 
     # --- members ---------------------------------------------------------------------------
     async def create_member(self, external_ref: str | None = None) -> int:
         """Create a member; returns its id.
 
         Raises:
-            InvalidInput: ``external_ref`` blank, over 200 characters or with NUL.
+            InvalidInput: ``external_ref`` breaks :func:`validate_external_ref`.
             MemberExists: an active member already has ``external_ref``.
         """
         if external_ref is not None:
-            _check_string("externalRef", external_ref, MAX_PLACE_ID_CHARS, required=True)
+            external_ref = validate_external_ref(external_ref)
         async with self.engine.begin() as conn:
             member_id = (await conn.execute(q("insert_member"),
                                             {"external_ref": external_ref})).scalar()
@@ -491,13 +554,22 @@ class CoreService:
         return context_id
 
     async def edit_context(self, member_id: int, context_id: int, text: str) -> int:
+        """:meth:`edit`; returns the id of the context that holds the text (the new one, or
+        ``context_id`` when the text did not change).
+
+        Raises:
+            InvalidInput: bad text (nothing written).
+            NotFound: no such active context of this member.
+        """
+        return (await self.edit(member_id, context_id, text)).context_id
+
+    async def edit(self, member_id: int, context_id: int, text: str) -> Edited:
         """Edit = a new context (SPEC §4), one transaction: lock the record; insert the **new**
         context and its PENDING state row first; then soft-delete the old context and
         invalidate it (both stages CANCELLED, embedding ``is_deleted``). Nothing is inherited.
-        The new id is dispatched after commit.
-
-        Returns:
-            the new context id.
+        The new id is dispatched after commit. A text equal to the context's own (after
+        normalisation) is no edit (issue 27 #11): nothing is written or dispatched, and the
+        answer says so (``changed`` False, the same id).
 
         Raises:
             InvalidInput: bad text (nothing written).
@@ -507,7 +579,12 @@ class CoreService:
         _check_id("context", context_id)
         async with self.engine.begin() as conn:
             await self._share_lock_member(conn, member_id, not_found="context not found")
-            record_id = await self._lock_context_record(conn, member_id, context_id)
+            record_id, body = await self._lock_context_record(conn, member_id, context_id)
+            if body == text:
+                log.info("context edit with its own text: nothing changed",
+                         extra={"member_id": member_id, "record_id": record_id,
+                                "context_id": context_id})
+                return Edited(context_id, changed=False)
             new_id = await self._insert_context(conn, record_id, member_id, text,
                                                 f"created by edit of context {context_id}")
             deleted = (await conn.execute(q("soft_delete_contexts"),
@@ -517,7 +594,7 @@ class CoreService:
         log.info("context edited", extra={"member_id": member_id, "record_id": record_id,
                                           "context_id": new_id, "reason": f"replaces {context_id}"})
         self._dispatch([self._request(new_id, member_id, record_id, text, None)])
-        return new_id
+        return Edited(new_id, changed=True)
 
     async def delete_context(self, member_id: int, context_id: int) -> None:
         """Delete a context (SPEC §4), one transaction: soft-delete, CANCEL both stages
@@ -530,7 +607,7 @@ class CoreService:
         """
         _check_id("context", context_id)
         async with self.engine.begin() as conn:
-            record_id = await self._lock_context_record(conn, member_id, context_id)
+            record_id, _ = await self._lock_context_record(conn, member_id, context_id)
             remaining = (await conn.execute(q("count_active_contexts"),
                                             {"record_id": record_id})).scalar_one()
             if remaining <= 1:
@@ -561,12 +638,49 @@ class CoreService:
 
     async def list_records(self, member_id: int, *, limit: int = 100, offset: int = 0) -> list[RecordView]:
         """The member's active records, newest first (``limit`` 1..500, ``offset`` ≥ 0)."""
+        return (await self.record_page(member_id, limit=limit, offset=offset)).records
+
+    async def record_page(self, member_id: int, *, limit: int = 100, offset: int = 0,
+                          before: int | None = None) -> RecordPage:
+        """One page of the member's active records, newest first (by record id), with the
+        total and where the next page starts (issue 27 #8).
+
+        Args:
+            limit: records per page, 1..500.
+            offset: records to skip (the older way to page; with ``before`` it counts from
+                there).
+            before: only records with an id below this (the cursor of the previous page).
+        """
         limit = max(1, min(int(limit), 500))
         offset = max(0, int(offset))
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q("member_records"), {
-                "member_id": member_id, "limit": limit, "offset": offset})).mappings().all()
-            return await self._record_views(conn, rows)
+                "member_id": member_id, "limit": limit + 1, "offset": offset,
+                "before": before})).mappings().all()
+            total = int((await conn.execute(q("member_record_count"),
+                                            {"member_id": member_id})).scalar_one())
+            views = await self._record_views(conn, rows[:limit])
+        more = len(rows) > limit
+        return RecordPage(records=views, total=total,
+                          next_before=views[-1].record_id if more and views else None)
+
+    def public_id(self, record_id: int) -> str:
+        """The public id of ``record_id`` (:mod:`pinlog.core.public_ids`)."""
+        return self.public_ids.encode(record_id)
+
+    async def public_record(self, public_id: str) -> PublicKeywordsView:
+        """The public view of the active record a public id names (issue 27 #7): what any
+        member may see — place and PUBLIC keywords (SPEC §8). A public id cannot be made from a
+        record id without the key, so the view cannot be walked by counting.
+
+        Raises:
+            NotFound: not a valid public id (forged, malformed, another key's), or no such
+                active record — the same answer for all.
+        """
+        record_id = self.public_ids.decode(public_id)
+        if record_id is None:
+            raise NotFound("record not found")
+        return await self.public_keywords(record_id)
 
     async def public_keywords(self, record_id: int) -> PublicKeywordsView:
         """What any member may see of an active record: PUBLIC keywords of COMPLETED keyword
@@ -582,7 +696,8 @@ class CoreService:
                 raise NotFound("record not found")
             names = (await conn.execute(q("public_keywords"),
                                         {"record_id": record_id})).scalars().all()
-        return PublicKeywordsView(record_id=record_id, place=_place(row), keywords=list(names))
+        return PublicKeywordsView(record_id=record_id, place=_place(row), keywords=list(names),
+                                  public_id=self.public_id(record_id))
 
     # --- internals -------------------------------------------------------------------------
     async def _share_lock_member(self, conn: AsyncConnection, member_id: int, *,
@@ -609,9 +724,11 @@ class CoreService:
         if found is None:
             raise NotFound("record not found")
 
-    async def _lock_context_record(self, conn: AsyncConnection, member_id: int, context_id: int) -> int:
+    async def _lock_context_record(self, conn: AsyncConnection, member_id: int,
+                                   context_id: int) -> tuple[int, str]:
         """Lock the record of the member's active context; re-read the context under the lock
-        (a concurrent edit/delete that committed meanwhile makes it NotFound)."""
+        (a concurrent edit/delete that committed meanwhile makes it NotFound). Returns the
+        record id and the context's text."""
         record_id = (await conn.execute(q("context_record"),
                                         {"context_id": context_id, "member_id": member_id})).scalar()
         if record_id is None:
@@ -621,7 +738,7 @@ class CoreService:
                                     {"context_id": context_id, "record_id": record_id})).first()
         if still is None:
             raise NotFound("context not found")
-        return int(record_id)
+        return int(record_id), str(still.body)
 
     async def _insert_context(self, conn: AsyncConnection, record_id: int, member_id: int,
                               text: str, reason: str) -> int:
@@ -678,7 +795,8 @@ class CoreService:
             for view in ctx:
                 union.extend(k for k in view.keywords if k not in union)
             views.append(RecordView(record_id=int(r["record_id"]), place=_place(r),
-                                    keywords=union, contexts=ctx))
+                                    keywords=union, contexts=ctx,
+                                    public_id=self.public_id(int(r["record_id"]))))
         return views
 
     def _request(self, context_id: int, member_id: int, record_id: int, text: str,

@@ -106,6 +106,16 @@ def _prune_dead_handles(pgdata: Path) -> None:
         path.write_text(json.dumps(alive))
 
 
+def _describe(cmdline: list[str]) -> str:
+    """``pinlog serve`` for a ``… -m pinlog serve …`` or ``…/pinlog serve`` command line, else
+    the program's name (never its arguments: they may hold values)."""
+    words = [Path(w).name for w in cmdline]
+    for i, word in enumerate(words):
+        if word == "pinlog" and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            return f"pinlog {words[i + 1]}"
+    return words[0] if words else "a process"
+
+
 class EmbeddedDatabase:
     """Handle on the embedded server of one data directory.
 
@@ -121,6 +131,25 @@ class EmbeddedDatabase:
     def is_running(self) -> bool:
         """True when a live postmaster serves this data dir."""
         return _postmaster(self.pgdata) is not None
+
+    def users(self) -> list[tuple[int, str]]:
+        """The live processes other than this one that use the server (each process that
+        starts or joins it records its pid in ``.handle_pids.json``; dead ones are pruned):
+        ``(pid, what)``, ``what`` a short description such as ``pinlog serve``."""
+        if self.pgdata.exists():
+            _prune_dead_handles(self.pgdata)
+        try:
+            pids = json.loads((self.pgdata / ".handle_pids.json").read_text())
+        except (FileNotFoundError, ValueError, PermissionError):
+            return []
+        out = []
+        for pid in sorted({int(p) for p in pids if int(p) != os.getpid()}):
+            try:
+                cmdline = psutil.Process(pid).cmdline()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                cmdline = []
+            out.append((pid, _describe(cmdline)))
+        return out
 
     def url(self, database: str = DATABASE_NAME) -> str:
         """libpq URL of the running server (Unix socket, trust auth, no password).

@@ -14,11 +14,21 @@ last paragraph). Three kinds of database are told apart by :func:`inspect_databa
   :func:`adopt`: adds what our ai side needs in place, records the adoption in
   ``ai.adoption`` (so later revisions leave ``core`` alone: :func:`owns_core`), stamps
   revision ``0001`` and upgrades to head — all in ONE transaction.
+
+Both run under ``lock_timeout`` (:class:`MigrationConfig`, issue 27 #3): a migration waiting for
+a table lock that a long transaction holds would queue every later query on that table behind
+it, so the wait is bounded (``PINLOG_MIGRATE_LOCK_TIMEOUT``, 3 s), the attempt is rolled back
+whole, and the run is tried again (``PINLOG_MIGRATE_ATTEMPTS``, waiting 1, 2, 4 … s in between);
+after the last attempt :class:`MigrationBusy` names the sessions holding locks on our tables.
+The migration advisory lock itself is taken before the timeout is set: replicas migrating
+together wait for each other as long as it takes (they queue no live traffic).
 """
 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -28,10 +38,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, pool, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.db.engine import sqlalchemy_url
 from pinlog.errors import PinlogError
+from pinlog.settings import Settings
 
 #: Schema of our version table (``ai.alembic_version``).
 VERSION_SCHEMA = "ai"
@@ -50,9 +62,44 @@ REQUIRED_AI_TABLES = (
 #: wait for each other, and the later ones find the work done. The bytes of "pinlog:m" as a
 #: signed 64-bit integer.
 MIGRATION_LOCK_KEY = int.from_bytes(b"pinlog:m", "big", signed=True)
-#: Longest the adoption waits for a lock on a backend-shared ai table before giving up (the
-#: backend keeps working; re-run later). Every DDL it runs is metadata-only (no table rewrite).
-ADOPT_LOCK_TIMEOUT = "5s"
+#: SQLSTATE of a lock wait that passed ``lock_timeout`` (lock_not_available).
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+@dataclass(frozen=True)
+class MigrationConfig:
+    """How long a migration waits for a table lock, and how often it tries (issue 27 #3).
+
+    Attributes:
+        lock_timeout: seconds one lock wait may take (``PINLOG_MIGRATE_LOCK_TIMEOUT``): what a
+            waiting migration can cost the live traffic queued behind it.
+        attempts: whole-transaction attempts (``PINLOG_MIGRATE_ATTEMPTS``).
+        max_wait: longest pause between attempts, seconds (1, 2, 4 … up to it).
+    """
+
+    lock_timeout: float = 3.0
+    attempts: int = 5
+    max_wait: float = 10.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MigrationConfig:
+        return cls(lock_timeout=settings.migrate_lock_timeout, attempts=settings.migrate_attempts)
+
+    def wait(self, attempt: int) -> float:
+        """Seconds to pause after failed attempt number ``attempt`` (1-based)."""
+        return min(self.max_wait, float(2 ** (attempt - 1)))
+
+
+#: ``on_retry(attempt, attempts, wait_seconds)``: told before each pause (the CLI prints it).
+RetryHook = Callable[[int, int, float], None]
+
+
+class MigrationBusy(PinlogError, RuntimeError):
+    """Every attempt of a migration met a table lock held past ``lock_timeout``; nothing was
+    changed. The message names the sessions holding locks on our tables (pid, how long their
+    transaction has run, the table) when the database lets us see them — never a query."""
+
+    code = "MIGRATION_BUSY"
 
 
 class AdoptionRequired(PinlogError, RuntimeError):
@@ -130,6 +177,73 @@ def _lock(conn: Connection) -> None:
     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
 
 
+def _set_lock_timeout(conn: Connection, config: MigrationConfig) -> None:
+    """Bound every later lock wait of this transaction by ``config.lock_timeout`` (taken after
+    the advisory lock: waiting for another migration is not bounded)."""
+    conn.execute(text(f"SET LOCAL lock_timeout = '{max(1, round(config.lock_timeout * 1000))}ms'"))
+
+
+def _is_lock_timeout(exc: BaseException) -> bool:
+    return getattr(getattr(exc, "orig", None), "sqlstate", None) == LOCK_NOT_AVAILABLE
+
+
+#: Sessions holding a lock on one of our tables inside a transaction older than the lock
+#: timeout (pid, seconds, table): what a busy migration waited for. No query text.
+_HOLDERS_SQL = """
+SELECT DISTINCT a.pid, extract(epoch FROM now() - a.xact_start)::int AS seconds,
+       n.nspname || '.' || c.relname AS relation
+  FROM pg_locks l
+  JOIN pg_class c ON c.oid = l.relation
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.granted AND n.nspname IN ('ai', 'core') AND c.relkind IN ('r', 'p')
+   AND a.pid <> pg_backend_pid() AND a.xact_start < now() - make_interval(secs => :older)
+ ORDER BY 2 DESC, 1, 3
+ LIMIT 5
+"""
+
+
+def _holders(engine: Engine, older_than: float) -> str:
+    """``"pid 123 (transaction open 45 s, ai.keyword_preset)"``, … or ``""`` (best effort)."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SET statement_timeout = '5s'"))
+            rows = conn.execute(text(_HOLDERS_SQL), {"older": older_than}).all()
+    except sa_exc.DBAPIError:
+        return ""
+    return ", ".join(f"pid {r.pid} (transaction open {r.seconds} s, {r.relation})" for r in rows)
+
+
+def _with_retries(engine: Engine, config: MigrationConfig, attempt_once: Callable[[], object],
+                  what: str, on_retry: RetryHook | None,
+                  sleep: Callable[[float], None] = time.sleep) -> object:
+    """Run ``attempt_once`` (one whole transaction) until it does not meet a lock timeout, at
+    most ``config.attempts`` times.
+
+    Raises:
+        MigrationBusy: every attempt met a busy table (nothing was changed).
+    """
+    for attempt in range(1, config.attempts + 1):
+        try:
+            return attempt_once()
+        except sa_exc.DBAPIError as exc:
+            if not _is_lock_timeout(exc):
+                raise
+        if attempt < config.attempts:
+            wait = config.wait(attempt)
+            if on_retry is not None:
+                on_retry(attempt, config.attempts, wait)
+            sleep(wait)
+    holders = _holders(engine, config.lock_timeout)
+    raise MigrationBusy(
+        f"a table is busy: {what} waited {config.lock_timeout:g} s for a table lock "
+        f"{config.attempts} time(s) (PINLOG_MIGRATE_LOCK_TIMEOUT, PINLOG_MIGRATE_ATTEMPTS); "
+        "nothing was changed and live traffic never waited longer than that. "
+        + (f"Held by: {holders}. " if holders else "Another session holds a lock on one of "
+           "our tables in a long transaction. ")
+        + "Run it again when that transaction has ended.")
+
+
 def _regclass(conn: Connection, name: str) -> bool:
     return conn.execute(text("SELECT to_regclass(:n) IS NOT NULL"), {"n": name}).scalar() is True
 
@@ -188,17 +302,23 @@ def _move_legacy_version_table(conn: Connection) -> bool:
     return True
 
 
-def upgrade(url: str, revision: str = "head") -> None:
-    """Apply migrations up to ``revision`` in one transaction (idempotent).
+def upgrade(url: str, revision: str = "head", *, config: MigrationConfig | None = None,
+            on_retry: RetryHook | None = None) -> None:
+    """Apply migrations up to ``revision`` in one transaction (idempotent), under the lock
+    timeout of ``config`` (default :class:`MigrationConfig`), retried when a table is busy.
 
     Raises:
         AdoptionRequired: the ai tables exist but were created by another migration tool
             (run ``pinlog migrate --adopt``).
+        MigrationBusy: every attempt met a busy table (nothing was changed).
     """
+    config = config or MigrationConfig()
     engine = _engine(url)
-    try:
+
+    def attempt_once() -> None:
         with engine.begin() as conn:
             _lock(conn)
+            _set_lock_timeout(conn, config)
             if inspect_database(conn) == "foreign":
                 raise AdoptionRequired(
                     "the ai tables exist but were not created by pinlog's migrations "
@@ -206,6 +326,9 @@ def upgrade(url: str, revision: str = "head") -> None:
                     "`pinlog migrate --adopt`")
             _move_legacy_version_table(conn)
             command.upgrade(alembic_config(url, conn), revision)
+
+    try:
+        _with_retries(engine, config, attempt_once, "`pinlog migrate`", on_retry)
     finally:
         engine.dispose()
 
@@ -427,35 +550,49 @@ async def database_revision(engine: AsyncEngine) -> str | None:
             text(f"SELECT version_num FROM {VERSION_SCHEMA}.alembic_version"))).scalar()
 
 
-def adopt(url: str, dimension: int, *, dry_run: bool = False) -> AdoptionPlan:
+def adopt(url: str, dimension: int, *, dry_run: bool = False,
+          config: MigrationConfig | None = None,
+          on_retry: RetryHook | None = None) -> AdoptionPlan:
     """``pinlog migrate --adopt``: plan, and unless ``dry_run`` apply the plan, stamp and
     upgrade to head, in ONE transaction (idempotent: a second run finds nothing to add).
 
-    Never drops, rewrites or renames anything of the backend's; every lock is taken with
-    ``lock_timeout`` :data:`ADOPT_LOCK_TIMEOUT` (a busy table aborts the whole run, nothing
-    changed). Raises :class:`NothingToAdopt` on a fresh database.
+    Never drops, rewrites or renames anything of the backend's; every lock is taken with the
+    ``lock_timeout`` of ``config`` (a busy table aborts the attempt, nothing changed; the run is
+    retried like :func:`upgrade`). Raises :class:`NothingToAdopt` on a fresh database,
+    :class:`MigrationBusy` when every attempt met a busy table.
     """
+    config = config or MigrationConfig()
     engine = _engine(url)
     try:
-        with engine.begin() as conn:
-            _lock(conn)
-            conn.execute(text(f"SET LOCAL lock_timeout = '{ADOPT_LOCK_TIMEOUT}'"))
-            plan = plan_adoption(conn, dimension)
-            if dry_run:
-                conn.rollback()
-                return plan
-            if plan.kind == "ours":
-                _move_legacy_version_table(conn)
-            else:
-                for _, sql in plan.steps:
-                    if not sql.startswith("--"):
-                        conn.execute(text(sql))
-                conn.execute(text(f"CREATE TABLE IF NOT EXISTS {VERSION_SCHEMA}.alembic_version ("
-                                  "version_num varchar(32) NOT NULL "
-                                  "CONSTRAINT alembic_version_pkc PRIMARY KEY)"))
-                conn.execute(text(f"INSERT INTO {VERSION_SCHEMA}.alembic_version VALUES (:r)"),
-                             {"r": ADOPTION_BASE})
-            command.upgrade(alembic_config(url, conn), "head")
-            return plan
+        plan = _with_retries(engine, config, lambda: _adopt_once(engine, url, dimension, dry_run,
+                                                                 config),
+                             "`pinlog migrate --adopt`", on_retry)
+        assert isinstance(plan, AdoptionPlan)
+        return plan
     finally:
         engine.dispose()
+
+
+def _adopt_once(engine: Engine, url: str, dimension: int, dry_run: bool,
+                config: MigrationConfig) -> AdoptionPlan:
+    """One attempt of :func:`adopt`: one transaction."""
+    with engine.begin() as conn:
+        _lock(conn)
+        _set_lock_timeout(conn, config)
+        plan = plan_adoption(conn, dimension)
+        if dry_run:
+            conn.rollback()
+            return plan
+        if plan.kind == "ours":
+            _move_legacy_version_table(conn)
+        else:
+            for _, sql in plan.steps:
+                if not sql.startswith("--"):
+                    conn.execute(text(sql))
+            conn.execute(text(f"CREATE TABLE IF NOT EXISTS {VERSION_SCHEMA}.alembic_version ("
+                              "version_num varchar(32) NOT NULL "
+                              "CONSTRAINT alembic_version_pkc PRIMARY KEY)"))
+            conn.execute(text(f"INSERT INTO {VERSION_SCHEMA}.alembic_version VALUES (:r)"),
+                         {"r": ADOPTION_BASE})
+        command.upgrade(alembic_config(url, conn), "head")
+        return plan

@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinlog import __version__
 from pinlog.db.sql import Queries
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,9 @@ class ReplicaRules:
 
 @dataclass(frozen=True)
 class ProcessInfo:
-    """One live process as recorded: id, host, pid, components (comma-separated), settings."""
+    """One live process as recorded: id, host, pid, components (comma-separated), settings,
+    start and last heartbeat (database clock), and the ``pinlog`` version it runs (None for a
+    process of a version before the column existed)."""
 
     process_id: str
     host: str
@@ -77,6 +80,7 @@ class ProcessInfo:
     settings: dict[str, Any]
     started_at: datetime
     seen_at: datetime
+    version: str | None = None
 
     @property
     def label(self) -> str:
@@ -127,7 +131,8 @@ async def live_processes(engine: AsyncEngine) -> list[ProcessInfo]:
     async with engine.connect() as conn:
         rows = (await conn.execute(_q("live_processes"), {"live_seconds": LIVE_SECONDS})).mappings()
         return [ProcessInfo(r["process_id"], r["host"], int(r["pid"]), r["components"],
-                            dict(r["settings"]), r["started_at"], r["seen_at"]) for r in rows]
+                            dict(r["settings"]), r["started_at"], r["seen_at"], r["version"])
+                for r in rows]
 
 
 class ProcessRegistry:
@@ -163,7 +168,7 @@ class ProcessRegistry:
                 await conn.execute(_q("register"), {
                     "process_id": self.process_id, "host": socket.gethostname()[:200],
                     "pid": os.getpid(), "components": self.components,
-                    "settings": json.dumps(self.values)})
+                    "settings": json.dumps(self.values), "version": __version__})
             found = await self.check()
         except Exception as exc:  # noqa: BLE001 - the registry must never stop a process
             log.warning("process settings registry unavailable",

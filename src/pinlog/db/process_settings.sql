@@ -6,10 +6,11 @@
 -- Rule: SPEC §6/§7 — processing expiry, timeouts, attempts and backoff must agree between
 -- replicas (a replica with a shorter expiry re-claims another's live work). Each process records
 -- its values when it starts; seen_at is refreshed by its heartbeat.
-INSERT INTO ai.process_settings (process_id, host, pid, components, settings)
-VALUES (:process_id, :host, :pid, :components, CAST(:settings AS jsonb))
+-- version: the pinlog version it runs (shown by the console, never compared).
+INSERT INTO ai.process_settings (process_id, host, pid, components, settings, version)
+VALUES (:process_id, :host, :pid, :components, CAST(:settings AS jsonb), :version)
 ON CONFLICT (process_id) DO UPDATE
-   SET settings = EXCLUDED.settings, seen_at = now();
+   SET settings = EXCLUDED.settings, version = EXCLUDED.version, seen_at = now();
 
 
 -- name: heartbeat
@@ -20,7 +21,7 @@ UPDATE ai.process_settings SET seen_at = now() WHERE process_id = :process_id;
 
 -- name: live_processes
 -- Rule: the live processes (heartbeat within :live_seconds), oldest first, with their values.
-SELECT process_id, host, pid, components, settings, started_at, seen_at
+SELECT process_id, host, pid, components, settings, started_at, seen_at, version
   FROM ai.process_settings
  WHERE seen_at > now() - make_interval(secs => :live_seconds)
  ORDER BY started_at, process_id;

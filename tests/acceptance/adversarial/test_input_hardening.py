@@ -259,7 +259,7 @@ async def test_invalid_process_bodies_are_422_and_change_nothing(full, sync_conn
     insert_state(sync_conn, 1)
     r = await full.http.post(PROCESS_PATH, content=body, headers={SECRET_HEADER: TEST_SECRET, **JSON})
     assert r.status_code == 422
-    assert r.json() == {"error": "invalid request"}
+    assert r.json() == {"error": "INVALID_INPUT", "message": "the request body is not a valid request for this route"}
     await full.settle()
     assert statuses(sync_conn, 1) == ("PENDING", "PENDING")
     assert full.provider.calls == 0

@@ -74,8 +74,8 @@ async def test_scenario_04_keyword_view_after_edit_excludes_old_keywords(api, sy
     complete(sync_conn, old, [1, 2], user_id=member, record_id=record_id)
     shown = (await api.http.get(f"/v1/records/{record_id}", headers=auth)).json()
     assert shown["keywords"] == ["친구와", "데이트"]
-    assert (await api.http.get(f"/v1/records/{record_id}/public-keywords",
-                               headers=auth)).json()["keywords"] == ["친구와"]
+    public_path = f"/v1/public/records/{shown['publicId']}"
+    assert (await api.http.get(public_path, headers=auth)).json()["keywords"] == ["친구와"]
 
     new = (await api.http.put(f"/v1/contexts/{old}", json={"text": "혼자 조용히"},
                               headers=auth)).json()["contextId"]
@@ -86,7 +86,7 @@ async def test_scenario_04_keyword_view_after_edit_excludes_old_keywords(api, sy
     listed = (await api.http.get("/v1/records", headers=auth)).json()["records"]
     assert listed[0]["keywords"] == []
     _, other_auth = await api.member()
-    public = (await api.http.get(f"/v1/records/{record_id}/public-keywords", headers=other_auth)).json()
+    public = (await api.http.get(public_path, headers=other_auth)).json()
     assert public["keywords"] == []
     # even if the old context's row were (wrongly) revived as active, its CANCELLED state hides it
     sync_conn.execute("UPDATE core.context SET deleted_at = NULL WHERE id = %s", (old,))
@@ -131,16 +131,16 @@ async def test_record_response_shape(api):
     created = (await api.http.post("/v1/records", json=record_body(), headers=auth)).json()
     shown = (await api.http.get(f"/v1/records/{created['recordId']}", headers=auth)).json()
     assert shown == {
-        "recordId": created["recordId"],
+        "recordId": created["recordId"], "publicId": created["publicId"],
         "place": {"externalPlaceId": "kakao-1", "name": "카페 온다", "address": "서울 중구",
                   "roadAddress": None, "lat": 37.56, "lng": 126.97},
         "keywords": [],
         "contexts": [{"contextId": created["contextId"], "text": "조용한 카페",
                       "aiStatus": "processing", "keywords": []}],
     }
-    public = (await api.http.get(f"/v1/records/{created['recordId']}/public-keywords",
+    public = (await api.http.get(f"/v1/public/records/{created['publicId']}",
                                  headers=auth)).json()
-    assert set(public) == {"recordId", "place", "keywords"}
+    assert set(public) == {"publicId", "place", "keywords"}
     assert "조용한 카페" not in str(public) and str(created["contextId"]) not in str(public["keywords"])
 
 
@@ -170,7 +170,8 @@ async def test_add_edit_delete_context_and_record_lifecycle(api, sync_conn):
                                   headers=auth)).status_code == 204
     assert state_row(sync_conn, second) == ("CANCELLED", "CANCELLED")
     assert (await api.http.get(f"/v1/records/{record_id}", headers=auth)).status_code == 404
-    assert (await api.http.get("/v1/records", headers=auth)).json() == {"records": []}
+    assert (await api.http.get("/v1/records", headers=auth)).json() == {
+        "records": [], "total": 0, "nextCursor": None}
 
 
 async def test_another_members_ids_give_404_and_change_nothing(api, sync_conn):
@@ -198,9 +199,10 @@ async def test_another_members_ids_give_404_and_change_nothing(api, sync_conn):
     # another member's id and a missing id answer identically
     assert len({(m, kind, text) for m, kind, text in bodies}) == len({(m, k) for m, k, _ in bodies})
     assert snapshot(sync_conn) == before
-    assert (await api.http.get("/v1/records", headers=stranger)).json() == {"records": []}
-    # the public view of someone else's record is allowed (PUBLIC keywords only)
-    assert (await api.http.get(f"/v1/records/{record_id}/public-keywords",
+    assert (await api.http.get("/v1/records", headers=stranger)).json() == {
+        "records": [], "total": 0, "nextCursor": None}
+    # the public view of someone else's record is allowed (PUBLIC keywords only), by public id
+    assert (await api.http.get(f"/v1/public/records/{created['publicId']}",
                                headers=stranger)).status_code == 200
 
 
@@ -272,7 +274,7 @@ async def test_withdrawal_invalidates_everything_and_the_token_stops_working(api
     assert sync_conn.execute("SELECT is_deleted FROM ai.context_embedding").fetchall() == [(True,)]
     assert (await api.http.get("/v1/records", headers=auth)).status_code == 401
     _, other = await api.member()
-    assert (await api.http.get(f"/v1/records/{created['recordId']}/public-keywords",
+    assert (await api.http.get(f"/v1/public/records/{created['publicId']}",
                                headers=other)).status_code == 404
 
 
@@ -280,7 +282,7 @@ async def test_openapi_documents_the_api(api):
     schema = (await api.http.get("/openapi.json")).json()
     paths = schema["paths"]
     assert {"/v1/records", "/v1/records/{record_id}", "/v1/records/{record_id}/contexts",
-            "/v1/records/{record_id}/public-keywords", "/v1/contexts/{context_id}",
+            "/v1/public/records/{public_id}", "/v1/contexts/{context_id}",
             "/v1/me"} <= set(paths)
     assert "force=true" in paths["/v1/records/{record_id}"]["delete"]["description"]
     assert "409" in paths["/v1/contexts/{context_id}"]["delete"]["responses"]

@@ -56,8 +56,8 @@ async def test_create_process_show_edit_end_to_end(tmp_path, db_url, sync_conn):
         shown = (await http.get(f"/v1/records/{record_id}", headers=auth)).json()
         assert shown["contexts"][0]["aiStatus"] == "ready"
         assert shown["keywords"] == ["친구와"]
-        assert (await http.get(f"/v1/records/{record_id}/public-keywords",
-                               headers=other_auth)).json()["keywords"] == ["친구와"]
+        public_path = f"/v1/public/records/{created['publicId']}"
+        assert (await http.get(public_path, headers=other_auth)).json()["keywords"] == ["친구와"]
 
         new = (await http.put(f"/v1/contexts/{old}", json={"text": QUIET_TEXT},
                               headers=auth)).json()["contextId"]
@@ -66,7 +66,7 @@ async def test_create_process_show_edit_end_to_end(tmp_path, db_url, sync_conn):
         assert [(c["contextId"], c["aiStatus"], c["keywords"]) for c in shown["contexts"]] == [
             (new, "ready", ["조용한"])]
         assert shown["keywords"] == ["조용한"]  # the owner sees PRIVATE_ONLY
-        assert (await http.get(f"/v1/records/{record_id}/public-keywords",
+        assert (await http.get(public_path,
                                headers=other_auth)).json()["keywords"] == []  # others do not
 
     assert state_row(sync_conn, old) == ("CANCELLED", "CANCELLED")

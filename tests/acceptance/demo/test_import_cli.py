@@ -52,9 +52,11 @@ def test_import_json_line_bad_lines_and_reimport_with_a_remote_ai_side(tmp_path,
     result = run_pinlog(["import", str(path), "--json"], env, timeout=120)
     assert result.returncode == 1, result.stderr  # bad lines → exit 1
     line = json_line(result.stdout)
-    assert set(line) == {"contexts", "embedding", "keyword", "seconds"}
+    assert set(line) == {"contexts", "embedding", "keyword", "seconds", "lines", "imported",
+                         "skipped", "bad"}
     assert (line["contexts"], line["embedding"], line["keyword"]) == (
         2, {"PENDING": 2}, {"PENDING": 2})
+    assert (line["lines"], line["imported"], line["skipped"], line["bad"]) == (4, 2, 0, 2)
     assert isinstance(line["seconds"], (int, float))
     assert len(result.stdout.strip().splitlines()) == 1  # with --json, stdout is just the line
     assert "line 2: not valid JSON" in result.stderr and "line 4: place.lat" in result.stderr

@@ -119,3 +119,61 @@ async def test_nfd_note_gets_the_composed_copys_keywords_and_ranks_first(
             results = (await http.post("/v1/search", json={"query": query},
                                        headers=auth)).json()["results"]
             assert results and results[0]["contextId"] == rain_nfd["contextId"]
+
+
+# --- issue 27 #6: what displays wrong never reaches another member ---------------------------------
+
+async def test_bidi_and_control_characters_never_reach_a_displayed_field(tmp_path, db_url, sync_conn):
+    """Place names, addresses and notes lose bidi controls (``\\u202e`` shows "evil" as "live")
+    and control characters; a one-line field also loses its line breaks. Identifiers (the
+    external place id, a member's external ref) are kept exactly, so they are refused instead;
+    so are external refs that could only be reached as ``ref:…`` or that differ from what
+    they look like by spaces at their edges."""
+    from pinlog.core.services import CoreService, InvalidInput
+
+    settings = make_settings(tmp_path, db_url)
+    async with run_app(settings, db_url, components=("core",)) as app:
+        _, owner = await app.member()
+        _, other = await app.member()
+        body = {"place": {"externalPlaceId": "kakao-bidi", "name": "\u202eevil\u202c 다방\u200f",
+                          "address": "서울\u0007 중구\n2층\u2066", "roadAddress": "세종대로\t1\x1b",
+                          "lat": 37.5, "lng": 127.0},
+                "text": "조용한\u202e 카페\x1b[31m\n창가 자리\u2069"}
+        created = await app.http.post("/v1/records", json=body, headers=owner)
+        assert created.status_code == 201, created.text
+        public = (await app.http.get(f"/v1/public/records/{created.json()['publicId']}",
+                                     headers=other)).json()
+        assert public["place"]["name"] == "evil 다방"
+        assert public["place"]["address"] == "서울 중구 2층"
+        assert public["place"]["roadAddress"] == "세종대로 1"
+        mine = (await app.http.get(f"/v1/records/{created.json()['recordId']}",
+                                   headers=owner)).json()
+        assert mine["contexts"][0]["text"] == "조용한 카페[31m\n창가 자리"  # notes keep line breaks
+        for place_id in ("kakao\u202e1", "kakao\t1", " kakao-2", "kakao-3\n"):
+            refused = await app.http.post("/v1/records", headers=owner, json={
+                **body, "place": {**body["place"], "externalPlaceId": place_id}})
+            assert refused.status_code == 422, place_id
+            assert refused.json()["problems"][0]["field"] == "place.externalPlaceId"
+        service: CoreService = app.core.service
+        for ref in ("id:5", "ref:alice", "ID:5", " 공백 ", "공백 ", "a\u202eb", "a\nb", "\u200f"):
+            with pytest.raises(InvalidInput) as refused_ref:
+                await service.create_member(ref)
+            assert refused_ref.value.field == "externalRef", ref
+        assert await service.create_member("공 백") > 0  # spaces inside are fine
+    stored = sync_conn.execute("SELECT name, address, road_address FROM core.place").fetchall()
+    assert stored == [("evil 다방", "서울 중구 2층", "세종대로 1")]
+    assert sync_conn.execute("SELECT count(*) FROM core.member WHERE external_ref LIKE '%:%' "
+                             "OR external_ref <> btrim(external_ref)").fetchone()[0] == 0
+
+
+def test_members_create_refuses_a_ref_that_names_a_member_kind(tmp_path, db_url):
+    from tests.conftest import TEST_JWT_SECRET, TEST_SECRET
+    from tests.helpers import pinlog_env, run_pinlog
+
+    env = pinlog_env(tmp_path / "data", PINLOG_DATABASE_URL=db_url,
+                     PINLOG_INTERNAL_SECRETS=TEST_SECRET, PINLOG_JWT_SECRET=TEST_JWT_SECRET)
+    for ref, says in (("id:5", "must not start with id: or ref:"),
+                      (" 공백 ", "must not start or end with whitespace")):
+        result = run_pinlog(["members", "create", "--external-ref", ref], env, timeout=120)
+        assert result.returncode == 1, (ref, result.stdout, result.stderr)
+        assert f"externalRef {says}" in result.stderr and "Traceback" not in result.stderr

@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 
 from pinlog.cli.app import describe_error
 from pinlog.db import migrate
+from pinlog.db.migrate import MigrationBusy, MigrationConfig
 from tests.conftest import create_database, create_legacy_database
 from tests.integration.adoption.reference import (
     BACKEND_CANCEL,
@@ -288,16 +289,18 @@ def test_a_role_that_does_not_own_the_ai_tables_gets_one_clear_line(reference_ur
 
 def test_a_busy_table_is_reported_as_busy_not_as_a_connection_problem(reference_url):
     """A backend transaction holding a lock on an ai table: the adoption gives up after its
-    lock_timeout (5 s, the server's own timer) instead of queueing the backend's traffic behind
-    its ALTER TABLE, says the table is busy, and has changed nothing. (The 60 s join only turns
-    an adoption that never gives up into a failure instead of a hang.)"""
+    lock_timeout (the server's own timer; here 0.5 s, two attempts) instead of queueing the
+    backend's traffic behind its ALTER TABLE, says the table is busy, and has changed nothing.
+    (The 60 s join only turns an adoption that never gives up into a failure instead of a
+    hang.)"""
     import threading
 
     outcome: list[BaseException | object] = []
 
     def run() -> None:
         try:
-            outcome.append(migrate.adopt(reference_url, REF_DIM))
+            outcome.append(migrate.adopt(reference_url, REF_DIM, config=MigrationConfig(
+                lock_timeout=0.5, attempts=2, max_wait=0)))
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             outcome.append(exc)
 
@@ -313,5 +316,6 @@ def test_a_busy_table_is_reported_as_busy_not_as_a_connection_problem(reference_
     [busy] = outcome
     assert isinstance(busy, Exception), busy
     message, code = describe_error(busy) or ("", 0)
+    assert isinstance(busy, MigrationBusy)
     assert code == 1 and "busy" in message and "nothing was changed" in message
     assert migrate.adopt(reference_url, REF_DIM).kind == "foreign"

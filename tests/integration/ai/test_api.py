@@ -49,7 +49,7 @@ async def test_401_missing_or_wrong_secret_changes_nothing(ai_settings, db_url, 
         invalid = await client.post(PROCESS_PATH, content=b"{not json", headers=headers)
         await ai.join()
     assert response.status_code == 401 and invalid.status_code == 401
-    assert response.json() == {"error": "unauthorized"}
+    assert response.json() == {"error": "UNAUTHORIZED", "message": "missing or wrong X-Internal-Secret"}
     assert statuses(sync_conn, 1) == ("PENDING", "PENDING") and provider.calls == 0
     assert _count("unauthorized") == before + 2
 
@@ -86,7 +86,8 @@ async def test_422_invalid_body_changes_nothing(ai_settings, db_url, provider, j
                                      headers={SECRET_HEADER: TEST_SECRET,
                                               "Content-Type": "application/json"})
         await ai.join()
-    assert response.status_code == 422 and response.json() == {"error": "invalid request"}
+    assert response.status_code == 422 and response.json() == {
+        "error": "INVALID_INPUT", "message": "the request body is not a valid request for this route"}
     assert statuses(sync_conn, 1) == ("PENDING", "PENDING") and provider.calls == 0
 
 

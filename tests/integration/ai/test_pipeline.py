@@ -350,6 +350,34 @@ async def test_embedding_transient_error_leaves_processing(pipeline, sync_conn, 
     assert "secretsecret" not in caplog.text
 
 
+async def test_a_keyword_stage_that_failed_before_it_started_is_not_said_to_be_processing(
+        pipeline, sync_conn, provider, judge, caplog, monkeypatch):
+    """Issue 27 #11: the keyword stage's guarded start itself failed (the database went away
+    for a moment): the stage is still PENDING, so the log line must not say "left
+    PROCESSING"; nothing is written for it. A failure of a PROCESSING stage still says so."""
+    from pinlog.ai import state
+
+    async def start_fails(*args, **kwargs):
+        raise TransientModelError("connection lost")
+
+    insert_state(sync_conn, 1)
+    monkeypatch.setattr(state, "start_keyword_and_read", start_fails)
+    with caplog.at_level(logging.WARNING, logger="pinlog.ai.pipeline"):
+        result = await pipeline.run(request(1))
+    assert (result.embedding, result.keyword) == ("completed", "transient")
+    row = read_state(sync_conn, 1)
+    assert (row.embedding_status, row.keyword_status) == ("COMPLETED", "PENDING")
+    assert row.last_error is None and judge.calls == 0
+    [line] = [r.getMessage() for r in caplog.records if getattr(r, "stage", "") == "keyword"]
+    assert "PROCESSING for the rescan" not in line and "was not PROCESSING" in line
+    caplog.clear()
+    insert_state(sync_conn, 2)
+    provider.fail_next(TransientModelError, times=3)
+    with caplog.at_level(logging.WARNING, logger="pinlog.ai.pipeline"):
+        await pipeline.run(request(2))
+    assert any("left PROCESSING for the rescan" in r.getMessage() for r in caplog.records)
+
+
 async def test_embedding_transient_then_success_within_one_call(pipeline, sync_conn, provider):
     insert_state(sync_conn, 1)
     provider.fail_next(TransientModelError, times=2)

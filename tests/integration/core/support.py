@@ -184,3 +184,14 @@ def snapshot(conn: psycopg.Connection) -> list[Any]:
                 "SELECT count(*) FROM ai.context_ai_event", "SELECT count(*) FROM core.place"):
         out.append(conn.execute(sql).fetchall())
     return out
+
+
+def full_count(conn: psycopg.Connection) -> dict[str, dict[str, int]]:
+    """State rows per stage × status by a full scan (what the maintained counts must equal);
+    statuses with rows only."""
+    out: dict[str, dict[str, int]] = {"embedding": {}, "keyword": {}}
+    for stage in out:
+        for status, n in conn.execute(
+                f"SELECT {stage}_status, count(*) FROM ai.context_ai_state GROUP BY 1"):
+            out[stage][status] = n
+    return out

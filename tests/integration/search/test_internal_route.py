@@ -58,7 +58,7 @@ async def test_401_missing_or_wrong_secret_no_model_call(search_settings, db_url
         mismatch = await app.http.post(SEARCH_PATH, json=body(embeddingProfile=OTHER_PROFILE),
                                        headers=headers)
     assert [r.status_code for r in (response, bad_body, mismatch)] == [401, 401, 401]
-    assert response.json() == {"error": "unauthorized"}
+    assert response.json() == {"error": "UNAUTHORIZED", "message": "missing or wrong X-Internal-Secret"}
     assert PROFILE not in mismatch.text and OTHER_PROFILE not in mismatch.text
     assert provider.calls == 0
     assert _count("unauthorized") == before + 3
@@ -73,7 +73,8 @@ async def test_422_profile_mismatch_names_both_profiles_and_calls_no_model(
                                        headers={SECRET_HEADER: TEST_SECRET})
     assert response.status_code == 422
     assert OTHER_PROFILE in response.text and PROFILE in response.text
-    assert response.json() == {"error": "embedding profile mismatch", "requested": OTHER_PROFILE,
+    assert response.json() == {"error": "PROFILE_MISMATCH", "message": "embedding profile mismatch",
+                               "requested": OTHER_PROFILE,
                                "server": PROFILE, "requestProfile": OTHER_PROFILE,
                                "serverProfile": PROFILE}
     assert provider.calls == 0 and provider.texts == []
@@ -91,7 +92,8 @@ async def test_422_invalid_body_no_model_call(search_settings, db_url, provider,
                                        headers={SECRET_HEADER: TEST_SECRET})
         missing = await app.http.post(SEARCH_PATH, json={"userId": 7, "query": QUERY},
                                       headers={SECRET_HEADER: TEST_SECRET})
-    assert response.status_code == 422 and response.json() == {"error": "invalid request"}
+    assert response.status_code == 422 and response.json() == {
+        "error": "INVALID_INPUT", "message": "the request body is not a valid request for this route"}
     assert missing.status_code == 422  # embeddingProfile is required
     assert provider.calls == 0
 
@@ -135,5 +137,6 @@ async def test_503_when_the_query_cannot_be_embedded(search_settings, db_url, pr
         response = await app.http.post(SEARCH_PATH, json=body(),
                                        headers={SECRET_HEADER: TEST_SECRET})
     assert response.status_code == 503
-    assert response.json() == {"error": "search unavailable"}
+    assert response.json() == {"error": "SEARCH_UNAVAILABLE",
+                               "message": "search unavailable, retry later"}
     assert "sk-secret" not in response.text

@@ -282,3 +282,29 @@ async def test_rewrite_failing_or_timing_out_gives_the_same_results_as_without_i
     assert with_failing == without
     assert without[0] == [("kakao-2", ("text",))]
     assert len(chat_server.requests) == 2  # tried for each query, failures are not cached
+
+
+async def test_a_rewrite_that_trickles_in_falls_back_within_its_deadline_and_search_answers(
+        tmp_path, db_url, provider, judge, presets):
+    """Issue 23 #7: an endpoint that sends its headers at once and then one byte every 0.2 s
+    (each read well inside the rewrite timeout) used to hold the search until its own deadline
+    answered 503. The rewrite is bounded as a whole (``PINLOG_SEARCH_REWRITE_TIMEOUT``): it
+    gives up, the original query is embedded and search answers as it does without a rewrite,
+    inside ``PINLOG_SEARCH_TIMEOUT``."""
+    from tests.support.fake_openai import FakeOpenAI
+
+    fake = FakeOpenAI().start()
+    fake.trickle = 0.2  # ~40 s for the whole answer
+    try:
+        queries = ["피맥", "조용한 곳"]
+        without = await run_queries(search_settings_for(tmp_path, db_url, **STRICT_VECTOR),
+                                    db_url, provider, judge, queries)
+        settings = search_settings_for(
+            tmp_path, db_url, **STRICT_VECTOR, search_rewrite="llm", llm_base_url=fake.base_url,
+            llm_chain=["rewrite-model"], search_rewrite_timeout=1.0, search_timeout=15)
+        with_trickle = await run_queries(settings, db_url, provider, judge, queries)
+        assert with_trickle == without  # every search answered 200 (run_queries checks)
+        assert without[0] == [("kakao-2", ("text",))]
+        assert fake.chat_calls == 2  # each query tried the rewrite, neither was cached
+    finally:
+        fake.stop()

@@ -109,3 +109,19 @@ def test_to_pgvector_literal_keeps_the_vector():
     assert parsed.shape == (384,)
     # 8 significant digits: within one float32 ulp, far below any similarity difference that matters
     np.testing.assert_allclose(parsed, v, rtol=1e-7, atol=0)
+
+
+def test_the_openai_profiles_cut_at_the_reference_systems_cosines():
+    """Issue 23: text-embedding-3-small (OpenAI and Azure OpenAI profiles) is cut where the
+    reference system cuts it in production — cosine 0.30 for several words, 0.24 for one word,
+    no ratio to the top hit — not at guessed values."""
+    from pinlog.ai.providers import azure_openai, openai
+
+    for profile in (openai.PROFILE, azure_openai.PROFILE):
+        cuts = SearchCuts.from_calibration(PROFILE_DEFAULTS[profile])
+        assert [h.similarity for h in apply_cuts(hits(0.45, 0.31, 0.30, 0.29), MULTI, cuts)] == \
+            [0.45, 0.31, 0.30]
+        assert [h.similarity for h in apply_cuts(hits(0.27, 0.24, 0.239), "카페", cuts)] == \
+            [0.27, 0.24]
+        # no ratio: a hit far below the top one is still vouched for when above the floor
+        assert len(apply_cuts(hits(0.9, 0.31), MULTI, cuts)) == 2

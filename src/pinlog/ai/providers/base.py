@@ -24,20 +24,28 @@ class EmbeddingProviderConfig(Member):
         profile: the profile string of its vectors (SPEC §9; ``PINLOG_EMBEDDING_PROFILE``,
             default per provider).
         dimension: vector length (``PINLOG_EMBEDDING_DIMENSION``, default per provider).
-        max_concurrent: passage calls the micro-batcher keeps in flight (1 for a local model).
+        max_inputs: most inputs one call carries (``PINLOG_EMBEDDING_MAX_INPUTS``; None: only
+            the micro-batch size bounds it). The micro-batcher lowers it for the process when
+            the server refuses a call for carrying too many (issue 23).
+        max_concurrent: passage calls the micro-batcher keeps in flight at most (1 for a local
+            model; a remote provider reads ``PINLOG_EMBEDDING_MAX_CONCURRENT``); a throttling
+            server gets fewer (:class:`pinlog.ai.limits.AdaptiveLimit`).
     """
 
     provider: str
     profile: str
     dimension: int
-    max_concurrent: ClassVar[int] = 1
+    max_inputs: int | None = None
+    max_concurrent: int = 1
 
     settings_prefix: ClassVar[str] = "PINLOG_EMBEDDING_"
 
     @classmethod
     def settings_values(cls, settings: Settings) -> dict[str, Any]:
-        """``PINLOG_EMBEDDING_PROFILE`` and ``PINLOG_EMBEDDING_DIMENSION`` when set."""
-        return given(profile=settings.embedding_profile, dimension=settings.embedding_dimension)
+        """``PINLOG_EMBEDDING_PROFILE``, ``PINLOG_EMBEDDING_DIMENSION`` and
+        ``PINLOG_EMBEDDING_MAX_INPUTS`` when set."""
+        return given(profile=settings.embedding_profile, dimension=settings.embedding_dimension,
+                     max_inputs=settings.embedding_max_inputs)
 
     def build(self) -> EmbeddingProvider:
         """The provider itself (loads a model or opens an HTTP client).

@@ -20,6 +20,16 @@ Rules (issue "long notes starve short ones", "search waits behind the backlog"):
   it is re-sent it runs alone and never joins — or sinks — a batch that could finish.
 * **Query lane.** ``query`` requests (search) have their own pending list and their own provider
   slot: they never wait behind background passage batches in this queue, and are taken first.
+* **Input cap** (issue 23). No call carries more than ``max_inputs`` texts (the provider's
+  ``PINLOG_EMBEDDING_MAX_INPUTS``). A server that refuses a call for carrying too many
+  (:class:`~pinlog.ai.errors.TooManyInputs`: TEI's 413, Azure's 400) lowers the cap for the
+  process — to the maximum it named, else half the call — and the refused call is sent again in
+  calls under the new cap (no attempt spent: the texts were never the problem).
+* **Adaptive concurrency** (SPEC §6). Passage calls in flight are bounded by an
+  :class:`~pinlog.ai.limits.AdaptiveLimit` (at most ``max_concurrent``): a 429/503 halves it and
+  a ``Retry-After`` holds new calls until it has passed; successes raise it again. The throttle
+  itself is delivered to the waiting callers, whose retry loop waits out the ``Retry-After``
+  within their stage budget (:func:`pinlog.ai.errors.with_retries`).
 
 Every provider call is measured (``pinlog_model_call_seconds{kind="embedding"}``) and its size
 recorded (``pinlog_embedding_batch_size``).
@@ -38,7 +48,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pinlog import metrics
-from pinlog.ai.errors import PermanentModelError, TransientModelError
+from pinlog.ai.errors import (ModelTimeout, PermanentModelError, ThrottledError, TooManyInputs,
+                              TransientModelError)
+from pinlog.ai.limits import AdaptiveLimit
 from pinlog.ai.ports import EmbeddingProvider, EmbedKind, close_resource
 from pinlog.ai.vectors import check_embeddings
 from pinlog.logs import neutral_context
@@ -91,12 +103,15 @@ class MicroBatcher:
         batch_size: most texts in one call.
         wait_ms: a passage batch that is not full is sent this many milliseconds after its
             first request arrived (queries go at once).
-        max_concurrent: passage calls in flight at once (1 for a local CPU model; more for a
-            remote endpoint). Queries have one more slot of their own.
+        max_concurrent: passage calls in flight at most (1 for a local CPU model; more for a
+            remote endpoint), lowered while the server throttles. Queries have one more slot of
+            their own.
         max_chars: most characters of text in one call (the work bound).
         timeout: seconds allowed for a call carrying ``max_chars`` characters; smaller calls
             get a proportional share (at least :data:`MIN_TIMEOUT_SHARE`). None: no timeout
             here (the caller bounds the wait).
+        max_inputs: most texts in one call (None: ``batch_size``); lowered for the process when
+            the server refuses a call for carrying too many.
 
     ``embed`` returns ``(len(texts), dimension)`` float32 and raises what the provider raised
     for its call; a result of the wrong shape is a :class:`PermanentModelError` (never stored),
@@ -111,9 +126,11 @@ class MicroBatcher:
 
     def __init__(self, provider: EmbeddingProvider, *, batch_size: int = 32,
                  wait_ms: float = 5.0, max_concurrent: int = 1, max_chars: int = 8000,
-                 timeout: float | None = None) -> None:
-        if batch_size < 1 or max_concurrent < 1 or wait_ms < 0 or max_chars < 1:
-            raise ValueError("batch_size, max_chars and max_concurrent must be >= 1, wait_ms >= 0")
+                 timeout: float | None = None, max_inputs: int | None = None) -> None:
+        if batch_size < 1 or max_concurrent < 1 or wait_ms < 0 or max_chars < 1 or (
+                max_inputs is not None and max_inputs < 1):
+            raise ValueError("batch_size, max_chars, max_inputs and max_concurrent must be >= 1, "
+                             "wait_ms >= 0")
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be positive")
         self.provider = provider
@@ -124,10 +141,15 @@ class MicroBatcher:
         self.max_concurrent = max_concurrent
         self.max_chars = max_chars
         self.timeout = timeout
+        #: the cap on texts per call in force (``max_inputs``, lowered by a server's refusal)
+        self.max_inputs = min(batch_size, max_inputs) if max_inputs is not None else batch_size
+        metrics.EMBEDDING_MAX_INPUTS.set(self.max_inputs)
+        #: calls in flight to the provider, adaptive (SPEC §6); shared by both lanes' feedback
+        self.limit = AdaptiveLimit(max_concurrent, kind="embedding")
         self._pending: dict[str, list[_Request]] = {"passage": [], "query": []}
         self._wakeup: dict[str, asyncio.Event] = {}
         self._loop_tasks: list[asyncio.Task[None]] = []
-        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._slots: dict[str, AdaptiveLimit] = {}
         self._running: set[asyncio.Task[None]] = set()
         self._in_flight = {"passage": 0, "query": 0}
         self._suspects: OrderedDict[bytes, None] = OrderedDict()
@@ -197,7 +219,7 @@ class MicroBatcher:
         chars = 0
         for text in texts:
             current = chunks[-1]
-            if current and (len(current) >= self.batch_size or chars + len(text) > self.max_chars):
+            if current and (len(current) >= self.max_inputs or chars + len(text) > self.max_chars):
                 chunks.append([])
                 chars = 0
             chunks[-1].append(text)
@@ -222,8 +244,10 @@ class MicroBatcher:
         for task in alive:
             task.cancel()
         self._wakeup = {"passage": asyncio.Event(), "query": asyncio.Event()}
-        self._slots = {"passage": asyncio.Semaphore(self.max_concurrent),
-                       "query": asyncio.Semaphore(1)}
+        if self.limit.in_flight:  # calls of a previous event loop were cut off
+            self.limit = AdaptiveLimit(self.max_concurrent, kind="embedding")
+        self._slots = {"passage": self.limit,
+                       "query": AdaptiveLimit(1, kind="embedding_query")}
         # shared by every job: started without the logging context of the job that happened to
         # start them, so a batch's lines never carry that job's ids
         self._loop_tasks = [
@@ -266,7 +290,7 @@ class MicroBatcher:
             task.add_done_callback(self._running.discard)
 
     def _full(self, pending: list[_Request]) -> bool:
-        return (sum(len(r.texts) for r in pending) >= self.batch_size
+        return (sum(len(r.texts) for r in pending) >= self.max_inputs
                 or sum(r.chars for r in pending) >= self.max_chars)
 
     def _take(self, pending: list[_Request]) -> list[_Request]:
@@ -278,7 +302,7 @@ class MicroBatcher:
             for request in sorted(pending, key=lambda r: (r.chars, r.seq)):
                 if request is head or request.alone:
                     continue
-                if (count + len(request.texts) > self.batch_size
+                if (count + len(request.texts) > self.max_inputs
                         or chars + request.chars > self.max_chars):
                     continue
                 batch.append(request)
@@ -289,7 +313,7 @@ class MicroBatcher:
         return batch
 
     async def _run_batch(self, batch: list[_Request], kind: EmbedKind,
-                         slots: asyncio.Semaphore) -> None:
+                         slots: AdaptiveLimit) -> None:
         try:
             batch = [r for r in batch if not r.future.done()]  # drop requests whose waiter left
             if batch:
@@ -299,16 +323,26 @@ class MicroBatcher:
             slots.release()
 
     async def _call(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
-        """One provider call under the timeout scaled to its work.
+        """One provider call under the timeout scaled to its work; its outcome feeds the
+        adaptive limit (a throttle halves it, a success raises it).
 
         Raises:
-            TimeoutError: the call did not finish in :meth:`timeout_for` seconds.
+            TimeoutError: the call did not finish in :meth:`timeout_for` seconds (or the
+                provider's own total deadline passed: :class:`~pinlog.ai.errors.ModelTimeout`).
         """
         started = time.perf_counter()
+        begun = self.limit.now()
         try:
             limit = self.timeout_for(sum(map(len, texts)))
             call = self.provider.embed(texts, kind)
             out = await (asyncio.wait_for(call, limit) if limit is not None else call)
+        except ModelTimeout:
+            raise TimeoutError from None
+        except ThrottledError as exc:
+            self.limit.throttled(begun, exc.retry_after)
+            raise
+        else:
+            self.limit.succeeded()
         finally:
             metrics.MODEL_LATENCY.labels(kind="embedding").observe(time.perf_counter() - started)
             metrics.BATCH_SIZE.observe(len(texts))
@@ -320,10 +354,21 @@ class MicroBatcher:
 
     async def _run_group(self, group: list[_Request], kind: EmbedKind) -> None:
         texts = [t for r in group for t in r.texts]
+        if len(texts) > self.max_inputs:  # formed before the server lowered the cap
+            await self._run_within_cap(group, kind)
+            return
         try:
             out = await self._call(texts, kind)
         except TimeoutError:
             await self._split_after_timeout(group, kind)
+            return
+        except TooManyInputs as exc:
+            if len(texts) <= 1:
+                for request in group:
+                    _set_exception(request, exc)
+                return
+            self._lower_cap(exc, len(texts))
+            await self._run_within_cap(group, kind)
             return
         except PermanentModelError as exc:
             if len(group) == 1:
@@ -353,6 +398,59 @@ class MicroBatcher:
             except PermanentModelError as exc:
                 _set_exception(request, exc)
             offset += n
+
+    def _lower_cap(self, exc: TooManyInputs, sent: int) -> None:
+        """The server refused ``sent`` texts in one call: from now on (this process) at most the
+        maximum it named, else half of ``sent``."""
+        new = exc.limit if exc.limit is not None and 1 <= exc.limit < sent else max(1, sent // 2)
+        if new < self.max_inputs:
+            self.max_inputs = new
+            metrics.EMBEDDING_MAX_INPUTS.set(new)
+            log.warning("embedding server refused a call for too many inputs; at most %d per "
+                        "call from now on (PINLOG_EMBEDDING_MAX_INPUTS)", new,
+                        extra={"batch": sent, "count": new, "error_class": "permanent"})
+
+    async def _run_within_cap(self, group: list[_Request], kind: EmbedKind) -> None:
+        """Send ``group`` again in calls of at most :attr:`max_inputs` texts: whole requests
+        together while they fit, a request larger than the cap in consecutive parts."""
+        batch: list[_Request] = []
+        count = 0
+        for request in group:
+            if request.future.done():
+                continue
+            if len(request.texts) > self.max_inputs:
+                try:
+                    out = await self._call_in_parts(request.texts, kind)
+                    _set_result(request, self._checked(out, request))
+                except TimeoutError:
+                    _set_exception(request, self._timed_out(request))
+                except Exception as exc:  # noqa: BLE001 - delivered to the waiter
+                    _set_exception(request, exc)
+                continue
+            if batch and count + len(request.texts) > self.max_inputs:
+                await self._run_group(batch, kind)
+                batch, count = [], 0
+            batch.append(request)
+            count += len(request.texts)
+        if batch:
+            await self._run_group(batch, kind)
+
+    async def _call_in_parts(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
+        """``texts`` in consecutive calls of at most :attr:`max_inputs` (lowered again if the
+        server still refuses), rows concatenated in order."""
+        parts: list[np.ndarray] = []
+        done = 0
+        while done < len(texts):
+            part = texts[done:done + self.max_inputs]
+            try:
+                parts.append(await self._call(part, kind))
+            except TooManyInputs as exc:
+                if len(part) <= 1:
+                    raise
+                self._lower_cap(exc, len(part))
+                continue
+            done += len(part)
+        return np.concatenate(parts, axis=0)
 
     async def _split_after_timeout(self, group: list[_Request], kind: EmbedKind) -> None:
         """A call that timed out is never retried whole: halves are retried (each under its own

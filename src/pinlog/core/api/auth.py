@@ -19,16 +19,22 @@ from pinlog.settings import Settings
 @dataclass(frozen=True)
 class AuthConfig:
     """Member tokens: ``PINLOG_JWT_SECRET`` (the key), ``PINLOG_JWT_ALGORITHM``,
-    ``PINLOG_JWT_TTL`` (lifetime)."""
+    ``PINLOG_JWT_TTL`` (lifetime); and ``PINLOG_INTERNAL_SECRETS``, which the operator API
+    (``/ops/v1``, what the ``pinlog`` command asks a running server) accepts."""
 
     secret: SecretStr | None
     algorithm: str
     ttl: timedelta
+    internal_secrets: tuple[SecretStr, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AuthConfig:
         return cls(secret=settings.jwt_secret, algorithm=settings.jwt_algorithm,
-                   ttl=settings.jwt_ttl)
+                   ttl=settings.jwt_ttl, internal_secrets=tuple(settings.internal_secrets))
+
+    def internal_secret_values(self) -> list[str]:
+        """The accepted internal secrets (never log them)."""
+        return [s.get_secret_value() for s in self.internal_secrets]
 
 
 class InvalidToken(PinlogError):

@@ -30,6 +30,8 @@ from pinlog.core.services import (
     RecordHasContexts,
 )
 from pinlog.errors import PinlogError
+from pinlog.http import error_body
+from pinlog.http import validation_response as kernel_validation_response
 
 
 class Unauthorized(PinlogError):
@@ -41,56 +43,13 @@ class Unauthorized(PinlogError):
         super().__init__(message)
 
 
-UNAUTHORIZED_BODY = {"error": "UNAUTHORIZED", "message": "missing or invalid token"}
-
-_PROBLEMS = {
-    "missing": "is required",
-    "extra_forbidden": "is not an allowed field",
-    "json_invalid": "is not valid JSON",
-    "model_attributes_type": "must be a JSON object",
-    "dict_type": "must be a JSON object",
-    "string_type": "must be a string",
-    "float_type": "must be a number",
-    "int_type": "must be an integer",
-    "int_parsing": "must be an integer",
-    "bool_parsing": "must be true or false",
-    "finite_number": "must be a finite number",
-    "string_too_short": "must not be empty",
-}
-
-
-def _problem(err: dict[str, Any]) -> str:
-    kind = err.get("type", "")
-    if kind in _PROBLEMS:
-        return _PROBLEMS[kind]
-    ctx = err.get("ctx") or {}
-    if kind == "string_too_long":
-        return f"must be at most {ctx.get('max_length')} characters"
-    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        bound = next(iter(ctx.values()), "")
-        words = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">",
-                 "less_than": "<"}
-        return f"must be {words[kind]} {bound}"
-    if kind == "value_error":  # our own validators: fixed sentences
-        error = ctx.get("error")
-        return str(error) if error is not None else "is invalid"
-    return "is invalid"
+UNAUTHORIZED_BODY = error_body("UNAUTHORIZED", "missing or invalid token")
 
 
 def validation_response(exc: RequestValidationError) -> JSONResponse:
-    """422 with one ``{"field", "problem"}`` per error and no input values."""
-    problems = []
-    for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ())]
-        if loc and loc[0] in ("body", "query", "path"):  # the source, not a field name
-            loc = loc[1:]
-        if err.get("type") == "json_invalid":
-            loc = []  # the location is a character offset, not a field
-        problems.append({"field": ".".join(loc) or "body", "problem": _problem(err)})
-    first = problems[0] if problems else {"field": "body", "problem": "is invalid"}
-    return JSONResponse(status_code=422, content={
-        "error": "INVALID_INPUT", "message": f"{first['field']} {first['problem']}",
-        "problems": problems})
+    """422 with one ``{"field", "problem"}`` per error and no input values (the one rendering,
+    :func:`pinlog.http.validation_response`)."""
+    return kernel_validation_response(exc.errors())
 
 
 def error_response(exc: CoreError | SearchRejected | SearchUnavailable) -> JSONResponse:

@@ -24,10 +24,10 @@ from pinlog.contracts import MAX_SCORED_RECORDS, SearchResponse
 from pinlog.core.channels.base import Channel, Found, RelevanceRule, SearchQuery
 from pinlog.core.channels.lexical import LexicalChannel
 from pinlog.core.channels.vector import VectorChannel
-from pinlog.relevance import Decision
+from pinlog.relevance import Decision, Explained
 
 __all__ = ["CHANNELS", "MATCHED_BY", "Channel", "Found", "RelevanceRule", "SearchQuery", "decide",
-           "find_all", "records_to_score", "scored_contexts"]
+           "explain", "find_all", "labels", "records_to_score", "scored_contexts"]
 
 #: The registry, in ``matchedBy`` order, most general evidence first.
 CHANNELS: tuple[type[Channel], ...] = (VectorChannel, LexicalChannel)
@@ -65,3 +65,17 @@ def decide(found: Sequence[Found], response: SearchResponse, rule: RelevanceRule
     cosines = scored_contexts(response)
     return relevance.decide(cosines, [f.evidence(response, cosines) for f in found],
                             rrf_k=rule.rrf_k, limit=limit)
+
+
+def labels(channels: Sequence[type[Channel]] = CHANNELS) -> tuple[str, ...]:
+    """A label per channel, in channel order: its ``matchedBy`` names joined by ``/``."""
+    return tuple("/".join(channel.names) for channel in channels)
+
+
+def explain(found: Sequence[Found], response: SearchResponse, rule: RelevanceRule,
+            limit: int) -> list[Explained]:
+    """:func:`decide`'s decision with every channel's evidence per record
+    (:func:`pinlog.relevance.explain`; the operator console's search debugger)."""
+    cosines = scored_contexts(response)
+    return relevance.explain(cosines, [f.evidence(response, cosines) for f in found],
+                             rrf_k=rule.rrf_k, limit=limit)

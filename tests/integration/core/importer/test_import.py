@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from pydantic import ValidationError
+
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.ports import JudgeAnswer, Pick
 from pinlog.composition import running_components
@@ -244,11 +247,42 @@ async def test_summary_counts_failures_and_json_line(tmp_path, db_url, engine, p
     assert errors[0].startswith("keyword permanent") and errors[1].startswith("embedding permanent")
 
     line = outcome.as_json()
-    assert set(line) == {"contexts", "embedding", "keyword", "seconds"}
+    assert set(line) == {"contexts", "embedding", "keyword", "seconds", "lines", "imported",
+                         "skipped", "bad"}
+    assert (line["lines"], line["imported"], line["skipped"], line["bad"]) == (4, 4, 0, 0)
     assert (line["contexts"], line["embedding"], line["keyword"]) == (
         4, {"COMPLETED": 3, "FAILED": 1}, {"COMPLETED": 2, "FAILED": 1, "PENDING": 1})
     assert isinstance(line["seconds"], float) and line["seconds"] >= 0
     assert json.loads(json.dumps(line)) == line  # one JSON-serialisable line
+
+
+async def test_import_and_the_api_refuse_the_same_lines_and_json_counts_them(
+        tmp_path, parts, engine, isettings, sync_conn):
+    """Issue 27 #10: one model for both doors. A line the API would refuse is a bad line (a
+    string latitude, a JSON array, an ``id:`` member ref); a line whose member + place already
+    has a record is skipped; ``--json`` counts lines read, imported, skipped and bad."""
+    from pinlog.core.inputs import PlaceIn
+
+    good = [note("alice", "one", "ext-1", FRIENDS_TEXT), note("bob", "two", "ext-2", QUIET_TEXT)]
+    string_lat = note("carol", "r", "ext-3", "위도가 문자열인 줄", lat="37.5")
+    bad = [string_lat, "[1,2]", note("id:5", "r", "ext-4", "이상한 회원 키")]
+    first = await run(parts, engine, isettings, write_jsonl(tmp_path / "a.jsonl", good + bad))
+    assert first.as_json() | {"seconds": 0} == {
+        "contexts": 2, "embedding": {"COMPLETED": 2}, "keyword": {"COMPLETED": 2}, "seconds": 0,
+        "lines": 5, "imported": 2, "skipped": 0, "bad": 3}
+    messages = dict(first.report.errors)
+    assert messages == {3: "place.lat: must be a number", 4: "the line must be a JSON object",
+                        5: "member: must not start with id: or ref: (those prefixes say how a "
+                           "member is named: pinlog token --member id:7)"}
+    # the API's model refuses the same place (what the file calls external_place_id)
+    place = json.loads(string_lat)["place"]
+    with pytest.raises(ValidationError):
+        PlaceIn.model_validate({"externalPlaceId": place["external_place_id"],
+                                "name": place["name"], "lat": place["lat"], "lng": place["lng"]})
+    again = await run(parts, engine, isettings, write_jsonl(tmp_path / "b.jsonl", good))
+    assert (again.as_json()["lines"], again.as_json()["imported"], again.as_json()["skipped"],
+            again.as_json()["bad"]) == (2, 0, 2, 0)
+    assert count(sync_conn, "SELECT count(*) FROM core.context") == 2
 
 
 async def test_wait_for_stages_gives_up_at_the_timeout(tmp_path, parts, engine, isettings, provider):

@@ -19,6 +19,17 @@ import pytest
 from pinlog.ai.ports import Candidate, Preset
 
 
+class Sleeps:
+    """Injected sleep of a judge: records the backoff and Retry-After delays instead of
+    waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
 @dataclass
 class Reply:
     status: int = 200

@@ -12,21 +12,11 @@ from pinlog.ai.errors import PermanentModelError, TransientModelError
 from pinlog.ai.judges import LlmJudge, build_judge
 from pinlog.ai.ports import Pick
 from tests.fakes import FakeEmbeddingProvider
-from tests.unit.ai.judges.conftest import content, hang, make_candidates, ok, status
+from tests.unit.ai.judges.conftest import Sleeps, content, hang, make_candidates, ok, status
 
 TEXT = "비 오는 날 창가에서 커피 마시기 좋은 조용한 카페"
 KEY = "sk-test-secret-key-123456"
 CANDIDATES = make_candidates((301, 0.93), (404, 0.92), (201, 0.90))
-
-
-class Sleeps:
-    """Injected sleep: records the backoff delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
 
 
 def judge_for(server, chain=("model-a",), votes=1, attempts=3) -> tuple[LlmJudge, Sleeps]:

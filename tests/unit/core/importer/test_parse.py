@@ -45,7 +45,14 @@ def test_valid_lines_are_kept_with_their_line_numbers(tmp_path):
 
 @pytest.mark.parametrize(("bad", "expected"), [
     ('{"member": "m1", "place": ', "not valid JSON"),
-    ("[1, 2, 3]", "line"),
+    ("[1, 2, 3]", "the line must be a JSON object"),  # no internal class name (issue 27 #10)
+    (line(lat="37.5"), "place.lat: must be a number"),  # strict, as the API (issue 27 #10)
+    (line(lng=True), "place.lng: must be a number"),
+    (line(member=5), "member: must be a string"),
+    (line(member="id:5"), "member: must not start with id: or ref:"),
+    (line(member=" 공백 "), "member: must not start or end with whitespace"),
+    (line(member="a\u202eb"), "member: must not contain control or bidirectional"),
+    (line(ext="e\t1"), "place.external_place_id: must not contain control"),
     (line(drop="member"), "member"),
     (line(drop="context"), "context"),
     (line(drop="place"), "place"),
@@ -67,7 +74,7 @@ def test_valid_lines_are_kept_with_their_line_numbers(tmp_path):
     (line(member="m\x00"), "member: must not contain NUL"),
     (line(member="m" * 201), "member"),
     (line(context="메모\x00"), "context: must not contain NUL"),
-    (line(ext="e" * 201), "place.external_place_id: is longer than 200"),
+    (line(ext="e" * 201), "place.external_place_id: must be at most 200 characters"),
     (line(ext="   "), "place.external_place_id: must not be empty"),
     (line(name="   "), "place.name: must not be empty"),
 ])
@@ -85,7 +92,7 @@ def test_text_longer_than_the_limit_is_refused_and_the_limit_itself_accepted(tmp
     path = write(tmp_path, line(context="가" * 50), line(context="가" * 51, ext="e2"))
     parsed = parse_import_file(path, max_text_chars=50)
     assert [n for n, _ in parsed.lines] == [1]
-    assert parsed.errors == [(2, "context: longer than 50 characters")]
+    assert parsed.errors == [(2, "context: is longer than 50 characters")]
 
 
 def test_error_messages_never_contain_the_note_text(tmp_path):

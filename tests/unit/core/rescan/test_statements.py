@@ -102,6 +102,8 @@ def test_status_reuses_the_rescan_fragments_verbatim():
         assert unfinished in _code(status_q.sql(name))
         assert "{" not in _code(status_q.sql(name))
     assert age in _code(status_q.sql("unfinished_summary"))
-    assert status_q.names() == ["rows_per_stage_status", "unfinished_by_retry_count",
+    assert status_q.names() == ["state_counts_maintained", "state_counts",
+                                "compact_state_counts_lock", "compact_state_counts",
+                                "rows_per_stage_status", "unfinished_by_retry_count",
                                 "unfinished_summary", "recent_failures", "anomalies"]
     assert unfinished in status_q.sql("anomalies")  # half_cancelled counts on the same predicate

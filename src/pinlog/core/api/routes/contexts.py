@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Response
 
 from pinlog.core.api.deps import Member, Service
 from pinlog.core.api.errors import R401, R404, R409_LAST, R422, CoreRoute
-from pinlog.core.api.schemas import ContextIdOut, TextIn
+from pinlog.core.api.schemas import EditedOut, TextIn
 from pinlog.core.services import MAX_ID
 
 router = APIRouter(prefix="/v1/contexts", tags=["contexts"], route_class=CoreRoute,
@@ -17,12 +17,15 @@ router = APIRouter(prefix="/v1/contexts", tags=["contexts"], route_class=CoreRou
 ContextId = Annotated[int, Path(gt=0, le=MAX_ID, description="Context id")]
 
 
-@router.put("/{context_id}", response_model=ContextIdOut)
+@router.put("/{context_id}", response_model=EditedOut)
 async def edit_context(context_id: ContextId, body: TextIn, member_id: Member,
-                       service: Service) -> ContextIdOut:
+                       service: Service) -> EditedOut:
     """Edit a context. Contexts are immutable: the edit creates a **new** context (returned
-    ``contextId``) and cancels the old one with its AI data; nothing is inherited."""
-    return ContextIdOut(context_id=await service.edit_context(member_id, context_id, body.text))
+    ``contextId``, ``changed`` true) and cancels the old one with its AI data; nothing is
+    inherited. The context's own text again is no edit: ``changed`` false, the same
+    ``contextId``, nothing reprocessed."""
+    edited = await service.edit(member_id, context_id, body.text)
+    return EditedOut(context_id=edited.context_id, changed=edited.changed)
 
 
 @router.delete("/{context_id}", status_code=204, responses=R409_LAST)
