@@ -505,6 +505,15 @@ class Settings(BaseSettings):
             return self.max_body_bytes
         return max(DEFAULT_BODY_BYTES, note_body_bytes(self.max_text_chars))
 
+    def batch_body_limit(self) -> int:
+        """The request-body limit of ``POST /internal/v1/context/process-batch``, bytes: room for
+        ``PINLOG_PROCESS_BATCH_SIZE`` notes of ``PINLOG_MAX_TEXT_CHARS`` characters each
+        (:func:`note_body_bytes` per item), at least :meth:`body_limit` (issue 25: a batch of
+        ordinary notes is larger than one note's limit; a caller's larger batch is split by
+        the process client on 413)."""
+        return max(self.body_limit(),
+                   self.process_batch_size * note_body_bytes(self.max_text_chars))
+
     # --- derived values -------------------------------------------------------------------
     def late_result_window(self) -> timedelta:
         """How long after a stage's last start its result may still reach a save (SPEC §4/§5:

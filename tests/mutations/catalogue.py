@@ -465,6 +465,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{DISPATCH_BATCH_T}::test_an_ai_side_without_the_batch_route_gets_one_request_per_context",),
     ),
     Mutation(
+        "batch_over_the_limit_never_split",
+        "ARCHITECTURE Batch path: a batch the ai side answers 413 is sent again in halves",
+        DISPATCH_PY,
+        "        if all(status == 413 for status in statuses):",
+        "        if False:",
+        (f"{DISPATCH_BATCH_T}::test_a_batch_over_the_ai_sides_limit_is_sent_again_in_halves",),
+    ),
+    Mutation(
+        "batch_route_gets_one_notes_body_limit",
+        "ARCHITECTURE Batch path: process-batch has room for PINLOG_PROCESS_BATCH_SIZE notes",
+        APP,
+        "(\"POST\", PROCESS_BATCH_PATH): settings.batch_body_limit()",
+        "(\"POST\", PROCESS_BATCH_PATH): settings.body_limit()",
+        (f"{DISPATCH_BATCH_T}::test_a_batch_of_the_longest_notes_fits_the_batch_routes_limit_in_one_call",),
+    ),
+    Mutation(
         "busy_batch_items_given_up_at_once",
         "SPEC §7.2 recovery speed: the busy (503) items of a batch are re-sent, paced",
         DISPATCH_PY,
@@ -1879,8 +1895,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "search_body_limit_is_the_default",
         "issue 27 #1: limits per route (POST /v1/search: a query needs 16 KiB at most)",
         APP,
-        "                      routes={(\"POST\", \"/v1/search\"): SEARCH_BODY_BYTES})",
-        "                      routes={})",
+        "                      routes={(\"POST\", \"/v1/search\"): SEARCH_BODY_BYTES,",
+        "                      routes={",
         (f"{HTTP_EDGE_T}::test_a_chunked_body_is_cut_at_the_limit[/v1/search-16384]",),
     ),
     Mutation(

@@ -219,22 +219,33 @@ class HttpProcessClient:
         status from the answer; the call's status for every item when the answer has none:
         401, 5xx, 0 = no answer). An ai side without the batch route (404/405: an older
         version; or a 202 without one status per context: not this contract) gets one
-        ``process`` call per request instead, from then on. Counted per request, logged once
-        per outcome class; never raises."""
+        ``process`` call per request instead, from then on. A batch the ai side finds too
+        large (413: its ``Settings.batch_body_limit``) is sent again as two halves, down to one
+        ``process`` call for a single context. Counted per request, logged once per outcome
+        class; never raises."""
         if not requests:
             return []
         with log_context(request_id=request_id_or_new()) as ids:
-            request_id = str(ids["request_id"])
-            if not self._batch_route:
-                return [await self._post(r, request_id) for r in requests]
-            statuses = await self._post_batch(requests, request_id)
-            if statuses is None:  # no batch route on this ai side
-                self._batch_route = False
-                log.warning("the ai side has no process-batch route (an older version): "
-                            "sending one request per context")
-                return [await self._post(r, request_id) for r in requests]
-            record_batch_outcomes(requests, statuses)
-            return statuses
+            return await self._send_batch(requests, str(ids["request_id"]))
+
+    async def _send_batch(self, requests: Sequence[ProcessRequest],
+                          request_id: str) -> list[int]:
+        if not self._batch_route:
+            return [await self._post(r, request_id) for r in requests]
+        statuses = await self._post_batch(requests, request_id)
+        if statuses is None:  # no batch route on this ai side
+            self._batch_route = False
+            log.warning("the ai side has no process-batch route (an older version): "
+                        "sending one request per context")
+            return [await self._post(r, request_id) for r in requests]
+        if all(status == 413 for status in statuses):  # the body passed the route's limit
+            if len(requests) == 1:
+                return [await self._post(requests[0], request_id)]
+            half = len(requests) // 2
+            return (await self._send_batch(requests[:half], request_id)
+                    + await self._send_batch(requests[half:], request_id))
+        record_batch_outcomes(requests, statuses)
+        return statuses
 
     async def _post_batch(self, requests: Sequence[ProcessRequest],
                           request_id: str) -> list[int] | None:

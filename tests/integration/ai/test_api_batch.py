@@ -50,7 +50,7 @@ async def test_422_when_the_body_is_not_a_batch(ai_settings, db_url, provider, j
                                                 payload):
     async with running_app(ai_settings, db_url, provider, judge) as (client, _ai):
         response = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, content=payload)
-    assert response.status_code == 422 and response.json() == {"error": "invalid request"}
+    assert response.status_code == 422 and response.json()["error"] == "INVALID_INPUT"
 
 
 async def test_422_over_the_most_contexts_of_one_batch(ai_settings, db_url, provider, judge,
@@ -71,6 +71,7 @@ async def test_401_before_the_body_is_read(ai_settings, db_url, provider, judge,
         invalid = await client.post(PROCESS_BATCH_PATH, headers=headers, content=b"{not json")
         await ai.join()
     assert response.status_code == invalid.status_code == 401
+    assert response.json()["error"] == invalid.json()["error"] == "UNAUTHORIZED"
     assert statuses(sync_conn, 1) == ("PENDING", "PENDING") and provider.calls == 0
 
 

@@ -5,6 +5,7 @@ the batch route (a real local HTTP receiver that knows only ``/process``)."""
 from __future__ import annotations
 
 import http.server
+import json
 import logging
 import threading
 
@@ -99,3 +100,67 @@ async def test_an_answer_without_one_status_per_context_is_not_taken_as_the_batc
         server.shutdown()
         server.server_close()
     assert seen == [PROCESS_BATCH_PATH, PROCESS_PATH, PROCESS_PATH]
+
+
+class _Counting(httpx.AsyncBaseTransport):
+    """An ASGI transport that records (path, items, status) of every call it carries, and the
+    largest body it carried (bytes)."""
+
+    def __init__(self, app: object) -> None:
+        self.inner = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        self.calls: list[tuple[str, int, int]] = []
+        self.largest = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        items = len(body["contexts"]) if isinstance(body, dict) and "contexts" in body else 1
+        self.largest = max(self.largest, len(request.content))
+        response = await self.inner.handle_async_request(request)
+        self.calls.append((request.url.path, items, response.status_code))
+        return response
+
+
+async def test_a_batch_of_the_longest_notes_fits_the_batch_routes_limit_in_one_call(
+        tmp_path, db_url, provider, judge, presets, sync_conn):
+    """PINLOG_PROCESS_BATCH_SIZE notes of PINLOG_MAX_TEXT_CHARS non-ASCII characters (each
+    ``\\u``-escaped on the wire) are far over one note's body limit (64 KiB): the batch route has
+    its own (``Settings.batch_body_limit``), so they go in one call."""
+    ai_settings = ai_settings_for(tmp_path, db_url, max_text_chars=2000, process_batch_size=16)
+    texts = [f"{i} " + "가" * 1990 for i in range(1, 17)]
+    for cid in range(1, 17):
+        insert_state(sync_conn, cid)
+    async with running_app(ai_settings, db_url, components=("ai",), provider=provider,
+                           judge=judge, base_url="http://ai") as running:
+        transport = _Counting(running.app)
+        client = HttpProcessClient("http://ai", TEST_SECRET, transport=transport)
+        got = await client.send_batch([request(cid, texts[cid - 1]) for cid in range(1, 17)])
+        await client.aclose()
+        await running.ai.join()
+    assert got == [202] * 16
+    assert transport.calls == [(PROCESS_BATCH_PATH, 16, 202)]
+    assert transport.largest > ai_settings.body_limit()  # really over one note's limit
+    assert statuses(sync_conn, 16) == ("COMPLETED", "COMPLETED")
+
+
+async def test_a_batch_over_the_ai_sides_limit_is_sent_again_in_halves(
+        tmp_path, db_url, provider, judge, presets, sync_conn):
+    """An ai side whose batch limit is smaller than the batch (its PINLOG_PROCESS_BATCH_SIZE
+    of 1: one note's limit) answers 413: the client sends halves until they fit, and every
+    context is accepted once."""
+    ai_settings = ai_settings_for(tmp_path, db_url, max_text_chars=2000, process_batch_size=1)
+    texts = [f"{i} " + "가" * 1990 for i in range(1, 17)]
+    for cid in range(1, 17):
+        insert_state(sync_conn, cid)
+    async with running_app(ai_settings, db_url, components=("ai",), provider=provider,
+                           judge=judge, base_url="http://ai") as running:
+        transport = _Counting(running.app)
+        client = HttpProcessClient("http://ai", TEST_SECRET, transport=transport)
+        got = await client.send_batch([request(cid, texts[cid - 1]) for cid in range(1, 17)])
+        await client.aclose()
+        await running.ai.join()
+    assert got == [202] * 16
+    assert transport.calls[0] == (PROCESS_BATCH_PATH, 16, 413)
+    accepted = [(path, items) for path, items, status in transport.calls if status == 202]
+    assert sum(items for _, items in accepted) == 16 and len(accepted) > 1
+    assert all(items < 16 for _, items in accepted)
+    assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(1, 17))
