@@ -481,6 +481,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{DISPATCH_BATCH_T}::test_a_batch_of_the_longest_notes_fits_the_batch_routes_limit_in_one_call",),
     ),
     Mutation(
+        "busy_batch_items_paced_like_single_resends",
+        "issue 25: a batch's busy items are re-sent after pauses of at most 250 ms",
+        DISPATCH_PY,
+        "        pause = min(BATCH_BUSY_BACKOFF[1], pause * 2)",
+        "        pause = min(BUSY_BACKOFF[1], pause * 2)",
+        ("tests/unit/core/test_batch_pacing.py::"
+         "test_busy_items_are_re_sent_with_pauses_capped_well_under_a_second",),
+    ),
+    Mutation(
         "busy_batch_items_given_up_at_once",
         "SPEC §7.2 recovery speed: the busy (503) items of a batch are re-sent, paced",
         DISPATCH_PY,
