@@ -1496,8 +1496,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "retention_ai_pick_waits_for_locked_rows",
         "issue 31: replicas purge at once (FOR UPDATE SKIP LOCKED), a held batch is skipped",
         AI_RETENTION_SQL,
-        " LIMIT :batch_size\n   FOR UPDATE SKIP LOCKED\n\n\n-- name: context_rows_",
-        " LIMIT :batch_size\n   FOR UPDATE\n\n\n-- name: context_rows_",
+        " LIMIT :batch_size\n   FOR UPDATE SKIP LOCKED\n\n\n-- name: given_contexts",
+        " LIMIT :batch_size\n   FOR UPDATE\n\n\n-- name: given_contexts",
         (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[contexts]",),
     ),
     Mutation(
@@ -1509,28 +1509,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[events]",),
     ),
     Mutation(
-        "retention_core_note_pick_waits_for_locked_rows",
-        "issue 31: replicas purge notes at once (FOR UPDATE SKIP LOCKED)",
+        "retention_core_pick_waits_for_locked_rows",
+        "issue 31: replicas purge notes, records and members at once (FOR UPDATE SKIP LOCKED, "
+        "one fragment for the three)",
         CORE_RETENTION_SQL,
-        "FOR UPDATE OF c SKIP LOCKED",
-        "FOR UPDATE OF c",
-        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.context]",),
-    ),
-    Mutation(
-        "retention_core_record_pick_waits_for_locked_rows",
-        "issue 31: replicas purge records at once (FOR UPDATE SKIP LOCKED)",
-        CORE_RETENTION_SQL,
-        "FOR UPDATE OF r SKIP LOCKED",
-        "FOR UPDATE OF r",
-        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.record]",),
-    ),
-    Mutation(
-        "retention_core_member_pick_waits_for_locked_rows",
-        "issue 31: replicas purge withdrawn members at once (FOR UPDATE SKIP LOCKED)",
-        CORE_RETENTION_SQL,
-        "FOR UPDATE OF m SKIP LOCKED",
-        "FOR UPDATE OF m",
-        (f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[core.member]",),
+        " LIMIT :batch_size\n   FOR UPDATE SKIP LOCKED",
+        " LIMIT :batch_size\n   FOR UPDATE",
+        tuple(f"{PURGE_REPLICAS_T}::test_two_purgers_at_once_share_the_work[{t}]"
+              for t in ("core.context", "core.record", "core.member")),
     ),
     Mutation(
         "retention_events_without_their_retention",

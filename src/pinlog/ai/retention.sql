@@ -40,42 +40,33 @@ SELECT context_id, updated_at
    FOR UPDATE SKIP LOCKED
 
 
+-- name: given_contexts
+-- Fragment: the rows of the contexts being purged (:context_ids, a bigint array). Each
+-- context_rows_<table> statement counts them (the dry run's answer) and, with :apply, deletes them.
+context_id = ANY(CAST(:context_ids AS bigint[]))
+
+
 -- name: context_rows_context_embedding
 -- Rule: issue 31, SPEC §9 ("invalidation applies to every profile's vectors") — the vector of
 -- each given context, whatever its profile (this table holds one row per context). Run only for
 -- contexts whose state is CANCELLED and locked (pick_cancelled_contexts, lock_erasable_states).
-WITH found AS (
-    SELECT context_id FROM ai.context_embedding
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[]))
-), purged AS (
-    DELETE FROM ai.context_embedding
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND CAST(:apply AS boolean)
-)
+WITH found AS (SELECT context_id FROM ai.context_embedding WHERE {given_contexts}),
+     purged AS (DELETE FROM ai.context_embedding WHERE {given_contexts} AND CAST(:apply AS boolean))
 SELECT count(*) FROM found
 
 
 -- name: context_rows_context_keyword
 -- Rule: issue 31 — the keyword rows of each given context (CANCELLED and locked, as above).
-WITH found AS (
-    SELECT context_id FROM ai.context_keyword
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[]))
-), purged AS (
-    DELETE FROM ai.context_keyword
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND CAST(:apply AS boolean)
-)
+WITH found AS (SELECT context_id FROM ai.context_keyword WHERE {given_contexts}),
+     purged AS (DELETE FROM ai.context_keyword WHERE {given_contexts} AND CAST(:apply AS boolean))
 SELECT count(*) FROM found
 
 
 -- name: context_rows_context_keyword_analysis
 -- Rule: issue 31 — the keyword analysis of each given context (its unmatched concepts and the
 -- judge's evidence come from the note's words; CANCELLED and locked, as above).
-WITH found AS (
-    SELECT context_id FROM ai.context_keyword_analysis
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[]))
-), purged AS (
-    DELETE FROM ai.context_keyword_analysis
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND CAST(:apply AS boolean)
-)
+WITH found AS (SELECT context_id FROM ai.context_keyword_analysis WHERE {given_contexts}),
+     purged AS (DELETE FROM ai.context_keyword_analysis WHERE {given_contexts} AND CAST(:apply AS boolean))
 SELECT count(*) FROM found
 
 
@@ -86,7 +77,7 @@ SELECT count(*) FROM found
 -- selects from the row and writes nothing (SPEC §3: 0 rows is a normal outcome).
 WITH found AS (
     SELECT context_id FROM ai.context_ai_state
-     WHERE context_id = ANY(CAST(:context_ids AS bigint[])) AND {cancelled_past_window}
+     WHERE {given_contexts} AND {cancelled_past_window}
 ), purged AS (
     DELETE FROM ai.context_ai_state AS s
      USING found AS f

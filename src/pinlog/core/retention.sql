@@ -40,11 +40,15 @@ NOT EXISTS (SELECT 1 FROM ai.context_ai_state AS s
  AND NOT EXISTS (SELECT 1 FROM core.context AS c
                   WHERE c.member_id = m.id AND (CAST(:apply AS boolean) OR NOT {context_due})))
 
--- name: after_key
--- Fragment: the picked row's (deleted_at, id) comes after the key the previous batch ended at
--- (:after_at NULL = from the start): each purge pages in key order, the order of its
--- (deleted_at, id) partial index.
+-- name: next_batch
+-- Fragment: the next batch of a purge over one table — rows whose (deleted_at, id) comes after
+-- the key the previous batch ended at (:after_at NULL = from the start), in key order (the order
+-- of the table's (deleted_at, id) partial index), at most :batch_size, FOR UPDATE SKIP LOCKED:
+-- replicas purging at once take disjoint batches. Ends the statement's WHERE.
 (deleted_at, id) > (coalesce(CAST(:after_at AS timestamptz), '-infinity'), CAST(:after_id AS bigint))
+ ORDER BY deleted_at, id
+ LIMIT :batch_size
+   FOR UPDATE SKIP LOCKED
 
 -- name: batch_taken
 -- Fragment: what a purge batch returns — how many rows it picked and the last key.
@@ -54,50 +58,29 @@ SELECT count(*) AS n,
   FROM picked
 
 -- name: purge_contexts
--- Rule: issue 31 — the next batch of due notes, oldest deletion first, in key order after
--- (:after_at, :after_id) (NULL = from the start), FOR UPDATE SKIP LOCKED (replicas take disjoint
--- batches), at most :batch_size; deleted when :apply. Returns how many and the last key.
-WITH picked AS (
-    SELECT c.id, c.deleted_at
-      FROM core.context AS c
-     WHERE c.deleted_at IS NOT NULL AND {context_due}
-       AND {after_key}
-     ORDER BY c.deleted_at, c.id
-     LIMIT :batch_size
-       FOR UPDATE OF c SKIP LOCKED
-), purged AS (
-    DELETE FROM core.context AS c USING picked AS p WHERE c.id = p.id AND CAST(:apply AS boolean)
-)
+-- Rule: issue 31 — the next batch of due notes, oldest deletion first (next_batch: key order,
+-- FOR UPDATE SKIP LOCKED, at most :batch_size); deleted when :apply. Returns how many and the
+-- last key.
+WITH picked AS (SELECT c.id, c.deleted_at FROM core.context AS c
+                 WHERE c.deleted_at IS NOT NULL AND {context_due} AND {next_batch}),
+     purged AS (DELETE FROM core.context AS c USING picked AS p
+                 WHERE c.id = p.id AND CAST(:apply AS boolean))
 {batch_taken}
 
 -- name: purge_records
 -- Rule: issue 31 — as purge_contexts, for due records (after their notes went).
-WITH picked AS (
-    SELECT r.id, r.deleted_at
-      FROM core.record AS r
-     WHERE r.deleted_at IS NOT NULL AND {record_due}
-       AND {after_key}
-     ORDER BY r.deleted_at, r.id
-     LIMIT :batch_size
-       FOR UPDATE OF r SKIP LOCKED
-), purged AS (
-    DELETE FROM core.record AS r USING picked AS p WHERE r.id = p.id AND CAST(:apply AS boolean)
-)
+WITH picked AS (SELECT r.id, r.deleted_at FROM core.record AS r
+                 WHERE r.deleted_at IS NOT NULL AND {record_due} AND {next_batch}),
+     purged AS (DELETE FROM core.record AS r USING picked AS p
+                 WHERE r.id = p.id AND CAST(:apply AS boolean))
 {batch_taken}
 
 -- name: purge_members
 -- Rule: issue 31 — as purge_contexts, for due withdrawn members (after their records and notes).
-WITH picked AS (
-    SELECT m.id, m.deleted_at
-      FROM core.member AS m
-     WHERE m.deleted_at IS NOT NULL AND {member_due}
-       AND {after_key}
-     ORDER BY m.deleted_at, m.id
-     LIMIT :batch_size
-       FOR UPDATE OF m SKIP LOCKED
-), purged AS (
-    DELETE FROM core.member AS m USING picked AS p WHERE m.id = p.id AND CAST(:apply AS boolean)
-)
+WITH picked AS (SELECT m.id, m.deleted_at FROM core.member AS m
+                 WHERE m.deleted_at IS NOT NULL AND {member_due} AND {next_batch}),
+     purged AS (DELETE FROM core.member AS m USING picked AS p
+                 WHERE m.id = p.id AND CAST(:apply AS boolean))
 {batch_taken}
 
 -- name: kept_not_invalidated
@@ -138,7 +121,7 @@ SELECT id FROM core.context WHERE member_id = :member_id ORDER BY id
 
 -- name: context_erasable
 -- Rule: issue 31 erasure — a note `c` of the withdrawn member goes now, whatever its age, when
--- deleted and invalidated ({state_invalidated}).
+-- deleted and invalidated (state_invalidated).
 (c.deleted_at IS NOT NULL AND {state_invalidated})
 
 -- name: erase_member_contexts
@@ -146,10 +129,9 @@ SELECT id FROM core.context WHERE member_id = :member_id ORDER BY id
 WITH picked AS (
     SELECT c.id FROM core.context AS c
      WHERE c.member_id = :member_id AND {context_erasable}
-       FOR UPDATE OF c
-), purged AS (
-    DELETE FROM core.context AS c USING picked AS p WHERE c.id = p.id AND CAST(:apply AS boolean)
-)
+       FOR UPDATE OF c),
+     purged AS (DELETE FROM core.context AS c USING picked AS p
+                 WHERE c.id = p.id AND CAST(:apply AS boolean))
 SELECT count(*) FROM picked
 
 -- name: erase_member_records
@@ -160,10 +142,9 @@ WITH picked AS (
      WHERE r.member_id = :member_id AND r.deleted_at IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM core.context AS c WHERE c.record_id = r.id
                         AND (CAST(:apply AS boolean) OR NOT {context_erasable}))
-       FOR UPDATE OF r
-), purged AS (
-    DELETE FROM core.record AS r USING picked AS p WHERE r.id = p.id AND CAST(:apply AS boolean)
-)
+       FOR UPDATE OF r),
+     purged AS (DELETE FROM core.record AS r USING picked AS p
+                 WHERE r.id = p.id AND CAST(:apply AS boolean))
 SELECT count(*) FROM picked
 
 -- name: erase_member
@@ -178,8 +159,7 @@ WITH picked AS (
                                          AND NOT {context_erasable})))
        AND NOT EXISTS (SELECT 1 FROM core.context AS c WHERE c.member_id = m.id
                         AND (CAST(:apply AS boolean) OR NOT {context_erasable}))
-       FOR UPDATE OF m
-), purged AS (
-    DELETE FROM core.member AS m USING picked AS p WHERE m.id = p.id AND CAST(:apply AS boolean)
-)
+       FOR UPDATE OF m),
+     purged AS (DELETE FROM core.member AS m USING picked AS p
+                 WHERE m.id = p.id AND CAST(:apply AS boolean))
 SELECT count(*) FROM picked

@@ -412,31 +412,25 @@ async def test_wrong_vector_length_is_permanent_and_never_stored(ai_settings, en
     assert row.embedding_status == "FAILED" and "wrong vector length" in row.last_error
 
 
-async def _run_with_a_failing_judge(pipeline, sync_conn, judge, error: type, message: str):
-    """Run context 1 while the judge's next call raises ``error(message)``; return
-    ``(JobResult, state row)``."""
+@pytest.mark.parametrize("error, message, outcome, keyword_status", [
+    (TransientModelError, "upstream 429", "transient", "PROCESSING"),  # kept for the rescan
+    (PermanentModelError, "upstream 401", "permanent", "FAILED"),
+], ids=["transient_keeps_completed_embedding", "permanent_never_rolls_back_the_embedding"])
+async def test_a_keyword_error_leaves_the_completed_embedding(pipeline, sync_conn, judge, error,
+                                                              message, outcome, keyword_status):
+    """The judge's next call raises ``error(message)``: the embedding stage stays COMPLETED with
+    its vector; the keyword stage is PROCESSING (transient) or FAILED (permanent), no keywords."""
     insert_state(sync_conn, 1)
     judge.fail_next(error, message=message)
-    return await pipeline.run(request(1)), read_state(sync_conn, 1)
-
-
-async def test_keyword_transient_error_keeps_completed_embedding(pipeline, sync_conn, judge):
-    result, row = await _run_with_a_failing_judge(pipeline, sync_conn, judge,
-                                                  TransientModelError, "upstream 429")
-    assert (result.embedding, result.keyword) == ("completed", "transient")
-    assert (row.embedding_status, row.keyword_status) == ("COMPLETED", "PROCESSING")
-    assert row.last_error == "keyword transient: upstream 429"
+    result, row = await pipeline.run(request(1)), read_state(sync_conn, 1)
+    assert (result.embedding, result.keyword) == ("completed", outcome)
+    assert (row.embedding_status, row.keyword_status) == ("COMPLETED", keyword_status)
+    assert row.last_error == f"keyword {outcome}: {message}"
     assert len(embedding_rows(sync_conn, 1)) == 1 and keyword_rows(sync_conn, 1) == []
-
-
-async def test_keyword_permanent_error_never_rolls_back_the_embedding(pipeline, sync_conn, judge):
-    result, row = await _run_with_a_failing_judge(pipeline, sync_conn, judge,
-                                                  PermanentModelError, "upstream 401")
-    assert (result.embedding, result.keyword) == ("completed", "permanent")
-    assert (row.embedding_status, row.keyword_status) == ("COMPLETED", "FAILED")
-    assert row.last_error == "keyword permanent: upstream 401"
-    assert len(embedding_rows(sync_conn, 1)) == 1
-    assert events(sync_conn, 1)[-1][:3] == ("keyword", "PROCESSING", "FAILED")
+    # permanent: the stage's transition to FAILED; transient: an error event, no transition
+    last_event = ("keyword", "PROCESSING", "FAILED") if outcome == "permanent" else \
+        ("keyword", None, None)
+    assert events(sync_conn, 1)[-1][:3] == last_event
 
 
 async def test_transient_database_error_in_save_leaves_processing(ai_settings, db_url, provider,

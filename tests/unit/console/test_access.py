@@ -9,18 +9,8 @@ import jwt
 import pytest
 from pydantic import SecretStr
 
-from pinlog.console.access import (
-    ConsoleConfig,
-    Session,
-    csrf_ok,
-    csrf_token,
-    issue_session,
-    read_session,
-    role_for_token,
-    session_key,
-    sign,
-    signed_ok,
-)
+from pinlog.console.access import ConsoleConfig, Session, csrf_ok, csrf_token, issue_session, read_session
+from pinlog.console.access import role_for_token, session_key, sign, signed_ok
 from pinlog.settings import SettingsError
 from tests.conftest import make_settings
 
