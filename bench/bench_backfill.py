@@ -125,7 +125,10 @@ def settings_for(url: str, *, http: str | None = None) -> Settings:
     if http is None:
         values.update(embedding_profile=PROFILE, embedding_dimension=DIMENSION)
     else:
+        # the openai provider's own input cap is 32 (TEI's default): the fake server takes 64,
+        # as pgai is given (batch_size 64), so both sides send calls of the same size
         values.update(embedding_provider="openai", embedding_base_url=http,
+                      embedding_max_inputs=BATCH,
                       embedding_model="fake-embed", embedding_api_key="fake-key",
                       embedding_profile=HTTP_PROFILE, embedding_dimension=DIMENSION)
     return load_settings(**values)

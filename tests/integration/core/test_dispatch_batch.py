@@ -120,22 +120,32 @@ class _Counting(httpx.AsyncBaseTransport):
         return response
 
 
-async def test_a_batch_of_the_longest_notes_fits_the_batch_routes_limit_in_one_call(
-        tmp_path, db_url, provider, judge, presets, sync_conn):
-    """PINLOG_PROCESS_BATCH_SIZE notes of PINLOG_MAX_TEXT_CHARS non-ASCII characters (each
-    ``\\u``-escaped on the wire) are far over one note's body limit (64 KiB): the batch route has
-    its own (``Settings.batch_body_limit``), so they go in one call."""
-    ai_settings = ai_settings_for(tmp_path, db_url, max_text_chars=2000, process_batch_size=16)
-    texts = [f"{i} " + "가" * 1990 for i in range(1, 17)]
-    for cid in range(1, 17):
+async def _send_long_notes(tmp_path, db_url, provider, judge, sync_conn, *, n: int,
+                           process_batch_size: int) -> tuple[list[int], _Counting, object]:
+    """``n`` notes of nearly PINLOG_MAX_TEXT_CHARS = 2000 non-ASCII characters sent as one
+    ``send_batch`` to an ai app with ``process_batch_size``; every job run to its end."""
+    ai_settings = ai_settings_for(tmp_path, db_url, max_text_chars=2000,
+                                  process_batch_size=process_batch_size)
+    for cid in range(1, n + 1):
         insert_state(sync_conn, cid)
     async with running_app(ai_settings, db_url, components=("ai",), provider=provider,
                            judge=judge, base_url="http://ai") as running:
         transport = _Counting(running.app)
         client = HttpProcessClient("http://ai", TEST_SECRET, transport=transport)
-        got = await client.send_batch([request(cid, texts[cid - 1]) for cid in range(1, 17)])
+        got = await client.send_batch([request(cid, f"{cid} " + "가" * 1990)
+                                       for cid in range(1, n + 1)])
         await client.aclose()
         await running.ai.join()
+    return got, transport, ai_settings
+
+
+async def test_a_batch_of_the_longest_notes_fits_the_batch_routes_limit_in_one_call(
+        tmp_path, db_url, provider, judge, presets, sync_conn):
+    """PINLOG_PROCESS_BATCH_SIZE notes of PINLOG_MAX_TEXT_CHARS non-ASCII characters are far
+    over one note's body limit (64 KiB): the batch route has its own
+    (``Settings.batch_body_limit``), so they go in one call."""
+    got, transport, ai_settings = await _send_long_notes(tmp_path, db_url, provider, judge,
+                                                         sync_conn, n=16, process_batch_size=16)
     assert got == [202] * 16
     assert transport.calls == [(PROCESS_BATCH_PATH, 16, 202)]
     assert transport.largest > ai_settings.body_limit()  # really over one note's limit
@@ -147,17 +157,8 @@ async def test_a_batch_over_the_ai_sides_limit_is_sent_again_in_halves(
     """An ai side whose batch limit is smaller than the batch (its PINLOG_PROCESS_BATCH_SIZE
     of 1: one note's limit) answers 413: the client sends halves until they fit, and every
     context is accepted once."""
-    ai_settings = ai_settings_for(tmp_path, db_url, max_text_chars=2000, process_batch_size=1)
-    texts = [f"{i} " + "가" * 1990 for i in range(1, 17)]
-    for cid in range(1, 17):
-        insert_state(sync_conn, cid)
-    async with running_app(ai_settings, db_url, components=("ai",), provider=provider,
-                           judge=judge, base_url="http://ai") as running:
-        transport = _Counting(running.app)
-        client = HttpProcessClient("http://ai", TEST_SECRET, transport=transport)
-        got = await client.send_batch([request(cid, texts[cid - 1]) for cid in range(1, 17)])
-        await client.aclose()
-        await running.ai.join()
+    got, transport, _ = await _send_long_notes(tmp_path, db_url, provider, judge, sync_conn,
+                                               n=16, process_batch_size=1)
     assert got == [202] * 16
     assert transport.calls[0] == (PROCESS_BATCH_PATH, 16, 413)
     accepted = [(path, items) for path, items, status in transport.calls if status == 202]
