@@ -283,7 +283,7 @@ class Pipeline:
 
         if reuse:
             self._count(stage, "reused")
-            log.info("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
+            log.debug("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
             embedding_outcome, carried = "reused", None
         elif claim is None:
             embedding_outcome, carried = "skipped", None
@@ -313,7 +313,7 @@ class Pipeline:
             return "contract_violation"
         if pre is None or not pre.has_work:
             reason = "missing" if pre is None else "finished"
-            log.info("nothing to do", extra={"reason": reason})
+            log.debug("nothing to do", extra={"reason": reason})
             for stage in Stage:
                 metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome="skipped").inc()
             return reason
@@ -348,7 +348,7 @@ class Pipeline:
                      extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded", None
         self._count(stage, "completed")
-        log.info("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
+        log.debug("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
         return "completed", state.StoredEmbedding(vectors[active.profile], active.profile, sha)
 
     async def _embed_profiles(self, text: str, active: ProfileModels,
@@ -421,7 +421,8 @@ class Pipeline:
         if not batched:
             return await attempts
         try:
-            return await asyncio.wait_for(attempts, budget)
+            async with asyncio.timeout(budget):  # no task of its own (unlike wait_for)
+                return await attempts
         except TimeoutError:
             raise TransientModelError(
                 f"embedding stage exceeded its budget of {budget:g} s") from None
@@ -510,8 +511,8 @@ class Pipeline:
                      extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded"
         self._count(stage, "completed")
-        log.info("keywords completed", extra={"stage": stage.label, "outcome": "completed",
-                                              "count": len(picks)})
+        log.debug("keywords completed", extra={"stage": stage.label, "outcome": "completed",
+                                               "count": len(picks)})
         return "completed"
 
     async def _snapshot(self, conn: AsyncConnection, fingerprint: str,
@@ -526,6 +527,11 @@ class Pipeline:
         self._snapshot_cache = (profile, fingerprint, snapshot)
         return snapshot
 
+    @property
+    def last_snapshot(self) -> PresetSnapshot | None:
+        """The preset snapshot the last keyword stage used (None before the first one)."""
+        return self._snapshot_cache[2] if self._snapshot_cache is not None else None
+
     async def _judge(self, text: str, candidates: list[Candidate],
                      judge: Judge | None = None) -> JudgeAnswer:
         """Judge call outside any transaction, bounded by the budget rule (SPEC §6)."""
@@ -533,7 +539,8 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            return await asyncio.wait_for((judge or self.judge).judge(text, candidates), budget)
+            async with asyncio.timeout(budget):  # no task of its own (unlike wait_for)
+                return await (judge or self.judge).judge(text, candidates)
         except TimeoutError:
             raise TransientModelError(f"judge exceeded its budget of {budget:g} s") from None
         finally:
@@ -573,8 +580,8 @@ class Pipeline:
         """Log/count the outcome of a guarded start: 0 rows (INFO), re-claim (WARNING)."""
         if claim is None:
             self._count(stage, "skipped")
-            log.info("stage not started (0 rows)", extra={"stage": stage.label,
-                                                          "outcome": "skipped"})
+            log.debug("stage not started (0 rows)", extra={"stage": stage.label,
+                                                           "outcome": "skipped"})
         elif claim.previous is Status.PROCESSING:
             self._count(stage, "reclaimed")
             log.warning("re-claimed a PROCESSING stage (processing expiry passed, the row's "
