@@ -507,7 +507,7 @@ SELECT context_id, previous_status, owner, owned_at AS claimed_at
 
 -- name: start_keyword_batch
 -- Rule: SPEC §3 start (keyword), §7.3.1, §7.4 — as start_embedding_batch for the keyword stage,
--- with keyword_startable (embedding COMPLETED) in the pick and again in the UPDATE; records
+-- with {keyword_startable} (embedding COMPLETED) in the pick and again in the UPDATE; records
 -- keyword_start_retry and the claim (owner = live_owner, owned_at); returns each row's claim;
 -- one event row per started row.
 WITH picked AS (
