@@ -56,11 +56,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinlog.ai import state
 from pinlog.ai.candidates import select_candidates
-from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.pipeline import (NO_CANDIDATES_PROFILE, JobResult, Pipeline, _only_candidates,
                                classify, text_sha256)
 from pinlog.ai.ports import JudgeAnswer, Pick, PresetSnapshot
-from pinlog.ai.routing import ProfileModels, ProfileNotServed
+from pinlog.ai.routing import ProfileModels
 from pinlog.contracts import ProcessRequest
 from pinlog.logs import current_log_context, log_context
 from pinlog.states import Stage, Status
@@ -419,17 +418,8 @@ class BatchRunner:
                 whatever candidates and the judge raise.
         """
         p = self.pipeline
-        models = None
-        if snapshot is not None:  # the models of the profile judged (ProfileNotServed:
-            models = p.profiles.models_for(snapshot.profile)  # transient, recorded)
-            if models is None:
-                raise ProfileNotServed(f"this replica has no provider for the active "
-                                       f"embedding profile {snapshot.profile}")
-        if stored is None:
-            raise PermanentModelError("no stored embedding for the keyword stage")
-        if models is None or snapshot is None or stored.profile != snapshot.profile:
-            raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
-                                      f"current {p.profile}")
+        models = p._judging_models(stored, snapshot)  # the stored vector's profile's models
+        assert stored is not None and snapshot is not None
         candidates = select_candidates(stored.vector, snapshot, top_k=p.config.candidate_top_k,
                                        floor=models.calibration.candidate_floor,
                                        text=row.request.text)

@@ -478,17 +478,8 @@ class Pipeline:
             self._note_start(stage, claim)
             if claim is None:
                 return "skipped"
-            models = None
-            if snapshot is not None:  # the models of the profile judged (ProfileNotServed:
-                models = self.profiles.models_for(snapshot.profile)  # transient, recorded)
-                if models is None:
-                    raise ProfileNotServed(f"this replica has no provider for the active "
-                                           f"embedding profile {snapshot.profile}")
-            if stored is None:
-                raise PermanentModelError("no stored embedding for the keyword stage")
-            if models is None or snapshot is None:
-                raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
-                                          f"current {self.profile}")
+            models = self._judging_models(stored, snapshot)
+            assert stored is not None and snapshot is not None
             candidates = select_candidates(stored.vector, snapshot,
                                            top_k=self.config.candidate_top_k,
                                            floor=models.calibration.candidate_floor,
@@ -514,6 +505,29 @@ class Pipeline:
         log.debug("keywords completed", extra={"stage": stage.label, "outcome": "completed",
                                                "count": len(picks)})
         return "completed"
+
+    def _judging_models(self, stored: state.StoredEmbedding | None,
+                        snapshot: PresetSnapshot | None) -> ProfileModels:
+        """The models that judge a keyword stage (SPEC §9.1): those of the profile of the
+        snapshot taken for its stored vector (one rule for the single and the batch path).
+
+        Raises:
+            ProfileNotServed: this replica has no models for that profile (transient).
+            PermanentModelError: no stored vector, or no snapshot of its profile (a vector of
+                another profile than the active one: no judge call).
+        """
+        models = None
+        if snapshot is not None:
+            models = self.profiles.models_for(snapshot.profile)
+            if models is None:
+                raise ProfileNotServed(f"this replica has no provider for the active "
+                                       f"embedding profile {snapshot.profile}")
+        if stored is None:
+            raise PermanentModelError("no stored embedding for the keyword stage")
+        if models is None or snapshot is None or stored.profile != snapshot.profile:
+            raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
+                                      f"current {self.profile}")
+        return models
 
     async def _snapshot(self, conn: AsyncConnection, fingerprint: str,
                         profile: str) -> PresetSnapshot:
