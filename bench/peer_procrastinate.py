@@ -11,7 +11,10 @@ the same DB pool size. Per round, with fresh context ids:
   ``POST /internal/v1/context/process`` per context to the real ai app (ASGI transport, secret
   check, work queue, pipeline: pre-check, guarded starts, guarded saves with event rows). The
   micro-batcher is set to batch size 1 / wait 0, so each context is one 2 ms model call on both
-  sides (a bigger batch would let ours pay 2 ms for many texts: not orchestration).
+  sides (a bigger batch would let ours pay 2 ms for many texts: not orchestration). Jobs that
+  wait in the work queue are taken together (``PINLOG_PROCESS_BATCH_SIZE``, default 64) through
+  the batch path — one claim and one write per stage for all of them, the same guards and events
+  per context — as under any burst; a job alone runs the single-context job.
 * **peer** (procrastinate 3, one job per stage): state rows inserted, one ``embed`` job
   deferred per context; the ``embed`` job embeds, writes the embedding row and sets
   ``embedding_status = 'COMPLETED'`` in one transaction, then defers the ``keyword`` job, which

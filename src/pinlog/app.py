@@ -42,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinlog import __version__
 from pinlog import metrics as m
 from pinlog.composition import Components, Config, build_config, replica_rules, running_components
-from pinlog.contracts import REQUEST_ID_HEADER
+from pinlog.contracts import PROCESS_BATCH_PATH, REQUEST_ID_HEADER
 from pinlog.db.engine import (
     create_engine,
     is_database_unavailable,
@@ -80,9 +80,12 @@ SEARCH_BODY_BYTES = 16 * 1024
 
 def body_limits(settings: Settings) -> BodyLimits:
     """The request-body limits of the app (bytes, README "Public API"): ``POST /v1/search``
-    :data:`SEARCH_BODY_BYTES`; every other route ``Settings.body_limit()``."""
+    :data:`SEARCH_BODY_BYTES`; ``POST /internal/v1/context/process-batch``
+    ``Settings.batch_body_limit()`` (many notes; its secret is checked before the body is read);
+    every other route ``Settings.body_limit()``."""
     return BodyLimits(default=settings.body_limit(),
-                      routes={("POST", "/v1/search"): SEARCH_BODY_BYTES})
+                      routes={("POST", "/v1/search"): SEARCH_BODY_BYTES,
+                              ("POST", PROCESS_BATCH_PATH): settings.batch_body_limit()})
 
 
 class RequestGuard:

@@ -297,6 +297,7 @@ async def running_components(
             core_runtime = CoreRuntime(
                 engine, config.core,
                 in_process_submit=local.submit if local is not None else None,
+                in_process_submit_batch=local.submit_batch if local is not None else None,
                 in_process_search=in_process_search(local) if local is not None else None,
                 rescan=rescan, owner=owner, **(core_kwargs or {}),
             )

@@ -9,10 +9,12 @@ issue 14); responses carry the reference system's names too (``keywordMatched``)
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import threading
-from typing import Annotated, Any, Literal, Protocol
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import (
     AfterValidator,
@@ -28,6 +30,7 @@ from pydantic.alias_generators import to_camel
 from pinlog.text import is_blank, normalize
 
 PROCESS_PATH = "/internal/v1/context/process"
+PROCESS_BATCH_PATH = "/internal/v1/context/process-batch"
 SEARCH_PATH = "/internal/v1/search"
 SECRET_HEADER = "X-Internal-Secret"
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -69,12 +72,18 @@ _SEEN_LOCK = threading.Lock()
 _SEEN_MAX = 256
 
 
+@functools.cache
+def _known_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The field names and aliases of ``model`` (computed once per model)."""
+    return frozenset(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
+
+
 def _note_unknown_fields(model: type[BaseModel], data: object) -> None:
     """Log each unknown field name of ``model`` once per process (WARNING; the name only,
     truncated to 64 characters, never a value)."""
     if not isinstance(data, dict):
         return
-    known = set(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
+    known = _known_fields(model)
     for key in data:
         if not isinstance(key, str) or key in known:
             continue
@@ -143,6 +152,46 @@ class ProcessRequest(_StrictCamel):
     record_id: RecordId
     text: NormalText
     place_meta: dict[str, Any] | None = None
+
+
+#: Most contexts in one ``POST /internal/v1/context/process-batch`` (more → 422).
+MAX_BATCH_CONTEXTS = 1000
+
+
+class ProcessBatchRequest(_StrictCamel):
+    """Body of ``POST /internal/v1/context/process-batch``: ``{"contexts": [<process request>,
+    …]}`` with 1..:data:`MAX_BATCH_CONTEXTS` items, each exactly a
+    :class:`ProcessRequest` body. The items are validated one by one (:meth:`items`), so an
+    invalid item is refused alone (its status 422) and never fails the others.
+    """
+
+    contexts: list[Any] = Field(min_length=1, max_length=MAX_BATCH_CONTEXTS)
+
+    def items(self) -> list[ProcessRequest | None]:
+        """Each item as a :class:`ProcessRequest`, or None when it is not a valid one (or
+        repeats the ``contextId`` of an earlier item of this batch)."""
+        out: list[ProcessRequest | None] = []
+        seen: set[int] = set()
+        for item in self.contexts:
+            try:
+                request = ProcessRequest.model_validate(item)
+            except ValueError:  # pydantic's ValidationError is a ValueError
+                out.append(None)
+                continue
+            if request.context_id in seen:
+                out.append(None)
+                continue
+            seen.add(request.context_id)
+            out.append(request)
+        return out
+
+
+class ProcessBatchResponse(_Camel):
+    """``{"statuses": [202, 422, 503, …]}``: one status per item of the request, in order —
+    202 accepted (queued), 422 invalid item (or a repeated ``contextId``), 503 not accepted
+    because the work queue is full (its row stays PENDING; send it again later)."""
+
+    statuses: list[int]
 
 
 #: Most records a search may ask the ai side to score besides its own hits (SPEC §10).
@@ -235,3 +284,15 @@ class ProcessClient(Protocol):
     """
 
     async def send(self, request: ProcessRequest) -> int: ...
+
+
+@runtime_checkable
+class BatchProcessClient(ProcessClient, Protocol):
+    """A process client that can also send many contexts in one call: HTTP
+    ``POST /internal/v1/context/process-batch`` or the in-process adapter's ``submit_batch``
+    (docs/ARCHITECTURE.md "Batch path"). ``send_batch`` returns one status per request, in
+    order, with the meaning of :meth:`ProcessClient.send` (202, 401, 422, 503 …, 0 = no answer)
+    and never raises for an ai-side failure. Callers that hold a plain :class:`ProcessClient`
+    send one request per context instead (``isinstance(client, BatchProcessClient)``)."""
+
+    async def send_batch(self, requests: Sequence[ProcessRequest]) -> list[int]: ...

@@ -222,9 +222,15 @@ class Settings(BaseSettings):
     # --- ai work queue (SPEC §5.4) ---------------------------------------------------------
     work_queue_size: int = Field(200, ge=1, description="Accepted jobs waiting to run.")
     worker_concurrency: int = Field(
-        32, ge=1, le=256, description="Jobs running at once. A job waiting for a model holds no "
-        "DB connection; its short DB steps are bounded by the pool separately, so this may exceed "
-        "PINLOG_DB_POOL_SIZE (enough waiting jobs keep the micro-batches full, SPEC §5.4).")
+        32, ge=1, le=256, description="Workers running jobs at once (each one job, or a batch of "
+        "up to PINLOG_PROCESS_BATCH_SIZE jobs that were waiting). A job waiting for a model holds "
+        "no DB connection; its short DB steps are bounded by the pool separately, so this may "
+        "exceed PINLOG_DB_POOL_SIZE (enough waiting jobs keep the micro-batches full, SPEC §5.4).")
+    process_batch_size: int = Field(
+        64, ge=1, le=1000, description="Contexts processed as one batch (one claim and one write "
+        "transaction per stage): the ai side takes up to this many waiting jobs at once, and "
+        "core's rescan, reprocess and import send process-batch requests of this many contexts "
+        "(1: one job / one request per context; SPEC §5.4, ARCHITECTURE \"Batch path\").")
 
     # --- embedding (SPEC §9) ---------------------------------------------------------------
     embedding_provider: str = Field(
@@ -561,6 +567,15 @@ class Settings(BaseSettings):
         if self.max_body_bytes is not None:
             return self.max_body_bytes
         return max(DEFAULT_BODY_BYTES, note_body_bytes(self.max_text_chars))
+
+    def batch_body_limit(self) -> int:
+        """The request-body limit of ``POST /internal/v1/context/process-batch``, bytes: room for
+        ``PINLOG_PROCESS_BATCH_SIZE`` notes of ``PINLOG_MAX_TEXT_CHARS`` characters each
+        (:func:`note_body_bytes` per item), at least :meth:`body_limit` (issue 25: a batch of
+        ordinary notes is larger than one note's limit; a caller's larger batch is split by
+        the process client on 413)."""
+        return max(self.body_limit(),
+                   self.process_batch_size * note_body_bytes(self.max_text_chars))
 
     # --- derived values -------------------------------------------------------------------
     def late_result_window(self) -> timedelta:

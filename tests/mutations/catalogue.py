@@ -83,6 +83,7 @@ ROUTING_PY = "src/pinlog/ai/routing.py"
 STATE_PY = "src/pinlog/ai/state.py"
 PROCESS_SETTINGS_SQL = "src/pinlog/db/process_settings.sql"
 ENGINE_PY = "src/pinlog/db/engine.py"
+BATCH_PY = "src/pinlog/ai/batch.py"
 AI_RETENTION_SQL = "src/pinlog/ai/retention.sql"
 AI_RETENTION_PY = "src/pinlog/ai/retention.py"
 CORE_RETENTION_SQL = "src/pinlog/core/retention.sql"
@@ -108,6 +109,12 @@ REMOTE_PY = "src/pinlog/cli/remote.py"
 CLI_INIT = "src/pinlog/cli/__init__.py"
 
 GUARDS = "tests/integration/ai/test_state_guards.py"
+STATE_BATCH = "tests/integration/ai/test_state_batch.py"
+BATCH_T = "tests/integration/ai/test_batch_pipeline.py"
+API_BATCH_T = "tests/integration/ai/test_api_batch.py"
+DISPATCH_BATCH_T = "tests/integration/core/test_dispatch_batch.py"
+BATCH_RESEND_T = "tests/integration/core/rescan/test_batch_resend.py"
+IMPORT_T = "tests/integration/core/importer/test_import.py"
 PIPELINE = "tests/integration/ai/test_pipeline.py"
 ROUND = "tests/integration/core/rescan/test_rescan_round.py"
 STATEMENTS = "tests/unit/core/rescan/test_statements.py"
@@ -237,11 +244,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{GUARDS}::test_embedding_start_only_from_pending",),
     ),
     Mutation(
-        "start_keyword_without_completed_embedding",
-        "SPEC §3 start (keyword): requires embedding_status = COMPLETED",
+        "startable_from_completed",
+        'SPEC §3 start (keyword): requires embedding_status = COMPLETED (keyword_startable, both paths)',
         STATE_SQL,
-        "       AND s.embedding_status = 'COMPLETED'\n       AND {startable}",
-        "       AND {startable}",
+        "(s.embedding_status = 'COMPLETED' AND {startable})",
+        '({startable})',
         (f"{GUARDS}::test_keyword_start_needs_pending_and_embedding_completed",
          f"{GUARDS}::test_keyword_reclaim_also_needs_embedding_completed"),
     ),
@@ -256,46 +263,42 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "complete_embedding_not_only_from_processing",
-        "SPEC §3 complete (embedding): only from PROCESSING (never revives CANCELLED)",
+        'SPEC §3 complete (embedding): only from PROCESSING (never revives CANCELLED)',
         STATE_SQL,
-        "       AND s.embedding_status = 'PROCESSING'\n       AND {owns_claim}\n"
-        "    RETURNING s.context_id",
-        "       AND s.embedding_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
-        "       AND {owns_claim}\n    RETURNING s.context_id",
-        (f"{GUARDS}::test_complete_embedding_only_from_processing",),
+        "(s.embedding_status = 'PROCESSING' AND {owns_claim})",
+        "(s.embedding_status IN ('PROCESSING', 'CANCELLED', 'FAILED') AND {owns_claim})",
+        (f"{GUARDS}::test_complete_embedding_only_from_processing",)
     ),
     Mutation(
-        "complete_keyword_not_only_from_processing",
-        "SPEC §3 complete (keyword): only from PROCESSING",
+        "keyword_savable_not_only_processing",
+        'SPEC §3 complete (keyword): only from PROCESSING',
         STATE_SQL,
-        "       AND s.keyword_status = 'PROCESSING'\n       AND s.embedding_status = 'COMPLETED'\n"
-        "       AND {owns_claim}\n    RETURNING s.context_id",
-        "       AND s.keyword_status IN ('PROCESSING', 'CANCELLED', 'FAILED')\n"
-        "       AND s.embedding_status = 'COMPLETED'\n       AND {owns_claim}\n"
-        "    RETURNING s.context_id",
-        (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",),
+        "(s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED' AND {owns_claim})",
+        "(s.keyword_status IN ('PROCESSING', 'CANCELLED', 'FAILED') "
+        "AND s.embedding_status = 'COMPLETED' AND {owns_claim})",
+        (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",)
     ),
     Mutation(
-        "complete_keyword_without_completed_embedding",
-        "SPEC §3 complete (keyword): and embedding_status = COMPLETED",
+        "keyword_savable_without_completed_embedding",
+        'SPEC §3 complete (keyword): and embedding_status = COMPLETED',
         STATE_SQL,
-        "       AND s.keyword_status = 'PROCESSING'\n       AND s.embedding_status = 'COMPLETED'\n"
-        "       AND {owns_claim}\n    RETURNING s.context_id",
-        "       AND s.keyword_status = 'PROCESSING'\n       AND {owns_claim}\n"
-        "    RETURNING s.context_id",
-        (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",),
+        "(s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED' AND {owns_claim})",
+        "(s.keyword_status = 'PROCESSING' AND {owns_claim})",
+        (f"{GUARDS}::test_complete_keyword_only_from_processing_with_embedding_completed",)
     ),
     Mutation(
         "fail_overwrites_cancelled",
-        "SPEC §3 fail (both stages, one statement): only from PROCESSING — keeps CANCELLED",
+        'SPEC §3 fail (both stages, one statement): only from PROCESSING — keeps CANCELLED',
         STATE_SQL,
         "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
-        "           last_error = :error,\n           last_error_at = now()\n"
-        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n",
+        '           last_error = :error,\n           last_error_at = now()\n'
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
+        "       AND s.{stage} = 'PROCESSING'\n",
         "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
-        "           last_error = :error,\n           last_error_at = now()\n"
-        "     WHERE s.context_id = :context_id\n       AND s.{stage} <> 'COMPLETED'\n",
-        (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",),
+        '           last_error = :error,\n           last_error_at = now()\n'
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
+        "       AND s.{stage} <> 'COMPLETED'\n",
+        (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",)
     ),
     Mutation(
         "embedding_upsert_revives_deleted",
@@ -307,21 +310,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "embedding_upsert_without_processing_guard",
-        "SPEC §5.2 save: store the vector only while embedding_status = PROCESSING",
+        'SPEC §5.2 save: store the vector only while embedding_status = PROCESSING',
         STATE_SQL,
-        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 "
-        "FROM ai.embedding_profile p",
-        "   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile p",
-        (f"{GUARDS}::test_embedding_upsert_only_while_processing",),
+        '   AND {embedding_savable}\n   AND {profile_is_active}\n'
+        'ON CONFLICT (context_id) DO UPDATE',
+        '   AND {owns_claim}\n   AND {profile_is_active}\nON CONFLICT (context_id) DO UPDATE',
+        (f"{GUARDS}::test_embedding_upsert_only_while_processing",)
     ),
     Mutation(
         "keyword_insert_without_guard",
-        "SPEC §5.2 step 3 save: keyword rows only while keyword PROCESSING and embedding COMPLETED",
+        'SPEC §5.2 step 3 save: keyword rows only while keyword PROCESSING and embedding COMPLETED',
         STATE_SQL,
-        " WHERE s.context_id = :context_id\n   AND s.keyword_status = 'PROCESSING'\n"
-        "   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
-        " WHERE s.context_id = :context_id\n   AND {owns_claim};",
-        (f"{GUARDS}::test_keyword_writes_are_guarded",),
+        ' WHERE s.context_id = :context_id\n   AND {keyword_savable};',
+        ' WHERE s.context_id = :context_id\n   AND {owns_claim};',
+        (f"{GUARDS}::test_keyword_writes_are_guarded",)
     ),
     # ---- re-claim by owner (SPEC §7.3.1): ai/state.sql, core/rescan.sql, the kernel's lease ------
     Mutation(
@@ -355,12 +357,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "start_records_no_owner",
-        "SPEC §7.3.1: the guarded start records the live process that claims the stage",
+        'SPEC §7.3.1: the guarded start records the live process that claims the stage',
         STATE_SQL,
-        "           owner = {live_owner},\n           owned_at = now()",
-        "           owner = NULL,\n           owned_at = now()",
+        '           owner = {live_owner},\n           owned_at = now()\n      FROM previous p',
+        '           owner = NULL,\n           owned_at = now()\n      FROM previous p',
         (f"{CLAIM_OWNER_T}::test_the_start_records_the_live_process_as_owner_and_returns_the_claim",
          f"{OWNERSHIP_T}::test_a_job_whose_claim_was_taken_over_discards_its_late_result"),
+        occurrences=2,
+    ),
+    Mutation(
+        "batch_start_records_no_owner",
+        "SPEC §7.3.1: a batch start records the live claiming process as each row's owner",
+        STATE_SQL,
+        '           owner = {live_owner},\n           owned_at = now()\n      FROM picked p',
+        '           owner = NULL,\n           owned_at = now()\n      FROM picked p',
+        (f"{STATE_BATCH}::test_a_batch_start_records_the_owner_and_returns_each_rows_claim",
+         f"{STATE_BATCH}::test_batch_start_gives_every_row_what_the_single_start_gives_it"),
         occurrences=2,
     ),
     Mutation(
@@ -375,103 +387,109 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim_check_ignores_the_owner",
         "SPEC §7.3.1: the job owns its claim only while the row's owner is the one it recorded",
         STATE_SQL,
-        "(s.owner IS NOT DISTINCT FROM CAST(:owner AS text)\n AND s.owned_at",
-        "(true\n AND s.owned_at",
-        (f"{CLAIM_OWNER_T}::test_the_claim_is_its_owner_and_its_time_together",),
+        '(s.owner IS NOT DISTINCT FROM c.owner\n AND s.owned_at',
+        '(true\n AND s.owned_at',
+        (f"{CLAIM_OWNER_T}::test_the_claim_is_its_owner_and_its_time_together",)
     ),
     Mutation(
         "claim_check_ignores_a_rescan_claim",
         "SPEC §7.3.1: a rescan claim (owned_at moved) ends the job's claim, owners unknown or not",
         STATE_SQL,
-        " AND s.owned_at = CAST(:claimed_at AS timestamptz)\n",
-        "",
-        (f"{CLAIM_OWNER_T}::test_a_claim_by_an_unregistered_rescan_still_ends_an_unregistered_jobs_claim",),
+        ' AND s.owned_at = c.claimed_at\n',
+        '',
+        (f"{CLAIM_OWNER_T}::test_a_claim_by_an_unregistered_rescan_still_ends_an_unregistered_jobs_claim",)
     ),
     Mutation(
         "claim_check_ignores_a_reclaim_without_owner",
-        "SPEC §7.3.1: any later start (updated_at moved; an older version records no owner) "
-        "ends the job's claim",
+        "SPEC §7.3.1: any later start (updated_at moved; an older version records no owner) ends the job's claim",
         STATE_SQL,
-        "\n AND s.updated_at = CAST(:claimed_at AS timestamptz))",
-        ")",
+        '\n AND s.updated_at = c.claimed_at)',
+        ')',
         (f"{CLAIM_OWNER_T}::test_a_claim_taken_by_a_start_that_records_no_owner_is_no_longer_the_jobs",
          f"{MIXED_T}::test_a_stage_an_old_replica_reclaimed_is_never_taken_over_and_no_late_save_lands"),
     ),
     Mutation(
         "upsert_embedding_ignores_the_claim",
-        "SPEC §7.3.1: upsert_embedding writes only while the job still owns its claim",
+        'SPEC §7.3.1: upsert_embedding writes only while the job still owns its claim',
         STATE_SQL,
-        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 "
-        "FROM ai.embedding_profile",
-        "   AND s.embedding_status = 'PROCESSING'\n   AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile",
-        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+        '   AND {embedding_savable}\n   AND {profile_is_active}\n'
+        'ON CONFLICT (context_id) DO UPDATE',
+        "   AND s.embedding_status = 'PROCESSING'\n   AND {profile_is_active}\n"
+        'ON CONFLICT (context_id) DO UPDATE',
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
         "complete_embedding_ignores_the_claim",
-        "SPEC §7.3.1: complete_embedding writes only while the job still owns its claim",
+        'SPEC §7.3.1: complete_embedding writes only while the job still owns its claim',
         STATE_SQL,
-        "       AND s.embedding_status = 'PROCESSING'\n       AND {owns_claim}\n    RETURNING s.context_id",
-        "       AND s.embedding_status = 'PROCESSING'\n    RETURNING s.context_id",
-        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
+        '       AND {embedding_savable}\n',
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
+        "       AND s.embedding_status = 'PROCESSING'\n",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
         "delete_keywords_ignores_the_claim",
-        "SPEC §7.3.1: delete_keywords writes only while the job still owns its claim",
+        'SPEC §7.3.1: delete_keywords writes only while the job still owns its claim',
         STATE_SQL,
-        "   AND s.context_id = k.context_id\n   AND s.keyword_status = 'PROCESSING'\n"
-        "   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
-        "   AND s.context_id = k.context_id\n   AND s.keyword_status = 'PROCESSING'\n"
-        "   AND s.embedding_status = 'COMPLETED';",
-        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+        '   AND s.context_id = k.context_id\n   AND {keyword_savable};',
+        '   AND s.context_id = k.context_id\n'
+        "   AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED';",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
         "insert_keywords_ignores_the_claim",
-        "SPEC §7.3.1: insert_keywords writes only while the job still owns its claim",
+        'SPEC §7.3.1: insert_keywords writes only while the job still owns its claim',
         STATE_SQL,
-        "           AS pick(keyword_id, confidence)\n WHERE s.context_id = :context_id\n"
-        "   AND s.keyword_status = 'PROCESSING'\n   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim};",
-        "           AS pick(keyword_id, confidence)\n WHERE s.context_id = :context_id\n"
-        "   AND s.keyword_status = 'PROCESSING'\n   AND s.embedding_status = 'COMPLETED';",
-        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+        '           AS pick(keyword_id, confidence)\n WHERE s.context_id = :context_id\n'
+        '   AND {keyword_savable};',
+        '           AS pick(keyword_id, confidence)\n WHERE s.context_id = :context_id\n'
+        "   AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED';",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
         "upsert_keyword_analysis_ignores_the_claim",
-        "SPEC §7.3.1: upsert_keyword_analysis writes only while the job still owns its claim",
+        'SPEC §7.3.1: upsert_keyword_analysis writes only while the job still owns its claim',
         STATE_SQL,
-        "   AND s.embedding_status = 'COMPLETED'\n   AND {owns_claim}\n{analysis_replaced}",
-        "   AND s.embedding_status = 'COMPLETED'\n{analysis_replaced}",
-        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+        ' WHERE s.context_id = :context_id\n   AND {keyword_savable}\n{analysis_replaced}',
+        ' WHERE s.context_id = :context_id\n'
+        "   AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'\n"
+        '{analysis_replaced}',
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
         "complete_keyword_ignores_the_claim",
-        "SPEC §7.3.1: complete_keyword writes only while the job still owns its claim",
+        'SPEC §7.3.1: complete_keyword writes only while the job still owns its claim',
         STATE_SQL,
-        "       AND s.embedding_status = 'COMPLETED'\n       AND {owns_claim}\n    RETURNING s.context_id",
-        "       AND s.embedding_status = 'COMPLETED'\n    RETURNING s.context_id",
-        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
+        '       AND {keyword_savable}\n',
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
+        "       AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'\n",
+        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
         "fail_stage_ignores_the_claim",
         "SPEC §7.3.1: a taken-over job never fails the new owner's stage",
         STATE_SQL,
-        "           updated_at = now(),\n           last_error = :error,\n"
-        "           last_error_at = now()\n     WHERE s.context_id = :context_id\n"
+        '           last_error = :error,\n           last_error_at = now()\n'
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
         "       AND s.{stage} = 'PROCESSING'\n       AND {owns_claim}\n",
-        "           updated_at = now(),\n           last_error = :error,\n"
-        "           last_error_at = now()\n     WHERE s.context_id = :context_id\n"
+        '           last_error = :error,\n           last_error_at = now()\n'
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
         "       AND s.{stage} = 'PROCESSING'\n",
-        (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",),
+        (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",)
     ),
     Mutation(
         "record_error_ignores_the_claim",
         "SPEC §7.3.1: a taken-over job never writes last_error onto the new owner's stage",
         STATE_SQL,
-        "       SET last_error = :error,\n           last_error_at = now()\n"
-        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n"
-        "       AND {owns_claim}\n",
-        "       SET last_error = :error,\n           last_error_at = now()\n"
-        "     WHERE s.context_id = :context_id\n       AND s.{stage} = 'PROCESSING'\n",
-        (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",),
+        '       SET last_error = :error,\n           last_error_at = now()\n'
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
+        "       AND s.{stage} = 'PROCESSING'\n       AND {owns_claim}\n",
+        '       SET last_error = :error,\n           last_error_at = now()\n'
+        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
+        "       AND s.{stage} = 'PROCESSING'\n",
+        (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",)
     ),
     Mutation(
         "take_over_not_recorded",
@@ -589,6 +607,282 @@ MUTATIONS: tuple[Mutation, ...] = (
         "   SET seen_at = now()",
         (f"{PROCESS_SETTINGS_T}::"
          "test_the_registry_keeps_a_lease_of_its_own_timeout_and_ends_it_when_it_stops",),
+    ),
+    # ---- the batch path (ai/state.sql batch statements, ai/batch.py, SPEC §5.4) -----------------
+    Mutation(
+        "batch_start_waits_on_locked_rows",
+        "SPEC §7.4: a batch claim is FOR UPDATE SKIP LOCKED (two batches never wait or share)",
+        STATE_SQL,
+        "       FOR UPDATE SKIP LOCKED\n), started AS (",
+        "       FOR UPDATE\n), started AS (",
+        (f"{STATE_BATCH}::test_two_batch_claims_at_once_share_no_row_and_never_wait",),
+        occurrences=2,
+    ),
+    Mutation(
+        "batch_start_without_row_lock",
+        "SPEC §7.4: a batch claim locks what it picks (FOR UPDATE SKIP LOCKED)",
+        STATE_SQL,
+        "     ORDER BY s.context_id\n       FOR UPDATE SKIP LOCKED\n), started AS (",
+        "     ORDER BY s.context_id\n), started AS (",
+        (f"{STATE_BATCH}::test_two_batch_claims_at_once_share_no_row_and_never_wait",),
+        occurrences=2,
+    ),
+    Mutation(
+        "batch_completes_rows_whose_vector_was_not_stored",
+        'SPEC §5.2: a batch completes exactly the rows whose vector it stored',
+        STATE_SQL,
+        '      FROM upserted u\n      JOIN c ON c.context_id = u.context_id\n',
+        '      FROM c u\n      JOIN c ON c.context_id = u.context_id\n',
+        (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",)
+    ),
+    Mutation(
+        "batch_upsert_revives_deleted",
+        "SPEC §5.2: the batch upsert never touches is_deleted (a deleted context's data never returns)",
+        STATE_SQL,
+        "           updated_at = now()\n     WHERE NOT ai.context_embedding.is_deleted\n",
+        "           updated_at = now(),\n           is_deleted = false\n",
+        (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_upsert_without_guard",
+        'SPEC §5.2 save: a batch stores a vector only while its embedding stage is PROCESSING',
+        STATE_SQL,
+        '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
+        '     WHERE {embedding_savable}\n       AND {profile_is_active}\n',
+        '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
+        '     WHERE {profile_is_active}\n',
+        (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",)
+    ),
+    Mutation(
+        "batch_keyword_delete_without_guard",
+        'SPEC §5.2 step 3: a batch replaces keyword rows only while keyword PROCESSING',
+        STATE_SQL,
+        '  JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
+        ' WHERE k.context_id = c.context_id\n   AND {keyword_savable};',
+        '  JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
+        ' WHERE k.context_id = c.context_id;',
+        (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",)
+    ),
+    Mutation(
+        "batch_keyword_insert_without_guard",
+        "SPEC §5.2 step 3: a batch inserts keyword rows only while keyword PROCESSING",
+        STATE_SQL,
+        "  JOIN ai.context_ai_state s ON s.context_id = pick.context_id\n WHERE {keyword_savable};",
+        "  JOIN ai.context_ai_state s ON s.context_id = pick.context_id;",
+        (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_analysis_without_guard",
+        "SPEC §5.2 step 3: a batch writes analysis rows only while keyword PROCESSING",
+        STATE_SQL,
+        "  JOIN ai.context_ai_state s ON s.context_id = a.context_id\n WHERE {keyword_savable}\n",
+        "  JOIN ai.context_ai_state s ON s.context_id = a.context_id\n",
+        (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",),
+    ),
+    Mutation(
+        "batch_complete_keyword_without_guard",
+        'SPEC §3 complete (keyword): a batch completes only keyword stages it may save',
+        STATE_SQL,
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
+        '       AND {keyword_savable}\n',
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n',
+        (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",)
+    ),
+    Mutation(
+        "batch_embedding_save_ignores_the_claim",
+        "SPEC §7.3.1: a batch stores a row's vector only while the job still owns that row's claim",
+        STATE_SQL,
+        '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
+        '     WHERE {embedding_savable}\n       AND {profile_is_active}\n',
+        '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
+        "     WHERE s.embedding_status = 'PROCESSING'\n       AND {profile_is_active}\n",
+        (f"{STATE_BATCH}::test_a_taken_over_rows_batch_embedding_save_writes_nothing",)
+    ),
+    Mutation(
+        "batch_keyword_delete_ignores_the_claim",
+        "SPEC §7.3.1: a batch deletes a row's keywords only while the job still owns that row's claim",
+        STATE_SQL,
+        '  JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
+        ' WHERE k.context_id = c.context_id\n   AND {keyword_savable};',
+        '  JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
+        ' WHERE k.context_id = c.context_id\n'
+        "   AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED';",
+        (f"{STATE_BATCH}::test_a_taken_over_rows_batch_keyword_save_writes_nothing",)
+    ),
+    Mutation(
+        "batch_keyword_insert_ignores_the_claim",
+        "SPEC §7.3.1: a batch inserts a row's keywords only while the job still owns that row's claim",
+        STATE_SQL,
+        '  JOIN ai.context_ai_state s ON s.context_id = pick.context_id\n'
+        ' WHERE {keyword_savable};',
+        '  JOIN ai.context_ai_state s ON s.context_id = pick.context_id\n'
+        " WHERE s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED';",
+        (f"{STATE_BATCH}::test_a_taken_over_rows_batch_keyword_save_writes_nothing",)
+    ),
+    Mutation(
+        "batch_analysis_ignores_the_claim",
+        "SPEC §7.3.1: a batch writes a row's analysis only while the job still owns that row's claim",
+        STATE_SQL,
+        '  JOIN ai.context_ai_state s ON s.context_id = a.context_id\n WHERE {keyword_savable}\n',
+        '  JOIN ai.context_ai_state s ON s.context_id = a.context_id\n'
+        " WHERE s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'\n",
+        (f"{STATE_BATCH}::test_a_taken_over_rows_batch_keyword_save_writes_nothing",)
+    ),
+    Mutation(
+        "batch_complete_keyword_ignores_the_claim",
+        "SPEC §7.3.1: a batch completes a row's keyword stage only while the job owns that row's claim",
+        STATE_SQL,
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
+        '       AND {keyword_savable}\n',
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
+        "       AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'\n",
+        (f"{STATE_BATCH}::test_a_taken_over_rows_batch_keyword_save_writes_nothing",)
+    ),
+    Mutation(
+        "batch_precheck_reads_deleted_embeddings",
+        "SPEC §5.2 step 1: a row core marked deleted is never taken for a stored vector",
+        STATE_SQL,
+        "         ON e.context_id = s.context_id AND NOT e.is_deleted\n"
+        " WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))\n",
+        "         ON e.context_id = s.context_id\n"
+        " WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))\n",
+        (f"{STATE_BATCH}::test_batch_precheck_reads_what_precheck_reads",),
+    ),
+    Mutation(
+        "batch_reads_deleted_embeddings",
+        "SPEC §5.2 step 3: the keyword stage never uses a vector core marked deleted",
+        STATE_SQL,
+        "   AND NOT is_deleted\n ORDER BY context_id;",
+        " ORDER BY context_id;",
+        (f"{STATE_BATCH}::test_read_embeddings_batch_reads_what_read_embedding_reads",),
+    ),
+    Mutation(
+        "batch_discard_counted_as_completed",
+        "SPEC §5.2: a batch row whose save guard failed is discarded, never completed",
+        BATCH_PY,
+        '            outcome = "completed" if row.context_id in saved else "discarded"',
+        '            outcome = "completed"',
+        (f"{BATCH_T}::test_a_context_deleted_while_its_batch_is_embedded_is_never_stored",
+         f"{BATCH_T}::test_a_context_edited_while_its_batch_is_judged_gets_no_keywords"),
+    ),
+    Mutation(
+        "batch_one_bad_text_fails_the_batch",
+        "SPEC §5.5: failure classification per row — one bad text fails only itself",
+        BATCH_PY,
+        "                if not isinstance(error, Exception):\n                    raise error",
+        "                if True:\n                    raise error",
+        (f"{BATCH_T}::test_a_degenerate_vector_in_a_batch_fails_only_its_context",
+         f"{BATCH_T}::test_a_text_the_model_refuses_fails_only_its_context"),
+    ),
+    Mutation(
+        "batch_without_partial_resume",
+        "SPEC §5.2 step 2: a stored vector of the current profile is reused (no model call)",
+        BATCH_PY,
+        "                if pre.embedding_status is Status.COMPLETED and pre.embedding_profile == p.profile:",
+        "                if False:",
+        (f"{BATCH_T}::test_partial_resume_reuses_the_stored_vectors_of_a_batch",),
+    ),
+    Mutation(
+        "batch_repeated_context_processed_as_new",
+        "SPEC §5.3: a context twice in one batch is processed once",
+        BATCH_PY,
+        "            if request.context_id in rows:\n                duplicates.add(position)\n"
+        "                continue\n",
+        "",
+        (f"{BATCH_T}::test_a_context_twice_in_one_batch_is_processed_once",),
+    ),
+    Mutation(
+        "waiting_jobs_never_batched",
+        "SPEC §5.4 batch path: a worker takes the jobs waiting together (up to the batch size)",
+        WORKER_PY,
+        "            while len(jobs) < self.batch_size and not queue.empty():  # others waiting: a batch",
+        "            while False:",
+        (f"{WORKER_T}::test_waiting_jobs_are_taken_together_up_to_the_batch_size",
+         f"{API_BATCH_T}::test_the_items_of_a_batch_are_processed_together"),
+    ),
+    Mutation(
+        "batch_repeated_context_id_accepted",
+        "ARCHITECTURE Batch path: an item repeating a contextId of its batch is refused (422)",
+        CONTRACTS,
+        "            if request.context_id in seen:\n                out.append(None)\n"
+        "                continue\n",
+        "",
+        (f"{API_BATCH_T}::test_one_status_per_item_and_a_bad_item_refused_alone",),
+    ),
+    Mutation(
+        "batch_route_never_busy",
+        "ARCHITECTURE Batch path: 503 + Retry-After when no valid item could be queued",
+        AI_API,
+        "    if valid and all(status == 503 for status in statuses if status != 422):",
+        "    if False:",
+        (f"{API_BATCH_T}::test_a_full_queue_refuses_the_items_that_do_not_fit_and_503_when_none_does",),
+    ),
+    Mutation(
+        "batch_route_missing_never_falls_back",
+        "ARCHITECTURE Batch path: an ai side without process-batch gets one request per context",
+        DISPATCH_PY,
+        "        if response.status_code in (404, 405):\n            return None",
+        "        if False:\n            return None",
+        (f"{DISPATCH_BATCH_T}::test_an_ai_side_without_the_batch_route_gets_one_request_per_context",),
+    ),
+    Mutation(
+        "batch_over_the_limit_never_split",
+        "ARCHITECTURE Batch path: a batch the ai side answers 413 is sent again in halves",
+        DISPATCH_PY,
+        "        if all(status == 413 for status in statuses):",
+        "        if False:",
+        (f"{DISPATCH_BATCH_T}::test_a_batch_over_the_ai_sides_limit_is_sent_again_in_halves",),
+    ),
+    Mutation(
+        "batch_route_gets_one_notes_body_limit",
+        "ARCHITECTURE Batch path: process-batch has room for PINLOG_PROCESS_BATCH_SIZE notes",
+        APP,
+        "(\"POST\", PROCESS_BATCH_PATH): settings.batch_body_limit()",
+        "(\"POST\", PROCESS_BATCH_PATH): settings.body_limit()",
+        (f"{DISPATCH_BATCH_T}::test_a_batch_of_the_longest_notes_fits_the_batch_routes_limit_in_one_call",),
+    ),
+    Mutation(
+        "busy_batch_items_paced_like_single_resends",
+        "issue 25: a batch's busy items are re-sent after pauses of at most 250 ms",
+        DISPATCH_PY,
+        "        pause = min(BATCH_BUSY_BACKOFF[1], pause * 2)",
+        "        pause = min(BUSY_BACKOFF[1], pause * 2)",
+        ("tests/unit/core/test_batch_pacing.py::"
+         "test_busy_items_are_re_sent_with_pauses_capped_well_under_a_second",),
+    ),
+    Mutation(
+        "busy_batch_items_given_up_at_once",
+        "SPEC §7.2 recovery speed: the busy (503) items of a batch are re-sent, paced",
+        DISPATCH_PY,
+        "    while busy and time.monotonic() + pause < deadline:",
+        "    while False:",
+        (f"{BATCH_RESEND_T}::test_busy_items_of_a_batch_are_re_sent_within_the_round",),
+    ),
+    Mutation(
+        "resend_never_batched",
+        "ARCHITECTURE Batch path: the rescan's re-sends go as process-batch calls",
+        RESCAN_PY,
+        "    if batch_size > 1 and isinstance(client, BatchProcessClient):",
+        "    if False:",
+        (f"{BATCH_RESEND_T}::test_a_round_re_sends_its_claimed_rows_in_batches",
+         f"{BATCH_RESEND_T}::test_reprocess_dispatches_each_committed_batch_through_the_batch_path"),
+    ),
+    Mutation(
+        "import_never_batched",
+        "ARCHITECTURE Batch path: an import sends its contexts as process batches",
+        "src/pinlog/cli/importing.py",
+        "    if batch > 1 and isinstance(core.client, BatchProcessClient):",
+        "    if False:",
+        (f"{IMPORT_T}::test_an_import_sends_its_contexts_as_process_batches",),
+    ),
+    Mutation(
+        "sql_markers_resolved_in_comments",
+        "ARCHITECTURE §4: a comment naming a fragment stays a comment (no SQL leaks out of it)",
+        "src/pinlog/db/sql.py",
+        '        return "\\n".join(line if line.lstrip().startswith("--") else _MARKER.sub(resolve, line)',
+        '        return "\\n".join(_MARKER.sub(resolve, line)',
+        ("tests/unit/test_sql_markers.py::"
+         "test_a_comment_naming_a_fragment_stays_as_written_and_the_sql_gets_the_fragment",),
     ),
     # ---- rescan / finalizer (core/rescan.sql, SPEC §7) ---------------------------------------
     Mutation(
@@ -1540,11 +1834,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "save_without_the_shared_profile_lock",
-        "SPEC §9.1: activation is atomic — it waits for the embedding saves in flight",
+        'SPEC §9.1: activation is atomic — it waits for the embedding saves in flight',
         STATE_PY,
-        '        await _execute(conn, "lock_profiles_shared")\n',
-        "",
-        (f"{PROFILES_T}::test_an_activation_waits_for_an_embedding_save_in_flight",),
+        '        await _execute(conn, "lock_profiles_shared")\n'
+        '        await _execute(conn, "lock_state", ',
+        '        await _execute(conn, "lock_state", ',
+        (f"{PROFILES_T}::test_an_activation_waits_for_an_embedding_save_in_flight",)
     ),
     Mutation(
         "activation_without_the_exclusive_profile_lock",
@@ -1557,11 +1852,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "shadow_vector_written_for_a_profile_not_building",
-        "SPEC §9.1: the save writes a second vector only for the building profile",
+        'SPEC §9.1: the save writes a second vector only for the building profile',
         STATE_SQL,
-        "WHERE p.profile = :profile AND p.role = 'building')",
-        "WHERE p.profile = :profile OR true)",
-        (f"{PROFILES_T}::test_a_building_vector_is_written_only_while_its_profile_is_building",),
+        "WHERE p.profile = CAST(:profile AS text) AND p.role = 'building')",
+        'WHERE p.profile = CAST(:profile AS text) OR true)',
+        (f"{PROFILES_T}::test_a_building_vector_is_written_only_while_its_profile_is_building",)
     ),
     Mutation(
         "new_notes_not_embedded_for_the_building_profile",
@@ -2409,29 +2704,32 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # ---- issue 28: the ai side's own lexical evidence (ai/state.sql, ai/search.sql, ai/channels.py)
     Mutation(
-        "ai_lexical_terms_stored_when_not_processing",
-        "SPEC §10 (issue 28): the ai side's lexical terms are stored with the embedding, under its guard",
+        "ai_lexical_terms_stored_without_the_save_guard",
+        "SPEC §10 (issue 28), §7.3.1: the ai side's lexical terms are stored with the embedding, "
+        "under its guard (embedding PROCESSING, the job owns its claim)",
         STATE_SQL,
-        "   AND s.embedding_status = 'PROCESSING'\n   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 FROM "
-        "ai.context_embedding AS e",
-        "   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
-        (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",),
+        " WHERE s.context_id = :context_id\n   AND {embedding_savable}\n   AND NOT EXISTS (SELECT 1 "
+        "FROM ai.context_embedding AS e",
+        " WHERE s.context_id = :context_id\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
+        (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",
+         f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row"),
     ),
     Mutation(
-        "ai_lexical_terms_ignore_the_claim",
-        "SPEC §7.3.1 + §10: the ai side's lexical terms are written only while the job owns its claim",
-        STATE_SQL,
-        "   AND {owns_claim}\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
-        "   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
-        (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",),
+        "batch_lexical_terms_not_written",
+        "SPEC §10 (issue 28): the batch path stores the ai side's lexical terms as the single job does",
+        STATE_PY,
+        '        await _execute(conn, "upsert_lexical_batch", _lexical_batch_params(rows))\n',
+        "",
+        ("tests/integration/ai/test_batch_pipeline.py::"
+         "test_a_batch_gives_every_context_what_the_single_job_gives_it",),
     ),
     Mutation(
         "ai_lexical_terms_over_a_deleted_embedding",
         "SPEC §10 (issue 28): never over a context whose embedding core marked deleted",
         STATE_SQL,
-        "   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e\n"
-        "                    WHERE e.context_id = s.context_id AND e.is_deleted)\n",
-        "",
+        "   AND {embedding_savable}\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e\n"
+        "                    WHERE e.context_id = s.context_id AND e.is_deleted)\nON CONFLICT",
+        "   AND {embedding_savable}\nON CONFLICT",
         (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",),
     ),
     Mutation(
@@ -2478,8 +2776,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "no_place_meta_with_the_rescan_resend",
         "SPEC §5.1/§10 (issue 28): a re-sent process request carries the saved place too",
         RESCAN_SQL_PY,
-        "place_meta=place_meta(row) if row[\"external_place_id\"] is not None else None,",
-        "place_meta=None,",
+        "place_meta=place_meta(row) if row[\"external_place_id\"] is not None else None)",
+        "place_meta=None)",
         (f"{ROUND}::test_stale_pending_row_is_resent_and_spends_one_retry",),
     ),
     # ---- issue 27: the HTTP edge (pinlog/http.py, app.py) ----------------------------------
@@ -2504,8 +2802,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "search_body_limit_is_the_default",
         "issue 27 #1: limits per route (POST /v1/search: a query needs 16 KiB at most)",
         APP,
-        "                      routes={(\"POST\", \"/v1/search\"): SEARCH_BODY_BYTES})",
-        "                      routes={})",
+        "                      routes={(\"POST\", \"/v1/search\"): SEARCH_BODY_BYTES,",
+        "                      routes={",
         (f"{HTTP_EDGE_T}::test_a_chunked_body_is_cut_at_the_limit[/v1/search-16384]",),
     ),
     Mutation(

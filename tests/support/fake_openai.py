@@ -19,6 +19,7 @@ conformance suite and ``bench/fake_model.py`` / ``bench/bench_throttle.py``.
   endpoints; above it 429 with ``Retry-After`` (whole seconds, RFC 9110 §10.2.3) and the
   profile's error body (``throttled`` counts them).
   :meth:`throttle_next` scripts the next N answers as 429 with given headers.
+* Latency: ``delay`` seconds per embeddings call (a constant-time model, as in the benchmarks).
 * Trickling: with ``trickle`` seconds set, a chat answer sends its headers at once and then its
   body one byte every ``trickle`` seconds (an overloaded proxy).
 * Holding: with ``hold_embeddings`` / ``hold_chat`` set, a call signals ``entered`` and blocks
@@ -215,8 +216,9 @@ class FakeOpenAI:
                  vectors: dict[str, list[float]] | None = None,
                  profile: str | Profile | None = None, rate: float | None = None,
                  api_key: str | None = None, models: tuple[str, ...] | None = None,
-                 greedy: bool = False, embedding: str = "hash") -> None:
+                 greedy: bool = False, embedding: str = "hash", delay: float = 0.0) -> None:
         self.dimension = dimension
+        self.delay = delay
         self.vectors: dict[str, list[float]] = dict(vectors or {})
         self.profile = (PROFILES[profile] if isinstance(profile, str) else
                         profile or Profile("plain"))
@@ -382,6 +384,8 @@ class FakeOpenAI:
                     if picked is not None and picked(texts) and not fake.release.is_set():
                         fake.entered.set()
                         fake.release.wait(120)
+                if fake.delay:
+                    time.sleep(fake.delay)
                 make = words_vector if fake.embedding == "words" else vector
                 self._send(200, {"object": "list", "model": body.get("model"), "data": [
                     {"object": "embedding", "index": i,

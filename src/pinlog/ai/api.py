@@ -4,6 +4,8 @@
 every configured secret, for rotation) so an unauthenticated caller learns nothing about the body
 rules; then the body is validated; then the job is queued. Error bodies are fixed strings in
 the one envelope ``{"error": CODE, "message": …}`` (:func:`pinlog.http.error_body`).
+``POST /internal/v1/context/process-batch`` is the same for many contexts at once, with one status
+per item (docs/ARCHITECTURE.md "Batch path").
 The runtime is read from ``request.app.state.ai``.
 
 :func:`search_error` is the ai side's one map from a search error to its HTTP answer, used by
@@ -14,6 +16,7 @@ The runtime is read from ``request.app.state.ai``.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -22,7 +25,8 @@ from pydantic import ValidationError
 from pinlog import metrics
 from pinlog.ai.errors import ModelError
 from pinlog.ai.search import ProfileMismatch
-from pinlog.contracts import PROCESS_PATH, SECRET_HEADER, ProcessRequest, secret_ok
+from pinlog.contracts import (PROCESS_BATCH_PATH, PROCESS_PATH, SECRET_HEADER, ProcessBatchRequest,
+                              ProcessBatchResponse, ProcessRequest, secret_ok)
 from pinlog.http import error_body
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,16 @@ def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]
     return 503, dict(SEARCH_UNAVAILABLE)
 
 
+def _unauthorized(request: Request, runtime: Any, what: str) -> JSONResponse | None:
+    """401 with the fixed body when the secret header is missing or wrong (counted, logged at
+    WARNING naming ``what``), checked before the body is read; None when it is accepted."""
+    if secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
+        return None
+    metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
+    log.warning(f"{what} with a missing or wrong secret", extra={"http_status": 401})
+    return JSONResponse(UNAUTHORIZED, status_code=401)
+
+
 @router.post(
     PROCESS_PATH, status_code=202,
     responses={401: {"description": "missing or wrong secret"}, 422: {"description": "invalid body"},
@@ -63,11 +77,9 @@ def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]
 async def process_context(request: Request) -> Response:
     """Accept a context for background processing (SPEC §5.1): 202 (empty body), 401, 422, 503."""
     runtime = request.app.state.ai
-    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
-        metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
-        log.warning("process request with a missing or wrong secret",
-                    extra={"http_status": 401})
-        return JSONResponse(UNAUTHORIZED, status_code=401)
+    refused = _unauthorized(request, runtime, "process request")
+    if refused is not None:
+        return refused
     try:
         body = ProcessRequest.model_validate_json(await request.body())
     except ValidationError:
@@ -84,3 +96,47 @@ async def process_context(request: Request) -> Response:
         return JSONResponse(BUSY, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     return JSONResponse(INVALID, status_code=422)
+
+
+@router.post(
+    PROCESS_BATCH_PATH, status_code=202, response_model=ProcessBatchResponse,
+    responses={401: {"description": "missing or wrong secret"},
+               422: {"description": "not a batch of 1..1000 contexts"},
+               503: {"description": "work queue full, no item accepted; Retry-After set"}},
+)
+async def process_batch(request: Request) -> Response:
+    """Accept many contexts for background processing (docs/ARCHITECTURE.md "Batch path").
+
+    Body ``{"contexts": [<process request>, …]}`` (1..1000 items, each the body of
+    ``POST /internal/v1/context/process``). Answers 202 ``{"statuses": [...]}`` with one status
+    per item, in order (202 queued, 422 invalid item or repeated ``contextId``, 503 the work
+    queue was full when its turn came); 503 with the ``BUSY`` error envelope plus the same
+    ``statuses`` and ``Retry-After`` when no valid item could be queued; 401 wrong secret; 422
+    (``INVALID_INPUT``) when the body is not such a batch. Items are queued in order without
+    waiting, so the workers take them as batches.
+    """
+    runtime = request.app.state.ai
+    refused = _unauthorized(request, runtime, "process-batch request")
+    if refused is not None:
+        return refused
+    try:
+        body = ProcessBatchRequest.model_validate_json(await request.body())
+    except ValidationError:
+        metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
+        return JSONResponse(INVALID, status_code=422)
+    items = body.items()
+    valid = [item for item in items if item is not None]
+    queued = iter(await runtime.submit_batch(valid, take_over=True))  # the request id rides in the context
+    statuses = []
+    for item in items:
+        if item is None:
+            metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
+            statuses.append(422)
+        else:
+            statuses.append(next(queued))
+    if valid and all(status == 503 for status in statuses if status != 422):
+        from pinlog.ai.runtime import RETRY_AFTER_SECONDS
+
+        return JSONResponse({**BUSY, "statuses": statuses}, status_code=503,
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return JSONResponse({"statuses": statuses}, status_code=202)

@@ -42,7 +42,8 @@ def preset_hubness(matrix: np.ndarray) -> np.ndarray:
     return (gram.sum(axis=1) - np.diag(gram)) / (n - 1)
 
 
-def calibrated_scores(sims: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+def calibrated_scores(sims: np.ndarray, matrix: np.ndarray,
+                      hubness: np.ndarray | None = None) -> np.ndarray:
     """Per-note calibrated similarity of every preset (SPEC §8, ``similarity`` judge).
 
     ``adjusted = cosine − hubness`` (:func:`preset_hubness`), then z-scored over all presets of
@@ -52,11 +53,13 @@ def calibrated_scores(sims: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     Args:
         sims: ``(n,)`` cosines of the note to each preset row.
         matrix: the snapshot's ``(n, dim)`` preset matrix.
+        hubness: its :func:`preset_hubness`, when already known (``PresetSnapshot.hubness``).
 
     Returns:
         ``(n,)`` float64; all zeros when the adjusted scores do not vary (or ``n < 2``).
     """
-    adjusted = np.asarray(sims, dtype=np.float64) - preset_hubness(matrix)
+    hubs = preset_hubness(matrix) if hubness is None else hubness
+    adjusted = np.asarray(sims, dtype=np.float64) - hubs
     std = float(adjusted.std())
     if adjusted.shape[0] < 2 or not math.isfinite(std) or std < 1e-9:
         return np.zeros_like(adjusted)
@@ -105,16 +108,15 @@ def select_candidates(
     if not math.isfinite(norm) or norm == 0.0:
         raise PermanentModelError("context vector is zero or not finite")
     sims = snapshot.matrix @ (vec / norm)
-    ids = np.array([p.id for p in snapshot.presets])
-    order = np.lexsort((ids, -sims))[:top_k]  # similarity desc, then id asc (deterministic)
-    scores = calibrated_scores(sims, snapshot.matrix)
-    chosen = [int(i) for i in order if float(sims[i]) >= floor]
+    ranking = np.lexsort((snapshot.ids, -sims))  # similarity desc, then id asc (deterministic)
+    scores = calibrated_scores(sims, snapshot.matrix, snapshot.hubness)
+    chosen = [int(i) for i in ranking[:top_k] if float(sims[i]) >= floor]
     if text:
         hits = cue_hits(text, [p.cues for p in snapshot.presets])
-        extra = [i for i, found in enumerate(hits) if found and i not in chosen]
+        extra = {i for i, found in enumerate(hits) if found} - set(chosen)
         if extra:
-            every = chosen + extra
-            chosen = [i for i in np.lexsort((ids, -sims)) if i in every]
+            every = extra.union(chosen)
+            chosen = [int(i) for i in ranking if int(i) in every]
     return [Candidate(preset=snapshot.presets[i], similarity=float(sims[i]),
                       score=round(float(scores[i]), 6))
             for i in chosen]

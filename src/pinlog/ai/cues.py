@@ -58,10 +58,11 @@ class CueHit:
     end: int
 
 
+@lru_cache(maxsize=65536)
 def _variants(term: str) -> frozenset[str]:
     """Every cue lemma that :func:`term_matches` accepts for the note lemma ``term``: itself,
     its Hangul compound heads of two or more syllables, its English stems (≥ 4 letters, at
-    most 3 letters cut)."""
+    most 3 letters cut). Cached per lemma (lemmas repeat across notes)."""
     out = {term}
     if len(term) > 2 and _HANGUL.match(term):
         out.update(term[i:] for i in range(1, len(term) - 1))
@@ -70,31 +71,74 @@ def _variants(term: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _find(note: tuple[str, ...], cue: tuple[str, ...],
-          index: dict[str, list[int]], variants: list[frozenset[str]]) -> list[tuple[int, int]]:
-    size = len(cue)
-    if not size or size > len(note):
-        return []
-    return [(i, i + size) for i in index.get(cue[0], ())
-            if i + size <= len(note) and all(cue[k] in variants[i + k] for k in range(1, size))]
-
-
-@lru_cache(maxsize=16384)
-def _preset_hits(note: tuple[str, ...], cues: tuple[str, ...]) -> tuple[CueHit, ...]:
-    """Hits of one preset's cues in one note's lemmas, before the longest-match rule; cached
-    (the candidate step and the judge ask for the same note and presets)."""
-    variants = [_variants(term) for term in note]
+@lru_cache(maxsize=4096)
+def _note_forms(note: tuple[str, ...]) -> tuple[tuple[frozenset[str], ...], dict[str, list[int]]]:
+    """A note's lemma variants (:func:`_variants`, per position) and the positions of each form,
+    computed once per note for every preset's cues (the candidate step and the judge look the
+    same note up against up to all presets)."""
+    variants = tuple(_variants(term) for term in note)
     index: dict[str, list[int]] = {}
     for position, forms in enumerate(variants):
         for form in forms:
             index.setdefault(form, []).append(position)
-    found = []
-    for cue in cues:
-        for start, end in _find(note, cue_terms(cue), index, variants):
-            if FACILITY_TERMS.intersection(note[max(0, start - 2):start]):
-                continue
-            found.append(CueHit(cue, start, end))
-    return tuple(found)
+    return variants, index
+
+
+@lru_cache(maxsize=64)
+def _cue_index(cue_lists: tuple[tuple[str, ...], ...],
+               ) -> dict[str, tuple[tuple[int, int, str, tuple[str, ...]], ...]]:
+    """Several presets' cues by their first lemma: ``first lemma → ((list index, cue's position
+    in its list, cue, its lemma sequence), …)``; cues with no lemma are left out (they match
+    nothing). Cached per cue-list set (a snapshot's presets ask for the same one every note)."""
+    out: dict[str, list[tuple[int, int, str, tuple[str, ...]]]] = {}
+    for index, cues in enumerate(cue_lists):
+        for ordinal, cue in enumerate(cues):
+            terms = cue_terms(cue)
+            if terms:
+                out.setdefault(terms[0], []).append((index, ordinal, cue, terms))
+    return {first: tuple(entries) for first, entries in out.items()}
+
+
+def _hits_by_list(note: tuple[str, ...],
+                  cue_lists: tuple[tuple[str, ...], ...]) -> list[tuple[CueHit, ...]]:
+    """Each cue list's hits in one note's lemmas, before the longest-match rule, in cue order
+    then note order. Only cues whose first lemma is one of the note's forms are tried."""
+    variants, index = _note_forms(note)
+    starts = _cue_index(cue_lists)
+    found: dict[int, list[tuple[int, int, CueHit]]] = {}
+    for first in index.keys() & starts.keys():
+        for which, ordinal, cue, terms in starts[first]:
+            size = len(terms)
+            for i in index[first]:
+                if i + size > len(note) or not all(terms[k] in variants[i + k]
+                                                   for k in range(1, size)):
+                    continue
+                if FACILITY_TERMS.intersection(note[max(0, i - 2):i]):
+                    continue
+                found.setdefault(which, []).append((ordinal, i, CueHit(cue, i, i + size)))
+    out: list[tuple[CueHit, ...]] = [()] * len(cue_lists)
+    for which, hits in found.items():
+        hits.sort(key=lambda item: (item[0], item[1]))
+        out[which] = tuple(hit for _, _, hit in hits)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _note_memo(note: tuple[str, ...]) -> dict[tuple[str, ...], tuple[CueHit, ...]]:
+    """A note's hits per cue list found so far (the candidate step asks for every preset's, the
+    judge then for its candidates' — already known)."""
+    return {}
+
+
+def _preset_hits(note: tuple[str, ...],
+                 cue_lists: Sequence[tuple[str, ...]]) -> list[tuple[CueHit, ...]]:
+    """The hits of each cue list in ``note`` (:func:`_hits_by_list`), each list computed once
+    per note."""
+    memo = _note_memo(note)
+    missing = tuple(sorted({cues for cues in cue_lists if cues not in memo}))
+    if missing:
+        memo.update(zip(missing, _hits_by_list(note, missing), strict=True))
+    return [memo[cues] for cues in cue_lists]
 
 
 def cue_hits(text: str, cue_lists: Sequence[Sequence[str]]) -> list[list[CueHit]]:
@@ -111,8 +155,8 @@ def cue_hits(text: str, cue_lists: Sequence[Sequence[str]]) -> list[list[CueHit]
     note = evidence_terms(text)
     if not note:
         return [[] for _ in cue_lists]
-    found = [(index, hit) for index, cues in enumerate(cue_lists)
-             for hit in _preset_hits(note, tuple(cues))]
+    found = [(index, hit) for index, hits in enumerate(
+        _preset_hits(note, [tuple(cues) for cues in cue_lists])) for hit in hits]
     out: list[list[CueHit]] = [[] for _ in cue_lists]
     for position, (index, hit) in enumerate(found):
         size = hit.end - hit.start

@@ -285,7 +285,7 @@ class Pipeline:
 
         if reuse:
             self._count(stage, "reused")
-            log.info("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
+            log.debug("embedding reused", extra={"stage": stage.label, "outcome": "reused"})
             embedding_outcome, carried = "reused", None
         elif claim is None:
             embedding_outcome, carried = "skipped", None
@@ -315,7 +315,7 @@ class Pipeline:
             return "contract_violation"
         if pre is None or not pre.has_work:
             reason = "missing" if pre is None else "finished"
-            log.info("nothing to do", extra={"reason": reason})
+            log.debug("nothing to do", extra={"reason": reason})
             for stage in Stage:
                 metrics.STAGE_OUTCOMES.labels(stage=stage.label, outcome="skipped").inc()
             return reason
@@ -350,7 +350,7 @@ class Pipeline:
                      extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded", None
         self._count(stage, "completed")
-        log.info("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
+        log.debug("embedding completed", extra={"stage": stage.label, "outcome": "completed"})
         return "completed", state.StoredEmbedding(vectors[active.profile], active.profile, sha)
 
     async def _embed_profiles(self, text: str, active: ProfileModels,
@@ -423,7 +423,8 @@ class Pipeline:
         if not batched:
             return await attempts
         try:
-            return await asyncio.wait_for(attempts, budget)
+            async with asyncio.timeout(budget):  # no task of its own (unlike wait_for)
+                return await attempts
         except TimeoutError:
             raise TransientModelError(
                 f"embedding stage exceeded its budget of {budget:g} s") from None
@@ -482,17 +483,8 @@ class Pipeline:
             self._note_start(stage, claim)
             if claim is None:
                 return "skipped"
-            models = None
-            if snapshot is not None:  # the models of the profile judged (ProfileNotServed:
-                models = self.profiles.models_for(snapshot.profile)  # transient, recorded)
-                if models is None:
-                    raise ProfileNotServed(f"this replica has no provider for the active "
-                                           f"embedding profile {snapshot.profile}")
-            if stored is None:
-                raise PermanentModelError("no stored embedding for the keyword stage")
-            if models is None or snapshot is None:
-                raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
-                                          f"current {self.profile}")
+            models = self._judging_models(stored, snapshot)
+            assert stored is not None and snapshot is not None
             candidates = select_candidates(stored.vector, snapshot,
                                            top_k=self.config.candidate_top_k,
                                            floor=models.calibration.candidate_floor,
@@ -515,9 +507,32 @@ class Pipeline:
                      extra={"stage": stage.label, "outcome": "discarded"})
             return "discarded"
         self._count(stage, "completed")
-        log.info("keywords completed", extra={"stage": stage.label, "outcome": "completed",
-                                              "count": len(picks)})
+        log.debug("keywords completed", extra={"stage": stage.label, "outcome": "completed",
+                                               "count": len(picks)})
         return "completed"
+
+    def _judging_models(self, stored: state.StoredEmbedding | None,
+                        snapshot: PresetSnapshot | None) -> ProfileModels:
+        """The models that judge a keyword stage (SPEC §9.1): those of the profile of the
+        snapshot taken for its stored vector (one rule for the single and the batch path).
+
+        Raises:
+            ProfileNotServed: this replica has no models for that profile (transient).
+            PermanentModelError: no stored vector, or no snapshot of its profile (a vector of
+                another profile than the active one: no judge call).
+        """
+        models = None
+        if snapshot is not None:
+            models = self.profiles.models_for(snapshot.profile)
+            if models is None:
+                raise ProfileNotServed(f"this replica has no provider for the active "
+                                       f"embedding profile {snapshot.profile}")
+        if stored is None:
+            raise PermanentModelError("no stored embedding for the keyword stage")
+        if models is None or snapshot is None or stored.profile != snapshot.profile:
+            raise PermanentModelError(f"embedding profile mismatch: stored {stored.profile}, "
+                                      f"current {self.profile}")
+        return models
 
     async def _snapshot(self, conn: AsyncConnection, fingerprint: str,
                         profile: str) -> PresetSnapshot:
@@ -531,6 +546,11 @@ class Pipeline:
         self._snapshot_cache = (profile, fingerprint, snapshot)
         return snapshot
 
+    @property
+    def last_snapshot(self) -> PresetSnapshot | None:
+        """The preset snapshot the last keyword stage used (None before the first one)."""
+        return self._snapshot_cache[2] if self._snapshot_cache is not None else None
+
     async def _judge(self, text: str, candidates: list[Candidate],
                      judge: Judge | None = None) -> JudgeAnswer:
         """Judge call outside any transaction, bounded by the budget rule (SPEC §6)."""
@@ -538,7 +558,8 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            return await asyncio.wait_for((judge or self.judge).judge(text, candidates), budget)
+            async with asyncio.timeout(budget):  # no task of its own (unlike wait_for)
+                return await (judge or self.judge).judge(text, candidates)
         except TimeoutError:
             raise TransientModelError(f"judge exceeded its budget of {budget:g} s") from None
         finally:
@@ -578,8 +599,8 @@ class Pipeline:
         """Log/count the outcome of a guarded start: 0 rows (INFO), re-claim (WARNING)."""
         if claim is None:
             self._count(stage, "skipped")
-            log.info("stage not started (0 rows)", extra={"stage": stage.label,
-                                                          "outcome": "skipped"})
+            log.debug("stage not started (0 rows)", extra={"stage": stage.label,
+                                                           "outcome": "skipped"})
         elif claim.previous is Status.PROCESSING:
             self._count(stage, "reclaimed")
             log.warning("re-claimed a PROCESSING stage (processing expiry passed, the row's "

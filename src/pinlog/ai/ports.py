@@ -12,6 +12,7 @@ import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -116,6 +117,19 @@ class PresetSnapshot:
 
     def __len__(self) -> int:
         return len(self.presets)
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        """``(n,)`` the presets' ids, in ``presets`` order (computed once per snapshot)."""
+        return np.array([p.id for p in self.presets])
+
+    @cached_property
+    def hubness(self) -> np.ndarray:
+        """``(n,)`` :func:`pinlog.ai.candidates.preset_hubness` of ``matrix``, computed once per
+        snapshot (the pipeline reuses a snapshot while the presets are unchanged)."""
+        from pinlog.ai.candidates import preset_hubness
+
+        return preset_hubness(self.matrix)
 
 
 @dataclass(frozen=True)

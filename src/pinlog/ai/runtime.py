@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.ai import state
+from pinlog.ai.batch import BatchRunner
 from pinlog.ai.calibration import Calibration, calibration_defaults, calibration_for
 from pinlog.ai.errors import SearchTimeout
 from pinlog.ai.judges import JudgeConfig, judge_config
@@ -30,7 +31,7 @@ from pinlog.ai.retention import AiRetentionConfig
 from pinlog.ai.rewrite import RewriteConfig
 from pinlog.ai.routing import (DIMENSION_PROBE_TEXT, ProfileModels, ProfileRouter,
                                ProfileSwitched, check_stored_dimensions, probe_dimension)
-from pinlog.ai.worker import WorkQueue, db_slots
+from pinlog.ai.worker import Job, WorkQueue, db_slots
 from pinlog.db.background import every
 from pinlog.db.process_settings import HEARTBEAT_SECONDS
 from pinlog.channels.base import RelevanceRule
@@ -78,6 +79,8 @@ class AiConfig:
         rewrite: the optional query rewrite.
         work_queue_size, worker_concurrency: ``PINLOG_WORK_QUEUE_SIZE``,
             ``PINLOG_WORKER_CONCURRENCY`` (SPEC §5.4).
+        process_batch_size: ``PINLOG_PROCESS_BATCH_SIZE``, most waiting jobs a worker runs
+            together through the batch path (:mod:`pinlog.ai.batch`).
         db_pool_size: ``PINLOG_DB_POOL_SIZE`` (bounds the jobs' database steps).
         max_text_chars: ``PINLOG_MAX_TEXT_CHARS`` (longer texts → 422).
         search_timeout: ``PINLOG_SEARCH_TIMEOUT``, seconds.
@@ -95,6 +98,7 @@ class AiConfig:
     rewrite: RewriteConfig
     work_queue_size: int
     worker_concurrency: int
+    process_batch_size: int
     db_pool_size: int
     max_text_chars: int
     search_timeout: float
@@ -123,6 +127,7 @@ class AiConfig:
                    rewrite=RewriteConfig.from_settings(settings),
                    work_queue_size=settings.work_queue_size,
                    worker_concurrency=settings.worker_concurrency,
+                   process_batch_size=settings.process_batch_size,
                    db_pool_size=settings.db_pool_size, max_text_chars=settings.max_text_chars,
                    search_timeout=settings.search_timeout,
                    shutdown_grace=settings.shutdown_grace,
@@ -174,6 +179,7 @@ class AiRuntime:
         self.provider: MicroBatcher | None = None
         self.profiles: ProfileRouter | None = None
         self.pipeline: Pipeline | None = None
+        self.batches: BatchRunner | None = None
         self.queue: WorkQueue | None = None
         self.rewriter: QueryRewriter | None = None  # when PINLOG_SEARCH_REWRITE=llm
         self._owned: list[tuple[object, bool]] = []  # (batcher or judge, close its provider?)
@@ -262,8 +268,11 @@ class AiRuntime:
         self.pipeline = Pipeline(self.engine, config.pipeline, models[0].provider, judge,
                                  db_slots=db_slots(min(pool, config.db_pool_size)),
                                  profiles=router, owner=self.owner)
+        self.batches = BatchRunner(self.pipeline)
         self.queue = WorkQueue(self._run_job, capacity=config.work_queue_size,
-                               concurrency=config.worker_concurrency)
+                               concurrency=config.worker_concurrency,
+                               batch_handler=self._run_batch,
+                               batch_size=config.process_batch_size)
         self.queue.start()
         self._watch = asyncio.create_task(self._watch_profiles(), name="embedding-profile-roles")
         if self.owner is not None:
@@ -471,6 +480,24 @@ class AiRuntime:
             log.warning("could not record the requests this process took over",
                         extra={"count": len(ids), "error_class": type(exc).__name__})
 
+    async def submit_batch(self, requests: Sequence[ProcessRequest], *,
+                           take_over: bool = False) -> list[int]:
+        """The in-process adapter of ``POST /internal/v1/context/process-batch``
+        (docs/ARCHITECTURE.md "Batch path"): :meth:`submit` for each request, in order, without
+        yielding in between, so waiting workers then take them together as batches
+        (``PINLOG_PROCESS_BATCH_SIZE`` at a time). ``take_over`` as for :meth:`submit` (the
+        batch came over HTTP: this process records itself as the owner of what it accepts,
+        SPEC §7.3.1).
+
+        Returns:
+            one status per request: 202 accepted, 422 text longer than
+            ``PINLOG_MAX_TEXT_CHARS`` (or empty), 503 the work queue was full when its turn
+            came (its row stays PENDING). Each is counted as :meth:`submit` counts it; the
+            refusals are logged as one line (:meth:`_log_refusal`).
+        """
+        # submit() never suspends: the whole batch is queued before any worker runs
+        return [await self.submit(request, take_over=take_over) for request in requests]
+
     def _log_refusal(self, request: ProcessRequest) -> None:
         """One WARNING per :data:`REFUSAL_LOG_INTERVAL` seconds while the work queue refuses
         requests, with the number refused since the previous line (``count``); every refusal
@@ -489,6 +516,11 @@ class AiRuntime:
     async def _run_job(self, request: ProcessRequest) -> JobResult:
         assert self.pipeline is not None
         return await self.pipeline.run(request)
+
+    async def _run_batch(self, jobs: Sequence[Job]) -> list[JobResult]:
+        assert self.batches is not None
+        return await self.batches.run([job.request for job in jobs],
+                                      [job.log_context for job in jobs])
 
     async def join(self) -> None:
         """Wait until the work queue is drained and every accepted job has finished (tests)."""

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pinlog.ai.vectors import parse_pgvector, to_pgvector
+from pinlog.ai.vectors import Float4Array, parse_pgvector, to_pgvector
 from pinlog.db.sql import Queries, driver_connection
 from pinlog.states import Stage, Status
 
@@ -438,3 +438,308 @@ async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry:
     claim = _claim(await start.fetchone())
     embedding = _stored(await stored.fetchone())
     return claim, embedding, (await fingerprint.fetchone())[0]
+
+
+# --- the batch path (SPEC §5.4; docs/ARCHITECTURE.md "Batch path") ---------------------------
+# One statement per step for many contexts (arrays as parameters, unique ids). Each repeats the
+# single statement's guard for every row (the same fragment of state.sql); a row whose guard
+# fails is absent from the result — 0 rows for that context, a normal outcome. Every batch start
+# returns each started row's Claim and every batch save carries each row's own Claim
+# (owns_claim per row, SPEC §7.3.1).
+
+
+@dataclass(frozen=True)
+class EmbeddingRow:
+    """One context's embedding result for :func:`save_embeddings_batch`: ``vector`` ``(dim,)``
+    float32 of the active profile (already checked: :func:`pinlog.ai.vectors.check_embeddings`),
+    ``shadow`` the building profile's ``(dim,)`` vector when this replica made one (SPEC §9.1),
+    ``claim`` the row's claim from its batch start (§7.3.1), ``note_terms`` / ``place_terms``
+    the lexical terms of the request's text and placeMeta (SPEC §10, ``upsert_lexical_batch``)."""
+
+    context_id: int
+    user_id: int
+    record_id: int
+    vector: np.ndarray
+    text_sha256: bytes
+    claim: Claim
+    shadow: np.ndarray | None = None
+    note_terms: Sequence[str] = ()
+    place_terms: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class KeywordRow:
+    """One context's keyword result for :func:`save_keywords_batch`: ``picks`` are
+    ``(keyword_id, confidence)`` (unique ids among the candidates), the judge's
+    ``unmatched_concepts``, ``model_profile`` and ``evidence`` (JSON-able mappings), the
+    ``embedding_profile`` judged (SPEC §9.1) and the row's ``claim`` from its keyword start
+    (§7.3.1)."""
+
+    context_id: int
+    picks: Sequence[tuple[int, float | None]]
+    unmatched_concepts: Sequence[str]
+    model_profile: str
+    claim: Claim
+    evidence: Sequence[Mapping[str, Any]] = ()
+    embedding_profile: str | None = None
+
+
+def _ids(context_ids: Sequence[int]) -> list[int]:
+    """The ids as a list, refusing duplicates (a batch statement handles each row once)."""
+    ids = [int(i) for i in context_ids]
+    if len(set(ids)) != len(ids):
+        raise ValueError("duplicate context ids in a batch")
+    return ids
+
+
+def _claims_params(claims: Sequence[Claim]) -> dict[str, Any]:
+    """The ``:owners`` / ``:claimed_ats`` arrays of ``batch_claims`` (parallel to
+    ``:context_ids``)."""
+    return {"owners": [c.owner for c in claims], "claimed_ats": [c.claimed_at for c in claims]}
+
+
+def _prechecks(rows: Sequence[Sequence[Any]]) -> dict[int, PreCheck]:
+    return {int(cid): PreCheck(Status(emb), Status(kw), profile, _hash(sha))
+            for cid, emb, kw, profile, sha in rows}
+
+
+def _started(rows: Sequence[Sequence[Any]]) -> dict[int, Claim]:
+    """A batch start's rows ``(context_id, previous_status, owner, claimed_at)`` as Claims."""
+    return {int(cid): Claim(Status(previous), owner, claimed_at)
+            for cid, previous, owner, claimed_at in rows}
+
+
+async def precheck_batch(conn: AsyncConnection, context_ids: Sequence[int]) -> dict[int, PreCheck]:
+    """:func:`precheck` for many contexts (no lock). Returns context id → PreCheck; a missing
+    state row is absent. Raises ValueError for duplicate ids."""
+    cursor = await _execute(conn, "precheck_batch", {"context_ids": _ids(context_ids)})
+    return _prechecks(await cursor.fetchall())
+
+
+async def start_stage_batch(conn: AsyncConnection, context_ids: Sequence[int], stage: Stage,
+                            expiry: timedelta, owner: str | None = None) -> dict[int, Claim]:
+    """Guarded start of ``stage`` for many contexts (SPEC §3, §7.3.1, §7.4): each row only while
+    the single start's predicate (``startable``) holds, ``FOR UPDATE SKIP LOCKED`` (a row
+    locked elsewhere is skipped: two batches never claim one row), recording ``owner`` as the
+    single start does, event row per start.
+
+    Returns:
+        context id → :class:`Claim` (previous status: ``PENDING`` fresh, ``PROCESSING``
+        re-claim; owner recorded; claimed_at) for the rows started; the others affected 0 rows.
+        Raises ValueError for duplicate ids.
+    """
+    name = "start_embedding_batch" if stage is Stage.EMBEDDING else "start_keyword_batch"
+    cursor = await _execute(conn, name, {"context_ids": _ids(context_ids), "expiry": expiry,
+                                         "owner": owner}, stage)
+    return _started(await cursor.fetchall())
+
+
+def _vectors(vectors: Sequence[np.ndarray], dimension: int) -> Float4Array:
+    """``len(vectors) × dimension`` float32 values as one binary ``real[]``."""
+    matrix = np.empty((len(vectors), dimension), dtype=np.float32)
+    for i, vector in enumerate(vectors):
+        matrix[i] = vector
+    return Float4Array(matrix)
+
+
+def _embedding_batch_params(rows: Sequence[EmbeddingRow], profile: str,
+                            dimension: int) -> dict[str, Any]:
+    """Parameters of ``save_embeddings_batch``: parallel arrays (ids, claims), the vectors as one
+    binary ``real[]`` (:class:`~pinlog.ai.vectors.Float4Array`) of ``len(rows) × dimension``."""
+    return {"context_ids": _ids([r.context_id for r in rows]),
+            "user_ids": [r.user_id for r in rows], "record_ids": [r.record_id for r in rows],
+            "text_sha256s": [r.text_sha256 for r in rows],
+            "embeddings": _vectors([r.vector for r in rows], dimension),
+            "dimension": dimension, "profile": profile,
+            **_claims_params([r.claim for r in rows])}
+
+
+def _shadow_batch_params(rows: Sequence[EmbeddingRow], profile: str,
+                         dimension: int) -> dict[str, Any]:
+    """Parameters of ``upsert_shadow_embeddings_batch``: the rows with a shadow vector."""
+    return {"context_ids": [r.context_id for r in rows],
+            "text_sha256s": [r.text_sha256 for r in rows],
+            "embeddings": _vectors([r.shadow for r in rows if r.shadow is not None], dimension),
+            "dimension": dimension, "profile": profile,
+            **_claims_params([r.claim for r in rows])}
+
+
+def _lexical_batch_params(rows: Sequence[EmbeddingRow]) -> dict[str, Any]:
+    """Parameters of ``upsert_lexical_batch``: every row's ids, claim and terms as one JSON
+    array."""
+    return {"rows": json.dumps([
+        {"context_id": r.context_id, "user_id": r.user_id, "record_id": r.record_id,
+         "owner": r.claim.owner, "claimed_at": r.claim.claimed_at.isoformat(),
+         "note_terms": list(r.note_terms), "place_terms": list(r.place_terms)} for r in rows],
+        ensure_ascii=False)}
+
+
+async def save_embeddings_batch(conn: AsyncConnection, rows: Sequence[EmbeddingRow], *,
+                                profile: str, dimension: int, shadow_profile: str | None = None,
+                                shadow_dimension: int | None = None) -> set[int]:
+    """Embedding save of many contexts (SPEC §5.2 step 2, §9.1), inside the caller's
+    transaction, in one round trip: the profile lock (shared), ``lock_states_batch``, the
+    building profile's vectors (``upsert_shadow_embeddings_batch``: rows with ``shadow``, only
+    while ``shadow_profile`` is building; never decides the save), the ai side's lexical terms
+    (``upsert_lexical_batch``, SPEC §10, under the same guard), then ``save_embeddings_batch``.
+    Each row is stored and completed only while its embedding stage is PROCESSING, the row's
+    ``claim`` is still owned (§7.3.1) and ``profile`` is the active one (never reviving
+    ``is_deleted``); the others write nothing, so the caller always commits.
+
+    Args:
+        rows: unique context ids; vectors of ``dimension`` float32 values (shadow vectors of
+            ``shadow_dimension``).
+
+    Returns:
+        the context ids completed (the rest were discarded by their guard).
+
+    Raises:
+        ValueError: duplicate ids, or a vector of another length.
+    """
+    if not rows:
+        return set()
+    if any(r.vector.shape != (dimension,) for r in rows):
+        raise ValueError("a vector of another length than the dimension")
+    params = _embedding_batch_params(rows, profile, dimension)
+    shadowed = [r for r in rows if r.shadow is not None] if shadow_profile else []
+    if shadowed and any(r.shadow is not None and r.shadow.shape != (shadow_dimension,)
+                        for r in shadowed):
+        raise ValueError("a shadow vector of another length than the shadow dimension")
+    driver = await driver_connection(conn)
+    async with driver.pipeline():
+        await _execute(conn, "lock_profiles_shared")
+        await _execute(conn, "lock_states_batch", {"context_ids": params["context_ids"]})
+        if shadowed:
+            assert shadow_profile is not None and shadow_dimension is not None
+            await _execute(conn, "upsert_shadow_embeddings_batch",
+                           _shadow_batch_params(shadowed, shadow_profile, shadow_dimension))
+        await _execute(conn, "upsert_lexical_batch", _lexical_batch_params(rows))
+        saved = await _execute(conn, "save_embeddings_batch", params)
+    return {int(row[0]) for row in await saved.fetchall()}
+
+
+async def read_embeddings_batch(conn: AsyncConnection,
+                                context_ids: Sequence[int]) -> dict[int, StoredEmbedding]:
+    """The stored, not deleted vectors of many contexts: context id → StoredEmbedding."""
+    if not context_ids:
+        return {}
+    cursor = await _execute(conn, "read_embeddings_batch", {"context_ids": _ids(context_ids)})
+    return _stored_rows(await cursor.fetchall())
+
+
+def _stored_rows(rows: Sequence[Sequence[Any]]) -> dict[int, StoredEmbedding]:
+    """``read_embeddings_batch`` rows as context id → StoredEmbedding."""
+    out: dict[int, StoredEmbedding] = {}
+    for cid, *stored in rows:
+        embedding = _stored(stored)
+        assert embedding is not None
+        out[int(cid)] = embedding
+    return out
+
+
+def _keyword_batch_params(rows: Sequence[KeywordRow], preset_version: int) -> dict[str, Any]:
+    """Parameters of the keyword batch statements: the rows' ids and claims, one flattened pick
+    list (parallel context / keyword / confidence arrays, 3 decimals) and the analysis rows as one
+    JSON array."""
+    ids = _ids([r.context_id for r in rows])
+    pick_ids: list[int] = []
+    keyword_ids: list[int] = []
+    confidences: list[float | None] = []
+    for row in rows:
+        for keyword_id, confidence in row.picks:
+            pick_ids.append(row.context_id)
+            keyword_ids.append(int(keyword_id))
+            confidences.append(None if confidence is None else round(float(confidence), 3))
+    analyses = [{"context_id": r.context_id, "unmatched_concepts": list(r.unmatched_concepts),
+                 "model_profile": r.model_profile, "evidence": [dict(e) for e in r.evidence],
+                 "embedding_profile": r.embedding_profile}
+                for r in rows]
+    return {"context_ids": ids, "preset_version": preset_version,
+            "pick_context_ids": pick_ids, "keyword_ids": keyword_ids, "confidences": confidences,
+            "analyses": json.dumps(analyses, ensure_ascii=False),
+            **_claims_params([r.claim for r in rows])}
+
+
+async def save_keywords_batch(conn: AsyncConnection, rows: Sequence[KeywordRow], *,
+                              preset_version: int) -> set[int]:
+    """Keyword save of many contexts (SPEC §5.2 step 3), inside the caller's transaction, in one
+    round trip: ``lock_states_batch``, delete + insert the keyword rows, upsert the analysis
+    rows, guarded complete. Every statement carries the same guard (keyword PROCESSING,
+    embedding COMPLETED and the row's own ``claim`` still owned, §7.3.1) under the lock, so a
+    row is either wholly written and completed or not touched; the caller always commits.
+
+    Returns:
+        the context ids completed (the rest were discarded by their guard).
+
+    Raises:
+        ValueError: duplicate ids.
+    """
+    if not rows:
+        return set()
+    params = _keyword_batch_params(rows, preset_version)
+    claims = {k: params[k] for k in ("context_ids", "owners", "claimed_ats")}
+    driver = await driver_connection(conn)
+    async with driver.pipeline():
+        await _execute(conn, "lock_states_batch", {"context_ids": params["context_ids"]})
+        await _execute(conn, "delete_keywords_batch", claims)
+        if params["pick_context_ids"]:
+            await _execute(conn, "insert_keywords_batch", {**claims, **{
+                k: params[k] for k in ("pick_context_ids", "keyword_ids", "confidences",
+                                       "preset_version")}})
+        await _execute(conn, "upsert_keyword_analysis_batch", {**claims, **{
+            k: params[k] for k in ("preset_version", "analyses")}})
+        completed = await _execute(conn, "complete_keyword_batch", claims)
+    return {int(row[0]) for row in await completed.fetchall()}
+
+
+async def precheck_and_start_embedding_batch(
+        conn: AsyncConnection, context_ids: Sequence[int], expiry: timedelta,
+        owner: str | None = None) -> tuple[dict[int, PreCheck], dict[int, Claim]]:
+    """``precheck_batch`` and ``start_embedding_batch`` (recording ``owner``) over the same ids in
+    one round trip.
+
+    Starting every row unconditionally is exactly what a job does after its pre-check: the
+    guard starts only PENDING (or re-claimable PROCESSING) embedding stages, and no such stage
+    is one the pre-check would stop (missing row, a contract violation or a reuse need a
+    COMPLETED embedding; "nothing to do" has none unfinished). The pre-check read runs first,
+    so it shows the rows as they were before this start.
+
+    Returns:
+        ``(context id → PreCheck, context id → Claim for the rows started)``.
+    """
+    ids = _ids(context_ids)
+    driver = await driver_connection(conn)
+    async with driver.pipeline():
+        pre = await _execute(conn, "precheck_batch", {"context_ids": ids})
+        start = await _execute(conn, "start_embedding_batch",
+                               {"context_ids": ids, "expiry": expiry, "owner": owner},
+                               Stage.EMBEDDING)
+    prechecks = _prechecks(await pre.fetchall())
+    return prechecks, _started(await start.fetchall())
+
+
+async def start_keyword_batch_and_read(
+        conn: AsyncConnection, context_ids: Sequence[int], expiry: timedelta, profile: str,
+        read_ids: Sequence[int], owner: str | None = None
+) -> tuple[dict[int, Claim], dict[int, StoredEmbedding], str]:
+    """``start_keyword_batch`` over ``context_ids`` (recording ``owner``), the stored vectors of
+    ``read_ids`` and the presets' fingerprint for ``profile``, in one round trip (the reads
+    change nothing; vectors of rows that did not start are simply not used).
+
+    Returns:
+        ``(context id → Claim, context id → stored embedding, fingerprint)``.
+    """
+    ids = _ids(context_ids)
+    driver = await driver_connection(conn)
+    async with driver.pipeline():
+        start = await _execute(conn, "start_keyword_batch",
+                               {"context_ids": ids, "expiry": expiry, "owner": owner},
+                               Stage.KEYWORD)
+        stored = None
+        if read_ids:
+            stored = await _execute(conn, "read_embeddings_batch",
+                                    {"context_ids": _ids(read_ids)})
+        fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
+    started = _started(await start.fetchall())
+    vectors = _stored_rows(await stored.fetchall()) if stored is not None else {}
+    return started, vectors, (await fingerprint.fetchone())[0]

@@ -5,8 +5,17 @@
 -- outcome: the stage is owned by a live worker, finished, failed, cancelled or missing.
 -- Every status change writes its ai.context_ai_event row in the SAME statement (a data-modifying
 -- CTE), so an event exists exactly when the change happened.
--- `{stage}` / `{other}` are replaced only by a pinlog.states.Stage value; everything else is a
--- bound parameter. This file names no core.* table (SPEC §1 boundary).
+-- `{stage}` / `{other}` / `{label}` are replaced only by a pinlog.states.Stage value; everything
+-- else is a bound parameter. This file names no core.* table (SPEC §1 boundary).
+--
+-- Fragments (`owner_gone`, `startable`, `keyword_startable`, `owns_claim`, `job_claim`,
+-- `batch_claims`, `embedding_savable`, `keyword_savable`, `profile_is_active`,
+-- `profile_is_building`, `analysis_replaced`) are not statements: each guard is written ONCE
+-- here and spliced by name (pinlog.db.sql.Queries) into both the single-context statement and
+-- the batch statement (`*_batch`, SPEC §5.4, docs ARCHITECTURE "Batch path") that apply it, so
+-- the single and the batch path can never disagree on when a stage may start or be saved. They
+-- refer to the state row as `s` and to the job's claim as `c` (owner, claimed_at: one claim
+-- for a single statement, job_claim; one per context for a batch, batch_claims).
 
 
 -- name: precheck
@@ -35,16 +44,17 @@ SELECT s.embedding_status,
 
 
 -- name: startable
--- Rule: SPEC §3 start, §7.3, §7.3.1 — THE predicate of a guarded start, written once for both
--- stages' start statements (and any batch start): stage may start when it is PENDING, or
--- re-claim a PROCESSING stage when
+-- Rule: SPEC §3 start, §7.3, §7.3.1 — THE predicate of a guarded start, written once for the
+-- single and the batch start statements of both stages ({stage}/{label}: the stage; alias s =
+-- ai.context_ai_state): the stage may start when it is PENDING, or re-claim a PROCESSING stage
+-- when
 --   * its updated_at (alone, never rescanned_at: §7.3) is older than the processing expiry, or
 --   * the row's retry_count is higher than when the stage started (label_start_retry, §7.3
 --     last paragraph: a backend that keeps the reference's rescan bumps retry_count AND refreshes
 --     updated_at when it gives an attempt up; NULL = not recorded: this clause never holds), or
 --   * its recorded owner is gone (owner_gone, §7.3.1) — at once, before the expiry.
 -- A PROCESSING stage whose owner is live (however slow) or unknown waits for the expiry. FAILED,
--- COMPLETED and CANCELLED never start. A fragment (alias s = ai.context_ai_state).
+-- COMPLETED and CANCELLED never start.
 (s.{stage} = 'PENDING'
  OR (s.{stage} = 'PROCESSING'
      AND (s.updated_at < now() - :expiry
@@ -52,17 +62,73 @@ SELECT s.embedding_status,
           OR {owner_gone})))
 
 
+-- name: keyword_startable
+-- Rule: SPEC §3 start (keyword) — startable for the keyword stage, and additionally
+-- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector. Used by
+-- start_keyword and start_keyword_batch.
+(s.embedding_status = 'COMPLETED' AND {startable})
+
+
 -- name: owns_claim
 -- Rule: SPEC §7.3.1 — the job still owns the claim its start took: the row's owner is the one
--- the start recorded (:owner; NULL when the process was not live-registered) and nobody started
--- or claimed the row since (owned_at and updated_at are still the start's now(), :claimed_at).
--- Every save, fail and error write of a stage carries it, so a process whose claim was taken
--- over — re-claimed by any start (ours or an older version's: updated_at moved), or claimed by
--- the rescan (owner and owned_at moved) — writes nothing: 0 rows, the result is discarded.
--- Never two live owners, never a late overwrite. A fragment (alias s = ai.context_ai_state).
-(s.owner IS NOT DISTINCT FROM CAST(:owner AS text)
- AND s.owned_at = CAST(:claimed_at AS timestamptz)
- AND s.updated_at = CAST(:claimed_at AS timestamptz))
+-- the start recorded (c.owner; NULL when the process was not live-registered) and nobody started
+-- or claimed the row since (owned_at and updated_at are still the start's now(), c.claimed_at).
+-- Every save, fail and error write of a stage carries it — single or batch (there c is the
+-- row's own claim) — so a process whose claim was taken over — re-claimed by any start (ours or
+-- an older version's: updated_at moved), or claimed by the rescan (owner and owned_at moved) —
+-- writes nothing: 0 rows, the result is discarded. Never two live owners, never a late
+-- overwrite. A fragment (aliases s = ai.context_ai_state, c = the claim).
+(s.owner IS NOT DISTINCT FROM c.owner
+ AND s.owned_at = c.claimed_at
+ AND s.updated_at = c.claimed_at)
+
+
+-- name: job_claim
+-- Rule: SPEC §7.3.1 — the claim of a single-context write: the job's :owner / :claimed_at (its
+-- start's returned claim) as the one-row relation c that owns_claim compares with. A fragment
+-- (a FROM item).
+(SELECT CAST(:owner AS text) AS owner, CAST(:claimed_at AS timestamptz) AS claimed_at) AS c
+
+
+-- name: batch_claims
+-- Rule: SPEC §7.3.1 — the claims of a batch write, one per context: (:context_ids[i],
+-- :owners[i], :claimed_ats[i]) as the relation c (context_id, owner, claimed_at) that owns_claim
+-- compares each row with (the claim its batch start returned for that row). A fragment (a FROM
+-- item).
+unnest(CAST(:context_ids AS bigint[]), CAST(:owners AS text[]),
+       CAST(:claimed_ats AS timestamptz[])) AS c(context_id, owner, claimed_at)
+
+
+-- name: embedding_savable
+-- Rule: SPEC §3 complete (embedding), §5.2 step 2 save, §7.3.1 — THE guard of every write of an
+-- embedding result (single and batch: the vector upserts of both profiles and the guarded
+-- complete): the embedding stage is PROCESSING and the job still owns its claim (owns_claim).
+-- Never revives CANCELLED/FAILED, never touches a COMPLETED stage, never a taken-over one.
+-- Aliases s, c.
+(s.embedding_status = 'PROCESSING' AND {owns_claim})
+
+
+-- name: keyword_savable
+-- Rule: SPEC §3 complete (keyword), §5.2 step 3 save, §7.3.1 — THE guard of every write of a
+-- keyword result (single and batch: delete and insert of keyword rows, the analysis row, the
+-- guarded complete): keyword PROCESSING and embedding COMPLETED and the job still owns its claim
+-- (owns_claim). Aliases s, c.
+(s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED' AND {owns_claim})
+
+
+-- name: profile_is_active
+-- Rule: SPEC §9.1 — ai.context_embedding holds the ACTIVE profile's vectors only: :profile is
+-- the recorded active one (no row in ai.embedding_profile = before any switch: the caller's
+-- profile is the active one). A fragment of both embedding saves (single and batch).
+NOT EXISTS (SELECT 1 FROM ai.embedding_profile p
+             WHERE p.role = 'active' AND p.profile <> CAST(:profile AS text))
+
+
+-- name: profile_is_building
+-- Rule: SPEC §9.1 — a shadow vector is written only while :profile is the building one. A
+-- fragment of both shadow saves (single and batch).
+EXISTS (SELECT 1 FROM ai.embedding_profile p
+         WHERE p.profile = CAST(:profile AS text) AND p.role = 'building')
 
 
 -- name: start_embedding
@@ -104,9 +170,9 @@ SELECT previous_status, owner, owned_at AS claimed_at FROM started;
 
 
 -- name: start_keyword
--- Rule: SPEC §3 start (keyword), §7.3, §7.3.1 — as start_embedding (startable for the keyword
--- stage, the claim recorded the same way, keyword_start_retry), and additionally requires
--- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector.
+-- Rule: SPEC §3 start (keyword), §7.3, §7.3.1 — as start_embedding with keyword_startable
+-- (startable for the keyword stage, and embedding_status = 'COMPLETED': a keyword stage never
+-- starts without a stored vector); the claim recorded the same way, keyword_start_retry.
 -- Returns the status before the update and the claim; writes the event row in the same statement.
 WITH previous AS (
     SELECT s.context_id, s.keyword_status AS previous_status,
@@ -124,8 +190,7 @@ WITH previous AS (
            owned_at = now()
       FROM previous p
      WHERE s.context_id = p.context_id
-       AND s.embedding_status = 'COMPLETED'
-       AND {startable}
+       AND {keyword_startable}
     RETURNING p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
@@ -150,32 +215,29 @@ SELECT embedding_status, keyword_status
 
 
 -- name: lock_profiles_shared
--- Rule: SPEC §9.1 — the embedding save places its vectors by the profiles' roles, so it takes
--- the profile lock shared first (ai/profiles.sql: an activation holds it exclusive): the roles
--- its statements read are those before or after an activation, never in between.
+-- Rule: SPEC §9.1 — the embedding save (single or batch) places its vectors by the profiles'
+-- roles, so it takes the profile lock shared first (ai/profiles.sql: an activation holds it
+-- exclusive): the roles its statements read are those before or after an activation, never in
+-- between.
 SELECT pg_advisory_xact_lock_shared({profile_lock});
 
 
 -- name: upsert_embedding
--- Rule: SPEC §5.2 step 2 save — store the vector only while embedding_status = 'PROCESSING' and
--- the job still owns its claim (owns_claim, §7.3.1) (guards in the statement, even under the
--- lock). ON CONFLICT never touches is_deleted (core only): its update list omits it, and a row
--- core marked deleted is never overwritten (a deleted context's data must never come back).
+-- Rule: SPEC §5.2 step 2 save, §7.3.1 — store the vector only while embedding_savable (embedding
+-- PROCESSING and the job owns its claim; guards in the statement, even under the lock). ON
+-- CONFLICT never touches is_deleted (core only): its update list omits it, and a row core marked
+-- deleted is never overwritten (a deleted context's data must never come back).
 -- 0 rows → the save is discarded.
--- Rule: SPEC §9.1 — ai.context_embedding holds the ACTIVE profile's vectors only: a vector of
--- another profile than the recorded active one (an activation committed while this job was
--- embedding) is never written here (no row in ai.embedding_profile = before any switch: the
--- caller's profile is the active one).
+-- Rule: SPEC §9.1 — only while :profile is the active profile (profile_is_active): a vector of
+-- another profile (an activation committed while this job was embedding) is never written here.
 INSERT INTO ai.context_embedding
        (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
 SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), CAST(:profile AS text),
        :text_sha256, now()
-  FROM ai.context_ai_state s
+  FROM ai.context_ai_state s, {job_claim}
  WHERE s.context_id = :context_id
-   AND s.embedding_status = 'PROCESSING'
-   AND {owns_claim}
-   AND NOT EXISTS (SELECT 1 FROM ai.embedding_profile p
-                    WHERE p.role = 'active' AND p.profile <> CAST(:profile AS text))
+   AND {embedding_savable}
+   AND {profile_is_active}
 ON CONFLICT (context_id) DO UPDATE
    SET user_id = EXCLUDED.user_id,
        record_id = EXCLUDED.record_id,
@@ -189,17 +251,16 @@ ON CONFLICT (context_id) DO UPDATE
 -- name: upsert_shadow_embedding
 -- Rule: SPEC §9.1 — a context embedded while a profile is building gets a vector in both
 -- profiles: the building profile's goes to the shadow table in the same save transaction,
--- under the same guard (embedding PROCESSING, the job owns its claim, the state row locked) and
--- only while :profile is the building one. Its row count never decides the save (the backfill fills any gap).
+-- under the same guard (embedding_savable: embedding PROCESSING, the job owns its claim; the
+-- state row locked) and only while :profile is the building one (profile_is_building). Its row
+-- count never decides the save (the backfill fills any gap).
 INSERT INTO ai.context_embedding_shadow
        (context_id, embedding_profile, embedding, text_sha256, updated_at)
 SELECT s.context_id, :profile, CAST(:embedding AS vector), :text_sha256, now()
-  FROM ai.context_ai_state s
+  FROM ai.context_ai_state s, {job_claim}
  WHERE s.context_id = :context_id
-   AND s.embedding_status = 'PROCESSING'
-   AND {owns_claim}
-   AND EXISTS (SELECT 1 FROM ai.embedding_profile p
-                WHERE p.profile = :profile AND p.role = 'building')
+   AND {embedding_savable}
+   AND {profile_is_building}
 ON CONFLICT (context_id, embedding_profile) DO UPDATE
    SET embedding = EXCLUDED.embedding,
        text_sha256 = EXCLUDED.text_sha256,
@@ -217,10 +278,9 @@ ON CONFLICT (context_id, embedding_profile) DO UPDATE
 INSERT INTO ai.context_lexical (context_id, user_id, record_id, note_terms, place_terms, updated_at)
 SELECT s.context_id, :user_id, :record_id, array_to_tsvector(CAST(:note_terms AS text[])),
        array_to_tsvector(CAST(:place_terms AS text[])), now()
-  FROM ai.context_ai_state s
+  FROM ai.context_ai_state s, {job_claim}
  WHERE s.context_id = :context_id
-   AND s.embedding_status = 'PROCESSING'
-   AND {owns_claim}
+   AND {embedding_savable}
    AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e
                     WHERE e.context_id = s.context_id AND e.is_deleted)
 ON CONFLICT (context_id) DO UPDATE
@@ -232,11 +292,11 @@ ON CONFLICT (context_id) DO UPDATE
 
 
 -- name: complete_embedding
--- Rule: SPEC §3 complete (embedding) — only from PROCESSING (never revives CANCELLED/FAILED, never
--- touches a COMPLETED stage) and only while the job owns its claim (owns_claim, §7.3.1). Run
--- inside the save transaction after lock_state; writes the event. owned_at moves with updated_at:
--- the job that completed the embedding stays responsible for the keyword stage it starts next
--- (if it dies in between, the row is released like any other of its work).
+-- Rule: SPEC §3 complete (embedding), §7.3.1 — only while embedding_savable (from PROCESSING:
+-- never revives CANCELLED/FAILED, never touches a COMPLETED stage; and only while the job owns
+-- its claim). Run inside the save transaction after lock_state; writes the event. owned_at moves
+-- with updated_at: the job that completed the embedding stays responsible for the keyword stage
+-- it starts next (if it dies in between, the row is released like any other of its work).
 -- Clears last_error/last_error_at (the failures that preceded it stay in ai.context_ai_event),
 -- unless the keyword stage is FAILED: then last_error still explains that stage.
 WITH completed AS (
@@ -246,9 +306,9 @@ WITH completed AS (
            owned_at = now(),
            last_error = CASE WHEN keyword_status = 'FAILED' THEN last_error END,
            last_error_at = CASE WHEN keyword_status = 'FAILED' THEN last_error_at END
+      FROM {job_claim}
      WHERE s.context_id = :context_id
-       AND s.embedding_status = 'PROCESSING'
-       AND {owns_claim}
+       AND {embedding_savable}
     RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
@@ -260,36 +320,31 @@ SELECT context_id FROM completed;
 
 -- name: delete_keywords
 -- Rule: SPEC §5.2 step 3 save — keywords are delete-then-insert (a rerun replaces, never doubles),
--- only while keyword PROCESSING and embedding COMPLETED and the job owns its claim (owns_claim,
--- §7.3.1) (guards kept under the lock).
+-- only while keyword_savable (keyword PROCESSING, embedding COMPLETED, the job owns its claim,
+-- §7.3.1; kept under the lock).
 DELETE FROM ai.context_keyword k
- USING ai.context_ai_state s
+ USING ai.context_ai_state s, {job_claim}
  WHERE k.context_id = :context_id
    AND s.context_id = k.context_id
-   AND s.keyword_status = 'PROCESSING'
-   AND s.embedding_status = 'COMPLETED'
-   AND {owns_claim};
+   AND {keyword_savable};
 
 
 -- name: insert_keywords
 -- Rule: SPEC §5.2 step 3 save, §8 — insert the mapped picks (zero is fine: arrays may be empty),
--- only while keyword PROCESSING and embedding COMPLETED and the job owns its claim
--- (owns_claim, §7.3.1). Ids were already restricted to candidates.
+-- only while keyword_savable (§7.3.1 included). Ids were already restricted to candidates.
 INSERT INTO ai.context_keyword (context_id, keyword_id, confidence, preset_version)
 SELECT s.context_id, pick.keyword_id, pick.confidence, :preset_version
-  FROM ai.context_ai_state s,
+  FROM ai.context_ai_state s, {job_claim},
        unnest(CAST(:keyword_ids AS integer[]), CAST(:confidences AS numeric[]))
            AS pick(keyword_id, confidence)
  WHERE s.context_id = :context_id
-   AND s.keyword_status = 'PROCESSING'
-   AND s.embedding_status = 'COMPLETED'
-   AND {owns_claim};
+   AND {keyword_savable};
 
 
 -- name: upsert_keyword_analysis
 -- Rule: SPEC §2.2, §5.2 step 3 — one analysis row per context (preset version, unmatched concepts,
 -- the judge model that actually answered, the judge's evidence per pick and near miss), written even for zero candidates / zero picks (§11 #14),
--- only while keyword PROCESSING and embedding COMPLETED and the job owns its claim (owns_claim).
+-- only while keyword_savable (§7.3.1 included).
 -- It records the embedding profile whose vector and presets were judged (SPEC §9.1: after an
 -- activation the keywords of another profile are re-judged).
 INSERT INTO ai.context_keyword_analysis
@@ -297,17 +352,15 @@ INSERT INTO ai.context_keyword_analysis
         embedding_profile, updated_at)
 SELECT s.context_id, :preset_version, CAST(:unmatched_concepts AS jsonb), :model_profile,
        CAST(:evidence AS jsonb), :embedding_profile, now()
-  FROM ai.context_ai_state s
+  FROM ai.context_ai_state s, {job_claim}
  WHERE s.context_id = :context_id
-   AND s.keyword_status = 'PROCESSING'
-   AND s.embedding_status = 'COMPLETED'
-   AND {owns_claim}
+   AND {keyword_savable}
 {analysis_replaced};
 
 
 -- name: analysis_replaced
 -- Rule: SPEC §2.2 — one analysis row per context: a new judgement replaces every field of the
--- old one (a fragment, also used by the re-judge of ai/profiles.sql).
+-- old one (a fragment, also used by the batch upsert and the re-judge of ai/profiles.sql).
 ON CONFLICT (context_id) DO UPDATE
    SET preset_version = EXCLUDED.preset_version,
        unmatched_concepts = EXCLUDED.unmatched_concepts,
@@ -318,9 +371,9 @@ ON CONFLICT (context_id) DO UPDATE
 
 
 -- name: complete_keyword
--- Rule: SPEC §3 complete (keyword) — only from PROCESSING, only while embedding_status =
--- 'COMPLETED' and only while the job owns its claim (owns_claim, §7.3.1). Run inside the save
--- transaction after lock_state; writes the event.
+-- Rule: SPEC §3 complete (keyword), §7.3.1 — only while keyword_savable (from PROCESSING, only
+-- while embedding_status = 'COMPLETED' and only while the job owns its claim). Run inside the
+-- save transaction after lock_state; writes the event.
 -- Both stages are then COMPLETED: last_error/last_error_at are cleared (the history of earlier
 -- failures stays in ai.context_ai_event).
 WITH completed AS (
@@ -329,10 +382,9 @@ WITH completed AS (
            updated_at = now(),
            last_error = NULL,
            last_error_at = NULL
+      FROM {job_claim}
      WHERE s.context_id = :context_id
-       AND s.keyword_status = 'PROCESSING'
-       AND s.embedding_status = 'COMPLETED'
-       AND {owns_claim}
+       AND {keyword_savable}
     RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
@@ -347,13 +399,15 @@ SELECT context_id FROM completed;
 -- still owns the claim (owns_claim, §7.3.1: a taken-over job never fails the new owner's
 -- stage). The status guard is what keeps CANCELLED (and COMPLETED) from ever being overwritten by
 -- a job's failure. Records last_error with the status change (updated_at = now(): this IS a
--- status change) and writes the event.
+-- status change) and writes the event. The batch path fails its rows one by one with this
+-- statement, each with its own claim.
 WITH failed AS (
     UPDATE ai.context_ai_state s
        SET {stage} = 'FAILED',
            updated_at = now(),
            last_error = :error,
            last_error_at = now()
+      FROM {job_claim}
      WHERE s.context_id = :context_id
        AND s.{stage} = 'PROCESSING'
        AND {owns_claim}
@@ -372,11 +426,12 @@ SELECT context_id FROM failed;
 -- time of the last status change, and the ai re-claim measures from it). Only against a stage this
 -- job still owns (PROCESSING and owns_claim, §7.3.1), so an error never lands on a cancelled
 -- context nor on a stage another job took over. One event row (no status change: from/to null,
--- reason filled).
+-- reason filled). The batch path records its rows' errors one by one with this statement.
 WITH recorded AS (
     UPDATE ai.context_ai_state s
        SET last_error = :error,
            last_error_at = now()
+      FROM {job_claim}
      WHERE s.context_id = :context_id
        AND s.{stage} = 'PROCESSING'
        AND {owns_claim}
@@ -404,6 +459,312 @@ SELECT embedding, embedding_profile, text_sha256
   FROM ai.context_embedding
  WHERE context_id = :context_id
    AND NOT is_deleted;
+
+
+-- ===== batch path (SPEC §5.4; docs/ARCHITECTURE.md "Batch path") ===============================
+-- The same transitions for many contexts at once: one statement per step, arrays as parameters
+-- (:context_ids bigint[] …, unique ids). Every row repeats exactly the guard of the single
+-- statement (the same fragment), so a batch can never do what a single job could not; rows whose
+-- guard fails are simply absent from the result (0 rows for that context, a normal outcome).
+-- Each batch start returns every started row's claim (owner, claimed_at), and every batch save
+-- carries each row's own claim (batch_claims, or the claim columns of its input: alias c), so
+-- owns_claim holds per row exactly as in the single statement (SPEC §7.3.1).
+-- Results are ordered by context_id.
+
+
+-- name: precheck_batch
+-- Rule: SPEC §5.2 step 1 — precheck for many contexts (no lock): both statuses and what is stored
+-- for the embedding, one row per existing state row (a missing row is absent).
+SELECT s.context_id,
+       s.embedding_status,
+       s.keyword_status,
+       e.embedding_profile,
+       e.text_sha256
+  FROM ai.context_ai_state s
+  LEFT JOIN ai.context_embedding e
+         ON e.context_id = s.context_id AND NOT e.is_deleted
+ WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
+ ORDER BY s.context_id;
+
+
+-- name: start_embedding_batch
+-- Rule: SPEC §3 start (embedding), §7.3.1, §7.4 — claim the embedding stage of many contexts:
+-- each row is picked only while startable holds, locked FOR UPDATE SKIP LOCKED (a row another
+-- transaction holds — a concurrent start, save or cancellation — is skipped, never waited for;
+-- two batches never claim the same row), and the UPDATE repeats startable under the lock.
+-- Records the claim as start_embedding does (embedding_start_retry, owner = live_owner,
+-- owned_at = updated_at = now()). Returns each started row with its status BEFORE the update
+-- (PENDING = fresh start, PROCESSING = re-claim) and its claim (owner, claimed_at); one event
+-- row per started row, naming why a re-claim happened.
+WITH picked AS (
+    SELECT s.context_id, s.embedding_status AS previous_status,
+           s.updated_at < now() - :expiry AS expired,
+           coalesce({owner_gone}, false) AS owner_gone
+      FROM ai.context_ai_state s
+     WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
+       AND {startable}
+     ORDER BY s.context_id
+       FOR UPDATE SKIP LOCKED
+), started AS (
+    UPDATE ai.context_ai_state s
+       SET embedding_status = 'PROCESSING',
+           updated_at = now(),
+           embedding_start_retry = s.retry_count,
+           owner = {live_owner},
+           owned_at = now()
+      FROM picked p
+     WHERE s.context_id = p.context_id
+       AND {startable}
+    RETURNING s.context_id, p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'embedding', previous_status, 'PROCESSING', 'ai',
+           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
+                WHEN expired THEN 'reclaimed after processing expiry'
+                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
+                ELSE 'reclaimed: retry_count rose since the stage started' END
+      FROM started
+)
+SELECT context_id, previous_status, owner, owned_at AS claimed_at
+  FROM started ORDER BY context_id;
+
+
+-- name: start_keyword_batch
+-- Rule: SPEC §3 start (keyword), §7.3.1, §7.4 — as start_embedding_batch for the keyword stage,
+-- with {keyword_startable} (embedding COMPLETED) in the pick and again in the UPDATE; records
+-- keyword_start_retry and the claim (owner = live_owner, owned_at); returns each row's claim;
+-- one event row per started row.
+WITH picked AS (
+    SELECT s.context_id, s.keyword_status AS previous_status,
+           s.updated_at < now() - :expiry AS expired,
+           coalesce({owner_gone}, false) AS owner_gone
+      FROM ai.context_ai_state s
+     WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
+       AND {keyword_startable}
+     ORDER BY s.context_id
+       FOR UPDATE SKIP LOCKED
+), started AS (
+    UPDATE ai.context_ai_state s
+       SET keyword_status = 'PROCESSING',
+           updated_at = now(),
+           keyword_start_retry = s.retry_count,
+           owner = {live_owner},
+           owned_at = now()
+      FROM picked p
+     WHERE s.context_id = p.context_id
+       AND {keyword_startable}
+    RETURNING s.context_id, p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'keyword', previous_status, 'PROCESSING', 'ai',
+           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
+                WHEN expired THEN 'reclaimed after processing expiry'
+                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
+                ELSE 'reclaimed: retry_count rose since the stage started' END
+      FROM started
+)
+SELECT context_id, previous_status, owner, owned_at AS claimed_at
+  FROM started ORDER BY context_id;
+
+
+-- name: lock_states_batch
+-- Rule: SPEC §5.2 save transaction — lock the state rows of a batch FOR UPDATE first (in
+-- context_id order, so two transactions locking overlapping sets cannot deadlock on each other's
+-- order), so a concurrent cancellation either happened before (the guards below see CANCELLED)
+-- or waits until this save commits. Only state rows are locked.
+SELECT context_id
+  FROM ai.context_ai_state
+ WHERE context_id = ANY(CAST(:context_ids AS bigint[]))
+ ORDER BY context_id
+   FOR UPDATE;
+
+
+-- name: upsert_shadow_embeddings_batch
+-- Rule: SPEC §9.1, §7.3.1 — as upsert_shadow_embedding for many contexts (the building
+-- profile's vectors of the rows this replica embedded for it), inside the save transaction after
+-- lock_profiles_shared and lock_states_batch and BEFORE save_embeddings_batch completes the
+-- rows: each row only while embedding_savable with its own claim (c) and while :profile is the
+-- building one (profile_is_building). Vectors as in save_embeddings_batch. Its row count never
+-- decides the save.
+WITH c AS (
+    SELECT i.context_id, i.owner, i.claimed_at, i.text_sha256,
+           CAST(v.flat[(i.n - 1) * :dimension + 1 : i.n * :dimension] AS vector) AS embedding
+      FROM unnest(CAST(:context_ids AS bigint[]), CAST(:owners AS text[]),
+                  CAST(:claimed_ats AS timestamptz[]), CAST(:text_sha256s AS bytea[]))
+               WITH ORDINALITY AS i(context_id, owner, claimed_at, text_sha256, n),
+           (SELECT CAST(:embeddings AS real[]) AS flat) AS v
+)
+INSERT INTO ai.context_embedding_shadow
+       (context_id, embedding_profile, embedding, text_sha256, updated_at)
+SELECT c.context_id, :profile, c.embedding, c.text_sha256, now()
+  FROM c
+  JOIN ai.context_ai_state s ON s.context_id = c.context_id
+ WHERE {embedding_savable}
+   AND {profile_is_building}
+ON CONFLICT (context_id, embedding_profile) DO UPDATE
+   SET embedding = EXCLUDED.embedding,
+       text_sha256 = EXCLUDED.text_sha256,
+       updated_at = now();
+
+
+-- name: upsert_lexical_batch
+-- Rule: SPEC §10 (issue 28), §7.3.1 — as upsert_lexical for many contexts, inside the batch save
+-- transaction after lock_states_batch and BEFORE save_embeddings_batch completes the rows: each
+-- row only while embedding_savable with its own claim (c) and while core has not marked its
+-- embedding deleted. The rows come as one JSON array (:rows: context_id, user_id, record_id,
+-- owner, claimed_at, note_terms, place_terms). A row written here whose vector the save then
+-- discards (another active profile) is rewritten by the save that follows; until then it is read
+-- only through the embedding's filters (lexical_matches), so it matches nothing.
+INSERT INTO ai.context_lexical (context_id, user_id, record_id, note_terms, place_terms, updated_at)
+SELECT c.context_id, c.user_id, c.record_id, array_to_tsvector(c.note_terms),
+       array_to_tsvector(c.place_terms), now()
+  FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+           AS c(context_id bigint, user_id bigint, record_id bigint, owner text,
+                claimed_at timestamptz, note_terms text[], place_terms text[])
+  JOIN ai.context_ai_state s ON s.context_id = c.context_id
+ WHERE {embedding_savable}
+   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e
+                    WHERE e.context_id = s.context_id AND e.is_deleted)
+ON CONFLICT (context_id) DO UPDATE
+   SET user_id = EXCLUDED.user_id,
+       record_id = EXCLUDED.record_id,
+       note_terms = EXCLUDED.note_terms,
+       place_terms = EXCLUDED.place_terms,
+       updated_at = now();
+
+
+-- name: save_embeddings_batch
+-- Rule: SPEC §5.2 step 2 save, §3 complete (embedding), §7.3.1, §9.1 — inside the save
+-- transaction after lock_profiles_shared and lock_states_batch: store each row's vector while
+-- embedding_savable holds with the row's own claim (c) and :profile is the active profile
+-- (profile_is_active; the upsert of upsert_embedding: its update list never includes
+-- is_deleted and a row core marked deleted is never overwritten), then complete exactly the
+-- rows whose vector was stored, again only while embedding_savable, with one event row each
+-- (owned_at moves with updated_at, as complete_embedding). A row whose guard fails writes
+-- nothing and stays as it is (discarded), so the transaction always commits what it wrote. The
+-- vectors come as one float4 array of n × :dimension values, row i at offset (i-1) ×
+-- :dimension (bound in binary: pinlog.ai.vectors.Float4Array).
+WITH c AS (
+    SELECT i.context_id, i.user_id, i.record_id, i.text_sha256, i.owner, i.claimed_at,
+           CAST(v.flat[(i.n - 1) * :dimension + 1 : i.n * :dimension] AS vector) AS embedding
+      FROM unnest(CAST(:context_ids AS bigint[]), CAST(:user_ids AS bigint[]),
+                  CAST(:record_ids AS bigint[]), CAST(:text_sha256s AS bytea[]),
+                  CAST(:owners AS text[]), CAST(:claimed_ats AS timestamptz[]))
+               WITH ORDINALITY AS i(context_id, user_id, record_id, text_sha256, owner,
+                                    claimed_at, n),
+           (SELECT CAST(:embeddings AS real[]) AS flat) AS v
+), upserted AS (
+    INSERT INTO ai.context_embedding
+           (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
+    SELECT c.context_id, c.user_id, c.record_id, c.embedding, CAST(:profile AS text),
+           c.text_sha256, now()
+      FROM c
+      JOIN ai.context_ai_state s ON s.context_id = c.context_id
+     WHERE {embedding_savable}
+       AND {profile_is_active}
+    ON CONFLICT (context_id) DO UPDATE
+       SET user_id = EXCLUDED.user_id,
+           record_id = EXCLUDED.record_id,
+           embedding = EXCLUDED.embedding,
+           embedding_profile = EXCLUDED.embedding_profile,
+           text_sha256 = EXCLUDED.text_sha256,
+           updated_at = now()
+     WHERE NOT ai.context_embedding.is_deleted
+    RETURNING context_id
+), completed AS (
+    UPDATE ai.context_ai_state s
+       SET embedding_status = 'COMPLETED',
+           updated_at = now(),
+           owned_at = now(),
+           last_error = CASE WHEN keyword_status = 'FAILED' THEN last_error END,
+           last_error_at = CASE WHEN keyword_status = 'FAILED' THEN last_error_at END
+      FROM upserted u
+      JOIN c ON c.context_id = u.context_id
+     WHERE s.context_id = u.context_id
+       AND {embedding_savable}
+    RETURNING s.context_id
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'embedding', 'PROCESSING', 'COMPLETED', 'ai', 'completed'
+      FROM completed
+)
+SELECT context_id FROM completed ORDER BY context_id;
+
+
+-- name: read_embeddings_batch
+-- Rule: SPEC §5.2 step 3 — the stored, not deleted vectors of many contexts (as read_embedding).
+SELECT context_id, embedding, embedding_profile, text_sha256
+  FROM ai.context_embedding
+ WHERE context_id = ANY(CAST(:context_ids AS bigint[]))
+   AND NOT is_deleted
+ ORDER BY context_id;
+
+
+-- name: delete_keywords_batch
+-- Rule: SPEC §5.2 step 3 save — as delete_keywords for many contexts, each only while
+-- keyword_savable with its own claim (batch_claims; inside the save transaction after
+-- lock_states_batch).
+DELETE FROM ai.context_keyword k
+ USING {batch_claims}
+  JOIN ai.context_ai_state s ON s.context_id = c.context_id
+ WHERE k.context_id = c.context_id
+   AND {keyword_savable};
+
+
+-- name: insert_keywords_batch
+-- Rule: SPEC §5.2 step 3 save, §8 — the mapped picks of many contexts, one row per
+-- (:pick_context_ids[i], :keyword_ids[i], :confidences[i]), each only while keyword_savable with
+-- its context's claim (batch_claims).
+INSERT INTO ai.context_keyword (context_id, keyword_id, confidence, preset_version)
+SELECT s.context_id, pick.keyword_id, pick.confidence, :preset_version
+  FROM unnest(CAST(:pick_context_ids AS bigint[]), CAST(:keyword_ids AS integer[]),
+              CAST(:confidences AS numeric[])) AS pick(context_id, keyword_id, confidence)
+  JOIN {batch_claims} ON c.context_id = pick.context_id
+  JOIN ai.context_ai_state s ON s.context_id = pick.context_id
+ WHERE {keyword_savable};
+
+
+-- name: upsert_keyword_analysis_batch
+-- Rule: SPEC §2.2, §5.2 step 3, §9.1 — the analysis rows of many contexts (as
+-- upsert_keyword_analysis: written even for zero candidates / zero picks, with the embedding
+-- profile judged), each only while keyword_savable with its context's claim (batch_claims).
+-- They come as one JSON array of {context_id, unmatched_concepts, model_profile, evidence,
+-- embedding_profile} (one parameter).
+INSERT INTO ai.context_keyword_analysis
+       (context_id, preset_version, unmatched_concepts, model_profile, evidence,
+        embedding_profile, updated_at)
+SELECT s.context_id, :preset_version, a.unmatched_concepts, a.model_profile, a.evidence,
+       a.embedding_profile, now()
+  FROM jsonb_to_recordset(CAST(:analyses AS jsonb))
+           AS a(context_id bigint, unmatched_concepts jsonb, model_profile text, evidence jsonb,
+                embedding_profile text)
+  JOIN {batch_claims} ON c.context_id = a.context_id
+  JOIN ai.context_ai_state s ON s.context_id = a.context_id
+ WHERE {keyword_savable}
+{analysis_replaced};
+
+
+-- name: complete_keyword_batch
+-- Rule: SPEC §3 complete (keyword), §7.3.1 — as complete_keyword for many contexts: each only
+-- while keyword_savable with its own claim (batch_claims); last_error cleared; one event row
+-- per completed row. Under the batch's lock the keyword writes above used the same guard, so a
+-- row is completed exactly when its keyword rows and analysis row were written.
+WITH completed AS (
+    UPDATE ai.context_ai_state s
+       SET keyword_status = 'COMPLETED',
+           updated_at = now(),
+           last_error = NULL,
+           last_error_at = NULL
+      FROM {batch_claims}
+     WHERE s.context_id = c.context_id
+       AND {keyword_savable}
+    RETURNING s.context_id
+), event AS (
+    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
+    SELECT context_id, 'keyword', 'PROCESSING', 'COMPLETED', 'ai', 'completed'
+      FROM completed
+)
+SELECT context_id FROM completed ORDER BY context_id;
 
 
 -- name: ai_tables_present

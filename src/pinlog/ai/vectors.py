@@ -73,3 +73,49 @@ def check_embeddings(matrix: object, count: int, dimension: int) -> np.ndarray:
         raise DegenerateVectorError(
             f"degenerate embedding (zero, near-zero norm or non-finite) at row(s) {bad[:5]}")
     return out
+
+
+class Float4Array:
+    """Many vectors as ONE PostgreSQL ``real[]`` parameter, bound in binary (SPEC §5.4: the batch
+    path writes hundreds of vectors per statement; formatting each as text costs ~0.2 ms, binary
+    a few µs). ``values``: any ``(n, dim)`` or ``(n·dim,)`` array, flattened to float32 in row
+    order; SQL slices row ``i`` (1-based) as ``flat[(i-1)·dim + 1 : i·dim]`` and casts it to
+    ``vector`` (pgvector's ``real[] → vector`` cast). Non-finite values are refused before this
+    point (:func:`check_embeddings`)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+
+
+def _register_float4_array() -> None:
+    """psycopg binary dumper for :class:`Float4Array` (built-in OIDs only: ``real`` 700, ``real[]``
+    1021), registered on psycopg's global adapters: every connection made after the import of
+    this module knows it; it applies to this wrapper type only."""
+    import struct
+
+    import psycopg
+    from psycopg.adapt import Buffer, Dumper
+    from psycopg.pq import Format
+
+    element = np.dtype([("length", ">i4"), ("value", ">f4")])
+
+    class Float4ArrayDumper(Dumper):
+        format = Format.BINARY
+        oid = 1021  # real[]
+
+        def dump(self, obj: Float4Array) -> Buffer:
+            values = obj.values
+            # PostgreSQL binary array: ndim, has-null flag, element oid, (length, lower bound),
+            # then each element as (byte length, big-endian float4)
+            header = struct.pack(">iiIii", 1, 0, 700, values.shape[0], 1)
+            body = np.empty(values.shape[0], dtype=element)
+            body["length"] = 4
+            body["value"] = values
+            return header + body.tobytes()
+
+    psycopg.adapters.register_dumper(Float4Array, Float4ArrayDumper)
+
+
+_register_float4_array()

@@ -7,13 +7,19 @@ model and hold no connection then; their short DB steps are bounded separately b
 API). When the queue is full, :meth:`WorkQueue.offer` refuses (→ 503 +
 ``Retry-After``): the state row stays PENDING and the rescan recovers it. Nothing here is durable
 by design (SPEC §1: the state rows are the queue).
+
+Batches (SPEC §5.4, docs/ARCHITECTURE.md "Batch path"): with a ``batch_handler``, a worker that
+finds more jobs waiting than the one it took runs up to ``batch_size`` of them together through
+the batch path (one claim and one write transaction per stage for all of them) — under load
+(a burst, an import, a rescan or reprocess re-send) the per-context database work is shared; a
+lone job runs the single-context job as before. The rules are the same either way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pinlog import metrics
@@ -54,11 +60,21 @@ class WorkQueue:
             context of the worker task or of another job.
         capacity: most jobs waiting (not counting running ones).
         concurrency: worker tasks.
+        batch_handler: ``async (jobs) -> object`` for several jobs at once (each :class:`Job`
+            carries the logging context its per-context lines must use); it runs in an empty
+            logging context (a batch's own lines carry no job's ids). None: one job at a time.
+        batch_size: most jobs one worker takes at once for ``batch_handler`` (>= 1).
     """
 
     def __init__(self, handler: Callable[[ProcessRequest], Awaitable[object]], *,
-                 capacity: int, concurrency: int) -> None:
+                 capacity: int, concurrency: int,
+                 batch_handler: Callable[[Sequence[Job]], Awaitable[object]] | None = None,
+                 batch_size: int = 1) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
         self._handler = handler
+        self._batch_handler = batch_handler
+        self.batch_size = batch_size if batch_handler is not None else 1
         self.capacity = capacity
         self.concurrency = concurrency
         self._queue: asyncio.Queue[Job] | None = None
@@ -138,12 +154,22 @@ class WorkQueue:
         self._tasks = []
         metrics.WORK_QUEUE_DEPTH.set(0)
 
+    def free(self) -> int:
+        """Jobs :meth:`offer` would accept now (0 when stopped)."""
+        return self.capacity - self._queue.qsize() if self._queue is not None else 0
+
     async def _work(self) -> None:
         queue = self._queue
         assert queue is not None
         while True:
             job = await queue.get()
+            jobs = [job]
+            while len(jobs) < self.batch_size and not queue.empty():  # others waiting: a batch
+                jobs.append(queue.get_nowait())
             metrics.WORK_QUEUE_DEPTH.set(queue.qsize())
+            if len(jobs) > 1:
+                await self._run_batch(jobs, queue)
+                continue
             self._running_jobs += 1
             # the job's edge: its lines carry the request id it was accepted with and its ids
             # (the worker task's own context is replaced, not merged: SPEC §12 ids per job)
@@ -157,4 +183,22 @@ class WorkQueue:
                     log.error("job crashed", extra={"error_class": type(exc).__name__})
                 finally:
                     self._running_jobs -= 1
+                    queue.task_done()
+
+    async def _run_batch(self, jobs: list[Job], queue: asyncio.Queue[Job]) -> None:
+        """Run several jobs through the batch handler, in an empty logging context (its
+        per-context lines use each job's own context); a failure never stops the worker."""
+        assert self._batch_handler is not None
+        self._running_jobs += len(jobs)
+        with log_context({}):
+            try:
+                await self._batch_handler(jobs)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a batch never kills its worker
+                log.error("batch crashed", extra={"error_class": type(exc).__name__,
+                                                  "batch": len(jobs)})
+            finally:
+                self._running_jobs -= len(jobs)
+                for _ in jobs:
                     queue.task_done()

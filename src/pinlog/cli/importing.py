@@ -20,6 +20,7 @@ from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.cli.app import Needs, app, config_or_exit, run_command
+from pinlog.contracts import BatchProcessClient
 from pinlog.core.importer import (ImportReport, ParsedFile, StageSummary, active_context_ids,
                                   import_lines, parse_import_file, summarize, wait_for_stages)
 
@@ -67,7 +68,8 @@ class DispatchTally(logging.Filter):
             outcome = "dropped"
         if outcome is None or outcome == "accepted" or record.levelno < logging.WARNING:
             return True
-        self.outcomes[str(outcome)] += 1
+        # a process-batch call logs one line per outcome with the number of its contexts
+        self.outcomes[str(outcome)] += int(getattr(record, "count", None) or 1)
         return False
 
     def summary(self) -> str | None:
@@ -124,15 +126,30 @@ async def import_with(core: CoreRuntime, engine: AsyncEngine, parsed: ParsedFile
             already present too (``pinlog demo`` re-run on a kept data dir), not only new ones.
     """
     started = time.monotonic()
+    service, collector = core.service, None
+    batch = core.config.dispatch.batch_size
+    if batch > 1 and isinstance(core.client, BatchProcessClient):
+        # the batch path (docs/ARCHITECTURE.md "Batch path"): the committed contexts go to the
+        # ai side `batch` at a time (process-batch), paced by its queue
+        from pinlog.core.dispatch import BatchCollector
+        from pinlog.core.services import CoreService
+
+        collector = BatchCollector(core.client, batch, core.config.dispatch.busy_wait)
+        service = CoreService(engine, collector, core.config.service)
 
     async def throttle() -> None:
-        if core.dispatcher.depth >= DISPATCH_HIGH_WATER:
+        if collector is not None:
+            if collector.pending >= batch:
+                await collector.flush()
+        elif core.dispatcher.depth >= DISPATCH_HIGH_WATER:
             await core.dispatcher.join()
 
     with _progress(console) as progress:
         task = progress.add_task("creating records", total=len(parsed.lines))
-        report = await import_lines(core.service, parsed,
+        report = await import_lines(service, parsed,
                                     lambda n: progress.advance(task, n), throttle)
+    if collector is not None:
+        await collector.flush()
     finished = True
     ids = report.context_ids
     if include_existing and report.records_existing:
@@ -142,7 +159,8 @@ async def import_with(core: CoreRuntime, engine: AsyncEngine, parsed: ParsedFile
 
         async def nudge(pending: list[int]) -> None:
             await resend(engine, core.client, pending,
-                         concurrency=core.config.rescan.concurrency, actor="import")
+                         concurrency=core.config.rescan.concurrency, actor="import",
+                         batch_size=core.config.rescan.dispatch_batch)
 
         await core.dispatcher.join()
         with _progress(console) as progress:

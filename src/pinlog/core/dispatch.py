@@ -1,7 +1,8 @@
 """Dispatch of committed contexts to the ai side (SPEC §4 "Dispatch").
 
 * :class:`HttpProcessClient` — ``POST /internal/v1/context/process`` with ``X-Internal-Secret`` and
-  ``X-Request-Id``, short timeouts (connect 1 s, read 3 s by default).
+  ``X-Request-Id``, short timeouts (connect 1 s, read 3 s by default); ``send_batch`` posts many
+  contexts to ``POST /internal/v1/context/process-batch`` (docs/ARCHITECTURE.md "Batch path").
 * :class:`InProcessClient` — the same contract when core and ai run in one process.
 * :class:`Dispatcher` — a bounded in-memory queue (capacity 100 by default) drained by a few
   workers. When full, a request is **dropped** and counted: its PENDING state row is already
@@ -20,14 +21,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import httpx
 from pydantic import SecretStr
 
 from pinlog import metrics
-from pinlog.contracts import PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER, ProcessClient, ProcessRequest
+from pinlog.contracts import (PROCESS_BATCH_PATH, PROCESS_PATH, REQUEST_ID_HEADER, SECRET_HEADER,
+                              BatchProcessClient, ProcessBatchResponse, ProcessClient,
+                              ProcessRequest)
 from pinlog.logs import log_context, request_id_or_new
 from pinlog.settings import Settings, reveal
 
@@ -63,16 +68,40 @@ def record_outcome(outcome: str, *, context_id: int, http_status: int | None = N
     """Count ``outcome`` and log it at the level its class deserves (ids only, never text; the
     request id comes from the logging context)."""
     metrics.DISPATCH_OUTCOMES.labels(outcome).inc()
-    extra = {"context_id": context_id, "outcome": outcome, "http_status": http_status}
+    _log_outcome("process request", outcome,
+                 {"context_id": context_id, "outcome": outcome, "http_status": http_status})
+
+
+def _log_outcome(what: str, outcome: str, extra: dict[str, object]) -> None:
+    """The one log line of a dispatch outcome, at the level its class deserves: accepted at
+    DEBUG, a refused secret and other 4xx/bugs at ERROR, the rest (busy, 5xx, no answer) at
+    WARNING."""
     if outcome == ACCEPTED:
-        log.debug("process request accepted", extra=extra)
+        log.debug(f"{what} accepted", extra=extra)
     elif outcome == UNAUTHORIZED:
-        log.error("process request rejected by the ai side: internal secret not accepted "
+        log.error(f"{what} rejected by the ai side: internal secret not accepted "
                   "(check PINLOG_INTERNAL_SECRETS on both sides)", extra=extra)
     elif outcome in (CLIENT_ERROR, ERROR):
-        log.error("process request failed; the rescan will retry", extra=extra)
+        log.error(f"{what} failed; the rescan will retry", extra=extra)
     else:
-        log.warning("process request not delivered; the rescan will retry", extra=extra)
+        log.warning(f"{what} not delivered; the rescan will retry", extra=extra)
+
+
+def record_batch_outcomes(requests: Sequence[ProcessRequest], statuses: Sequence[int]) -> None:
+    """Count each request of a batch by the outcome of its status (as :func:`record_outcome`),
+    but log one line per outcome class for the whole batch (``count``, the first context id):
+    a busy ai side answering a backfill must not log a line per context."""
+    outcomes: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for request, status in zip(requests, statuses, strict=True):
+        outcome = outcome_for_status(status)
+        outcomes[outcome] += 1
+        first.setdefault(outcome, request.context_id)
+    for outcome, count in outcomes.items():
+        metrics.DISPATCH_OUTCOMES.labels(outcome).inc(count)
+    for outcome, count in outcomes.items():
+        _log_outcome("process batch", outcome,
+                     {"context_id": first[outcome], "outcome": outcome, "count": count})
 
 
 @dataclass(frozen=True)
@@ -85,6 +114,10 @@ class DispatchConfig:
         connect_timeout, read_timeout: ``PINLOG_DISPATCH_CONNECT_TIMEOUT`` /
             ``PINLOG_DISPATCH_READ_TIMEOUT``, seconds.
         queue_size, workers: ``PINLOG_DISPATCH_QUEUE_SIZE`` / ``PINLOG_DISPATCH_WORKERS``.
+        batch_size: contexts per process-batch call of bulk work (``PINLOG_PROCESS_BATCH_SIZE``,
+            :class:`BatchCollector`).
+        busy_wait: seconds a batch keeps being re-sent while the ai side answers 503
+            (``PINLOG_RESCAN_BUSY_WAIT``).
     """
 
     ai_base_url: str | None
@@ -93,6 +126,8 @@ class DispatchConfig:
     read_timeout: float
     queue_size: int
     workers: int
+    batch_size: int = 1
+    busy_wait: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchConfig:
@@ -100,7 +135,8 @@ class DispatchConfig:
                    secret=next(iter(settings.internal_secrets), None),
                    connect_timeout=settings.dispatch_connect_timeout,
                    read_timeout=settings.dispatch_read_timeout,
-                   queue_size=settings.dispatch_queue_size, workers=settings.dispatch_workers)
+                   queue_size=settings.dispatch_queue_size, workers=settings.dispatch_workers,
+                   batch_size=settings.process_batch_size, busy_wait=settings.rescan_busy_wait)
 
     def endpoint(self) -> tuple[str, str]:
         """``(ai base URL, secret value)`` for an HTTP client of the ai side (never log them).
@@ -131,6 +167,7 @@ class HttpProcessClient:
     def __init__(self, base_url: str, secret: str, connect_timeout: float = 1.0,
                  read_timeout: float = 3.0, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._secret = secret
+        self._batch_route = True  # until the ai side answers 404/405 to a process-batch call
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout,
@@ -176,6 +213,68 @@ class HttpProcessClient:
                        http_status=status)
         return status
 
+    async def send_batch(self, requests: Sequence[ProcessRequest]) -> list[int]:
+        """POST ``requests`` as one ``process-batch`` call (docs/ARCHITECTURE.md "Batch path")
+        with the logging context's request id; returns one status per request (the item's
+        status from the answer; the call's status for every item when the answer has none:
+        401, 5xx, 0 = no answer). An ai side without the batch route (404/405: an older
+        version; or a 202 without one status per context: not this contract) gets one
+        ``process`` call per request instead, from then on. A batch the ai side finds too
+        large (413: its ``Settings.batch_body_limit``) is sent again as two halves, down to one
+        ``process`` call for a single context. Counted per request, logged once per outcome
+        class; never raises."""
+        if not requests:
+            return []
+        with log_context(request_id=request_id_or_new()) as ids:
+            return await self._send_batch(requests, str(ids["request_id"]))
+
+    async def _send_batch(self, requests: Sequence[ProcessRequest],
+                          request_id: str) -> list[int]:
+        if not self._batch_route:
+            return [await self._post(r, request_id) for r in requests]
+        statuses = await self._post_batch(requests, request_id)
+        if statuses is None:  # no batch route on this ai side
+            self._batch_route = False
+            log.warning("the ai side has no process-batch route (an older version): "
+                        "sending one request per context")
+            return [await self._post(r, request_id) for r in requests]
+        if all(status == 413 for status in statuses):  # the body passed the route's limit
+            if len(requests) == 1:
+                return [await self._post(requests[0], request_id)]
+            half = len(requests) // 2
+            return (await self._send_batch(requests[:half], request_id)
+                    + await self._send_batch(requests[half:], request_id))
+        record_batch_outcomes(requests, statuses)
+        return statuses
+
+    async def _post_batch(self, requests: Sequence[ProcessRequest],
+                          request_id: str) -> list[int] | None:
+        headers = {SECRET_HEADER: self._secret, REQUEST_ID_HEADER: request_id}
+        body = {"contexts": [r.model_dump(mode="json", by_alias=True) for r in requests]}
+        try:
+            response = await self._client.post(PROCESS_BATCH_PATH, json=body, headers=headers)
+        except httpx.TransportError:  # timeouts included: no answer for any of them
+            return [0] * len(requests)
+        except Exception:  # noqa: BLE001 - a dispatch failure must never reach the caller
+            log.exception("unexpected error while sending a process batch",
+                          extra={"context_id": requests[0].context_id, "count": len(requests)})
+            return [0] * len(requests)
+        if response.status_code in (404, 405):
+            return None
+        if response.status_code in (202, 503):
+            try:
+                # a 503 carries the error envelope besides the statuses: read only those
+                statuses = ProcessBatchResponse.model_validate(
+                    {"statuses": response.json()["statuses"]}).statuses
+            except (ValueError, KeyError, TypeError):
+                statuses = []
+            if len(statuses) == len(requests):
+                return statuses
+            if response.status_code == 202:
+                return None  # accepted without saying what: not the batch contract (re-sending
+                # each context is safe: the ai side's guarded start lets one job own a stage)
+        return [response.status_code] * len(requests)
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
@@ -189,13 +288,39 @@ class InProcessClient:
             adapter, answering like the HTTP route (202 accepted, 422, 503 queue full). It runs
             in the logging context with a ``request_id`` (the current one, or a new one), as
             the HTTP route would.
+        submit_batch: ``async submit_batch(requests) -> list[int]`` — the adapter of the
+            process-batch route (one status per request); None → ``send_batch`` calls
+            ``submit`` for each request.
 
     ``send`` returns that status, or 0 when ``submit`` raised (logged at ERROR, counted); it never
-    raises (except ``asyncio.CancelledError``).
+    raises (except ``asyncio.CancelledError``). ``send_batch`` likewise, per request.
     """
 
-    def __init__(self, submit: Callable[[ProcessRequest], Awaitable[int]]) -> None:
+    def __init__(self, submit: Callable[[ProcessRequest], Awaitable[int]],
+                 submit_batch: Callable[[Sequence[ProcessRequest]], Awaitable[list[int]]]
+                 | None = None) -> None:
         self._submit = submit
+        self._submit_batch = submit_batch
+
+    async def send_batch(self, requests: Sequence[ProcessRequest]) -> list[int]:
+        """Hand ``requests`` to the ai runtime at once; one status per request (0 for all when
+        it raised). Counted per request, logged once per outcome class."""
+        if not requests:
+            return []
+        if self._submit_batch is None:
+            return [await self.send(r) for r in requests]
+        with log_context(request_id=request_id_or_new()):
+            try:
+                statuses = [int(s) for s in await self._submit_batch(requests)]
+            except Exception:  # noqa: BLE001 - never into the caller
+                log.exception("in-process submit_batch failed",
+                              extra={"context_id": requests[0].context_id,
+                                     "count": len(requests)})
+                statuses = [0] * len(requests)
+            if len(statuses) != len(requests):
+                statuses = [0] * len(requests)
+            record_batch_outcomes(requests, statuses)
+            return statuses
 
     async def send(self, request: ProcessRequest) -> int:
         """Hand ``request`` to the ai runtime; returns its status (0 when it raised)."""
@@ -227,8 +352,87 @@ class UnconfiguredClient:
                     extra={"context_id": request.context_id})
         return 0
 
+    async def send_batch(self, requests: Sequence[ProcessRequest]) -> list[int]:
+        """As :meth:`send` for each request, with one log line."""
+        if not requests:
+            return []
+        metrics.DISPATCH_OUTCOMES.labels(UNCONFIGURED).inc(len(requests))
+        log.warning("no ai side configured (PINLOG_AI_BASE_URL unset and no in-process ai)",
+                    extra={"context_id": requests[0].context_id, "count": len(requests)})
+        return [0] * len(requests)
+
     async def aclose(self) -> None:
         """Nothing to close."""
+
+
+#: First and longest pause between re-sends of one busy (503) context, seconds (the rescan's
+#: one-request-per-context path).
+BUSY_BACKOFF = (0.05, 2.0)
+#: First and longest pause (seconds) before the busy (503) items of a batch are sent again: a batch
+#: re-send is one call for many contexts, and the ai side empties its queue in well under a
+#: second at backfill speed, so a long pause only leaves it idle (issue 25: with
+#: :data:`BUSY_BACKOFF` a 4,000-context backfill spent half its time waiting).
+BATCH_BUSY_BACKOFF = (0.02, 0.25)
+
+
+async def send_batch_paced(client: BatchProcessClient, requests: Sequence[ProcessRequest], *,
+                           busy_wait: float,
+                           sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> list[int]:
+    """``client.send_batch(requests)``, then the requests answered 503 (the ai side's queue is
+    full) again with capped exponential backoff (:data:`BATCH_BUSY_BACKOFF`) for up to ``busy_wait``
+    seconds, so bulk work is paced by that queue instead of flooding it (SPEC §7.2 "Recovery
+    speed"). Returns the last status of each request, in order; never raises for an ai-side
+    failure."""
+    statuses = list(await client.send_batch(requests))
+    deadline = time.monotonic() + busy_wait
+    pause = BATCH_BUSY_BACKOFF[0]
+    busy = [i for i, status in enumerate(statuses) if status == 503]
+    while busy and time.monotonic() + pause < deadline:
+        await sleep(pause)
+        pause = min(BATCH_BUSY_BACKOFF[1], pause * 2)
+        again = await client.send_batch([requests[i] for i in busy])
+        for i, status in zip(busy, again, strict=True):
+            statuses[i] = status
+        busy = [i for i in busy if statuses[i] == 503]
+    return statuses
+
+
+class BatchCollector:
+    """A :class:`pinlog.core.services.DispatchQueue` for bulk work (``pinlog import``): requests
+    of committed contexts are collected and sent ``batch_size`` at a time with
+    :func:`send_batch_paced` when :meth:`flush` is awaited (the batch path, docs/ARCHITECTURE.md
+    "Batch path"). A request the ai side does not accept stays PENDING for the rescan.
+
+    Args:
+        client: a :class:`pinlog.contracts.BatchProcessClient`.
+        batch_size: most requests per call (>= 1).
+        busy_wait: seconds a batch keeps being re-sent while the ai side answers 503.
+    """
+
+    def __init__(self, client: BatchProcessClient, batch_size: int, busy_wait: float) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.client, self.batch_size, self.busy_wait = client, batch_size, busy_wait
+        self._pending: list[ProcessRequest] = []
+
+    @property
+    def pending(self) -> int:
+        """Requests collected and not sent yet."""
+        return len(self._pending)
+
+    def enqueue(self, request: ProcessRequest) -> bool:
+        """Collect ``request`` (never blocks; always True)."""
+        self._pending.append(request)
+        return True
+
+    async def flush(self) -> list[int]:
+        """Send everything collected, ``batch_size`` per call; returns the statuses in order."""
+        statuses: list[int] = []
+        while self._pending:
+            chunk, self._pending = (self._pending[:self.batch_size],
+                                    self._pending[self.batch_size:])
+            statuses += await send_batch_paced(self.client, chunk, busy_wait=self.busy_wait)
+        return statuses
 
 
 class Dispatcher:

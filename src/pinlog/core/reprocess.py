@@ -40,14 +40,22 @@ class ReprocessConfig:
         profile: the embedding profile in force (SPEC §9; the ai side's provider config, given
             by the composition root).
         concurrency: dispatches in flight at once (``PINLOG_RESCAN_CONCURRENCY``).
+        dispatch_batch: contexts per process-batch call (``PINLOG_PROCESS_BATCH_SIZE``; the
+            batch path, docs/ARCHITECTURE.md "Batch path").
+        busy_wait: seconds a dispatch keeps retrying while the ai side answers 503
+            (``PINLOG_RESCAN_BUSY_WAIT``).
     """
 
     profile: str
     concurrency: int
+    dispatch_batch: int = 1
+    busy_wait: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings, *, profile: str) -> ReprocessConfig:
-        return cls(profile=profile, concurrency=settings.rescan_concurrency)
+        return cls(profile=profile, concurrency=settings.rescan_concurrency,
+                   dispatch_batch=settings.process_batch_size,
+                   busy_wait=settings.rescan_busy_wait)
 
 
 class ReprocessError(PinlogError, RuntimeError):
@@ -149,7 +157,9 @@ async def reprocess(
         if client is not None and moved:
             report.dispatch.merge(await resend(engine, client, moved,
                                                concurrency=config.concurrency,
-                                               actor="reprocess"))
+                                               actor="reprocess",
+                                               busy_wait=config.busy_wait,
+                                               batch_size=config.dispatch_batch))
         if on_batch is not None:
             on_batch(len(rows), len(moved))
     return report

@@ -47,10 +47,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cache
 
+from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
-from pinlog.contracts import ProcessClient, ProcessRequest
+from pinlog.contracts import BatchProcessClient, ProcessClient, ProcessRequest
+from pinlog.core.dispatch import BUSY_BACKOFF, send_batch_paced
 from pinlog.core.services import place_meta
 from pinlog.db.background import stop_task
 from pinlog.db.sql import SqlStatements
@@ -68,8 +70,6 @@ WAKE_SLACK_SECONDS = 1.0
 MIN_WAKE_SECONDS = 0.5
 #: Wait after a round that failed (database unavailable): retried soon, not one interval later.
 FAILED_ROUND_RETRY_SECONDS = 10.0
-#: First and longest pause between busy retries, seconds.
-BUSY_BACKOFF = (0.05, 2.0)
 
 
 @cache
@@ -95,6 +95,8 @@ class RescanConfig:
         heartbeat_timeout: ``PINLOG_HEARTBEAT_TIMEOUT``, seconds: the longest wait between two
             rounds while anything is unfinished or may become so (SPEC §7.3.1: a live replica
             notices the work a dead or stopped process released within about one timeout).
+        dispatch_batch: contexts per process-batch call of the re-sends
+            (``PINLOG_PROCESS_BATCH_SIZE``; 1 → one call per context).
     """
 
     enabled: bool
@@ -106,6 +108,7 @@ class RescanConfig:
     concurrency: int
     busy_wait: float
     heartbeat_timeout: float = 30.0
+    dispatch_batch: int = 1
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RescanConfig:
@@ -114,7 +117,8 @@ class RescanConfig:
                    processing_expiry=settings.processing_expiry,
                    max_retries=settings.max_retries, batch_size=settings.rescan_batch_size,
                    concurrency=settings.rescan_concurrency, busy_wait=settings.rescan_busy_wait,
-                   heartbeat_timeout=settings.heartbeat_timeout)
+                   heartbeat_timeout=settings.heartbeat_timeout,
+                   dispatch_batch=settings.process_batch_size)
 
 
 @dataclass
@@ -241,6 +245,7 @@ async def resend(
     concurrency: int,
     actor: str = "rescan",
     busy_wait: float = 0.0,
+    batch_size: int = 1,
 ) -> DispatchReport:
     """Re-read each context from core and send a normal process request (SPEC §7.2 step 3).
 
@@ -249,13 +254,24 @@ async def resend(
     ``client.send(ProcessRequest(contextId, userId=member_id, recordId, text=body))``. At most
     ``concurrency`` ids are in flight. Never raises for a single id's failure.
 
+    With ``batch_size`` > 1 and a client that can send batches
+    (:class:`pinlog.contracts.BatchProcessClient`), ids go ``batch_size`` at a time instead: one
+    read of the batch (``reread_contexts``) and one ``send_batch`` call for the contexts still
+    to process (the batch path, docs/ARCHITECTURE.md "Batch path"); at most ``concurrency``
+    batches in flight. Every id keeps its own outcome.
+
     Args:
         context_ids: state row ids (= ``core.context.id``) to re-send.
         concurrency: parallel re-sends (>= 1).
         actor: ``rescan`` or ``reprocess`` (log and metric label only).
         busy_wait: seconds one id keeps being re-sent (capped exponential backoff from
             :data:`BUSY_BACKOFF`) while the ai side answers 503 (its queue is full); 0 → once.
+        batch_size: contexts per process-batch call (``PINLOG_PROCESS_BATCH_SIZE``); 1 → one
+            call per context.
     """
+    if batch_size > 1 and isinstance(client, BatchProcessClient):
+        return await _resend_batches(engine, client, list(context_ids), concurrency=concurrency,
+                                     actor=actor, busy_wait=busy_wait, batch_size=batch_size)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     q = statements()
 
@@ -263,31 +279,11 @@ async def resend(
         async with semaphore:
             try:
                 async with engine.connect() as conn:
-                    row = (await conn.execute(q("reread_context"),
-                                              {"context_id": context_id})).mappings().first()
-                if row is None or row["context_id"] is None or not row["active"]:
-                    statuses = (row["embedding_status"], row["keyword_status"]) if row else ()
-                    if row is not None and any(s != "CANCELLED" for s in statuses):
-                        log.warning(
-                            "re-send skipped: context deleted or missing but its state is not "
-                            "CANCELLED (an invalidation was missed)",
-                            extra={"context_id": context_id, "status": "/".join(statuses),
-                                   "outcome": "skipped_deleted", "reason": actor},
-                        )
-                    else:
-                        log.info("re-send skipped: context deleted",
-                                 extra={"context_id": context_id, "outcome": "skipped_deleted"})
-                    metrics.RESCAN_DISPATCHED.labels(outcome="skipped_deleted").inc()
-                    return "skipped_deleted", context_id
-                if (row["embedding_status"] not in _UNFINISHED
-                        and row["keyword_status"] not in _UNFINISHED):
-                    metrics.RESCAN_DISPATCHED.labels(outcome="skipped_finished").inc()
-                    return "skipped_finished", context_id
-                request = ProcessRequest(
-                    context_id=row["context_id"], user_id=row["member_id"],
-                    record_id=row["record_id"], text=row["body"],
-                    place_meta=place_meta(row) if row["external_place_id"] is not None else None,
-                )
+                    row = (await conn.execute(q("reread_contexts"),
+                                              {"context_ids": [context_id]})).mappings().first()
+                outcome, request = _request_or_skip(context_id, row, actor)
+                if request is None:
+                    return outcome, context_id
                 with log_context(request_id=f"{actor}-{uuid.uuid4().hex[:16]}"):  # X-Request-Id
                     status = await client.send(request)
                     # busy (503: the ai side's queue is full) → wait and re-send, so the rescan
@@ -314,13 +310,95 @@ async def resend(
             metrics.RESCAN_DISPATCHED.labels(outcome="not_accepted").inc()
             return "failed", context_id
 
-    results = await asyncio.gather(*(one(cid) for cid in context_ids))
+    return _report(await asyncio.gather(*(one(cid) for cid in context_ids)))
+
+
+def _report(results: Iterable[tuple[str, int]]) -> DispatchReport:
     report = DispatchReport()
     buckets = {"dispatched": report.dispatched, "skipped_deleted": report.skipped_deleted,
                "skipped_finished": report.skipped_finished, "failed": report.failed_calls}
     for outcome, cid in results:
         buckets[outcome].append(cid)
     return report
+
+
+def _request_or_skip(context_id: int, row: RowMapping | None,
+                     actor: str) -> tuple[str, ProcessRequest | None]:
+    """What a re-read row means for its re-send (SPEC §7.2 step 3): ``("skipped_deleted", None)``
+    when the context is deleted, superseded or missing (a WARN when its state is not CANCELLED:
+    an invalidation was missed), ``("skipped_finished", None)`` when both stages are finished,
+    else ``("send", request)`` with the text (and the saved place as ``placeMeta``, SPEC §10)
+    re-read from core. Counts the skips."""
+    if row is None or row["context_id"] is None or not row["active"]:
+        statuses = (str(row["embedding_status"]), str(row["keyword_status"])) if row else ()
+        if row is not None and any(s != "CANCELLED" for s in statuses):
+            log.warning(
+                "re-send skipped: context deleted or missing but its state is not "
+                "CANCELLED (an invalidation was missed)",
+                extra={"context_id": context_id, "status": "/".join(statuses),
+                       "outcome": "skipped_deleted", "reason": actor},
+            )
+        else:
+            log.info("re-send skipped: context deleted",
+                     extra={"context_id": context_id, "outcome": "skipped_deleted"})
+        metrics.RESCAN_DISPATCHED.labels(outcome="skipped_deleted").inc()
+        return "skipped_deleted", None
+    if row["embedding_status"] not in _UNFINISHED and row["keyword_status"] not in _UNFINISHED:
+        metrics.RESCAN_DISPATCHED.labels(outcome="skipped_finished").inc()
+        return "skipped_finished", None
+    return "send", ProcessRequest(
+        context_id=row["context_id"], user_id=row["member_id"], record_id=row["record_id"],
+        text=row["body"],
+        place_meta=place_meta(row) if row["external_place_id"] is not None else None)
+
+
+async def _resend_batches(engine: AsyncEngine, client: BatchProcessClient, context_ids: list[int],
+                          *, concurrency: int, actor: str, busy_wait: float,
+                          batch_size: int) -> DispatchReport:
+    """:func:`resend` by batches of ``batch_size`` ids (see there)."""
+    semaphore = asyncio.Semaphore(max(1, concurrency))
+    q = statements()
+
+    async def one(chunk: list[int]) -> list[tuple[str, int]]:
+        async with semaphore:
+            try:
+                async with engine.connect() as conn:
+                    rows = {int(r["state_id"]): r for r in (await conn.execute(
+                        q("reread_contexts"), {"context_ids": chunk})).mappings()}
+                outcomes: list[tuple[str, int]] = []
+                requests: list[ProcessRequest] = []
+                for context_id in chunk:
+                    outcome, request = _request_or_skip(context_id, rows.get(context_id), actor)
+                    if request is None:
+                        outcomes.append((outcome, context_id))
+                    else:
+                        requests.append(request)
+                if not requests:
+                    return outcomes
+                with log_context(request_id=f"{actor}-{uuid.uuid4().hex[:16]}"):  # X-Request-Id
+                    statuses = dict(zip((r.context_id for r in requests), await send_batch_paced(
+                        client, requests, busy_wait=busy_wait), strict=True))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one failure never stops the round
+                log.warning("batch re-send failed", extra={
+                    "context_id": chunk[0], "count": len(chunk), "outcome": "error",
+                    "error_class": type(exc).__name__})
+                metrics.RESCAN_DISPATCHED.labels(outcome="error").inc(len(chunk))
+                return [("failed", cid) for cid in chunk]
+            refused = [cid for cid, status in statuses.items() if status != 202]
+            metrics.RESCAN_DISPATCHED.labels(outcome="accepted").inc(len(statuses) - len(refused))
+            if refused:
+                log.warning("re-send not accepted", extra={
+                    "context_id": refused[0], "count": len(refused),
+                    "http_status": statuses[refused[0]], "outcome": "not_accepted"})
+                metrics.RESCAN_DISPATCHED.labels(outcome="not_accepted").inc(len(refused))
+            return outcomes + [("dispatched" if statuses[r.context_id] == 202 else "failed",
+                                r.context_id) for r in requests]
+
+    chunks = [context_ids[i:i + batch_size] for i in range(0, len(context_ids), batch_size)]
+    return _report(pair for done in await asyncio.gather(*(one(c) for c in chunks))
+                   for pair in done)
 
 
 def expiry_params(config: RescanConfig, owner: str | None = None) -> dict[str, object]:
@@ -410,7 +488,8 @@ class RescanLoop:
         """Step 3: re-read and re-send each claimed id (no transaction, bounded concurrency)."""
         return await resend(self.engine, self.client, context_ids,
                             concurrency=self.config.concurrency,
-                            busy_wait=self.config.busy_wait)
+                            busy_wait=self.config.busy_wait,
+                            batch_size=self.config.dispatch_batch)
 
     async def run_round(self) -> RoundReport:
         """One full round: finalize → claim → re-send (SPEC §7.2). Updates RESCAN_* metrics.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -78,14 +78,19 @@ class CoreConfig:
                    retention=CoreRetentionConfig.from_settings(settings))
 
 
+#: The ai runtime's in-process adapter of the process-batch route (``AiRuntime.submit_batch``).
+SubmitBatch = Callable[[Sequence[ProcessRequest]], Awaitable[list[int]]]
+
+
 def build_client(config: DispatchConfig,
                  in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
-                 ) -> ProcessClient:
-    """The process client for this configuration (see module docstring)."""
+                 in_process_submit_batch: SubmitBatch | None = None) -> ProcessClient:
+    """The process client for this configuration (see module docstring); every one of them is
+    also a :class:`pinlog.contracts.BatchProcessClient`."""
     if config.ai_base_url:
         return HttpProcessClient.from_config(config)
     if in_process_submit is not None:
-        return InProcessClient(in_process_submit)
+        return InProcessClient(in_process_submit, in_process_submit_batch)
     return UnconfiguredClient()
 
 
@@ -94,7 +99,8 @@ class CoreRuntime:
 
     Args:
         config: the core configuration.
-        in_process_submit / in_process_search: the ai runtime of this process (composition).
+        in_process_submit / in_process_submit_batch / in_process_search: the ai runtime of this
+            process (composition).
         rescan: run the rescan loop (default ``config.rescan.enabled``); one-shot commands pass
             False so only their own rounds run (SPEC §7).
         owner: this process's id (``ProcessRegistry.process_id``), recorded as the owner of the
@@ -111,12 +117,13 @@ class CoreRuntime:
 
     def __init__(self, engine: AsyncEngine, config: CoreConfig, *,
                  in_process_submit: Callable[[ProcessRequest], Awaitable[int]] | None = None,
+                 in_process_submit_batch: SubmitBatch | None = None,
                  in_process_search: SearchFn | None = None, rescan: bool | None = None,
                  owner: str | None = None) -> None:
         self.config, self.engine = config, engine
         self.owner = owner
         self.run_rescan = config.rescan.enabled if rescan is None else rescan
-        self.client = build_client(config.dispatch, in_process_submit)
+        self.client = build_client(config.dispatch, in_process_submit, in_process_submit_batch)
         self.dispatcher = Dispatcher(self.client, queue_size=config.dispatch.queue_size,
                                      workers=config.dispatch.workers)
         self.service = CoreService(engine, self.dispatcher, config.service, owner=owner)

@@ -17,6 +17,9 @@ from data (SPEC §3):
   recursively without its comment lines, so a predicate shared by several statements (and
   files) is written once.
 
+Markers are resolved in SQL lines only; in a comment line (``-- …``) they stay as written, so a
+comment may name the fragment a statement uses.
+
 Everything else is a bound parameter (``:name``). :meth:`Queries.native` gives the psycopg form
 (``%(name)s``) for statements sent on the driver connection (pipelines, see
 :func:`driver_connection`).

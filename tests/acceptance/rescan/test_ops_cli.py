@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pinlog.contracts import PROCESS_PATH, SECRET_HEADER
+from pinlog.contracts import PROCESS_BATCH_PATH, PROCESS_PATH, SECRET_HEADER
 from tests.conftest import TEST_JWT_SECRET, TEST_SECRET
 from tests.helpers import PINLOG, pinlog_env, run_pinlog
 from tests.integration.core.rescan.factory import make_context, state
@@ -22,7 +22,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def receiver():
-    """A tiny HTTP ai side: records (path, secret header, body) and answers 202."""
+    """A tiny HTTP ai side speaking the process contract: records (path, secret header, body)
+    of each context sent — one per ``process`` call, one per item of a ``process-batch`` call —
+    and accepts them (202; a batch: one 202 status per item)."""
     seen: list[tuple[str, str | None, dict]] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -31,10 +33,15 @@ def receiver():
 
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, self.headers.get(SECRET_HEADER), body))
+            items = body["contexts"] if self.path == PROCESS_BATCH_PATH else [body]
+            for item in items:
+                seen.append((self.path, self.headers.get(SECRET_HEADER), item))
+            answer = (json.dumps({"statuses": [202] * len(items)}).encode()
+                      if self.path == PROCESS_BATCH_PATH else b"")
             self.send_response(202)
-            self.send_header("Content-Length", "0")
+            self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
+            self.wfile.write(answer)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -68,7 +75,7 @@ def test_rescan_once_prints_what_it_finalized_claimed_and_dispatched(
     assert str(stale) in lines["claimed (retry spent)"]
     assert str(stale) in lines["dispatched (accepted)"]
     assert [(p, s, b["contextId"], b["text"]) for p, s, b in seen] == [
-        (PROCESS_PATH, TEST_SECRET, stale, "조용한 북카페")]
+        (PROCESS_BATCH_PATH, TEST_SECRET, stale, "조용한 북카페")]  # the batch path
     assert state(sync_conn, stale)["retry_count"] == 1
     assert state(sync_conn, fresh)["retry_count"] == 0
     assert "조용한" not in result.stderr  # logs never carry the text
@@ -170,9 +177,11 @@ def test_a_commands_lines_carry_the_command_the_round_and_the_request_id_it_sent
         result = run_pinlog(["rescan", "--once"], env_for(tmp_path, db_url, ai_side.url),
                             timeout=60)
     assert result.returncode == 0, result.stderr
-    [received] = ai_side.received
+    # the receiver knows only /process (an ai side without process-batch): the re-send asks
+    # for the batch route once, then sends the context on its own
+    [received] = [r for r in ai_side.received if r.path == PROCESS_PATH]
     lines = [json.loads(raw) for raw in result.stderr.splitlines() if raw.startswith("{")]
-    [line] = [x for x in lines if x["logger"] == "pinlog.core.dispatch"]
+    [line] = [x for x in lines if x["logger"] == "pinlog.core.dispatch" and "outcome" in x]
     assert (line["context_id"], line["outcome"], line["command"]) == (stale, "server_error", "rescan")
     assert line["request_id"] == received.headers["X-Request-Id"]
     assert line["request_id"].startswith("rescan-") and len(line["round_id"]) == 16

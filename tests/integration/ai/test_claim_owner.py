@@ -234,7 +234,9 @@ async def test_what_an_ai_process_accepted_over_http_is_released_when_it_stops(
     sender = add_process(sync_conn)
     for cid in (1, 2):
         insert_state(sync_conn, cid, owner=sender)
-    settings = ai_settings_for(tmp_path, db_url, worker_concurrency=1, shutdown_grace=0)
+    # one job at a time (no batch: the second request must stay queued behind the first)
+    settings = ai_settings_for(tmp_path, db_url, worker_concurrency=1, shutdown_grace=0,
+                               process_batch_size=1)
     gate = provider.hold()
     async with running_ai(settings, db_url, provider, judge) as (client, ai):
         for cid in (1, 2):

@@ -18,10 +18,16 @@ from tests.integration.ai.support import FRIENDS_TEXT, QUIET_TEXT, insert_state,
 from tests.support.app import running_app
 
 
+#: The loggers of a job's lines: the single-context job and the batch path (several waiting jobs
+#: run together, each line in its own job's context).
+JOB_LOGGERS = ("pinlog.ai.pipeline", "pinlog.ai.batch")
+
+
 def job_lines(caplog) -> list[dict]:
-    """The pipeline's lines as emitted (JSON), in order."""
+    """The jobs' per-context lines as emitted (JSON), in order (the batch summary line, which
+    carries no context, left out)."""
     return [json.loads(JsonFormatter().format(r)) for r in caplog.records
-            if r.name == "pinlog.ai.pipeline"]
+            if r.name in JOB_LOGGERS and r.getMessage() != "batch processed"]
 
 
 def ids_by_context(lines: list[dict]) -> dict[int, set[tuple[object, object]]]:
@@ -33,10 +39,12 @@ def ids_by_context(lines: list[dict]) -> dict[int, set[tuple[object, object]]]:
 
 @contextlib.asynccontextmanager
 async def two_pending_contexts(settings, db_url, provider, judge, sync_conn, caplog):
-    """An ai-only app with the state rows of contexts 1 and 2, the pipeline's INFO captured."""
+    """An ai-only app with the state rows of contexts 1 and 2, the jobs' DEBUG lines captured
+    (a completed stage is a DEBUG line)."""
     insert_state(sync_conn, 1)
     insert_state(sync_conn, 2)
-    caplog.set_level(logging.INFO, logger="pinlog.ai.pipeline")
+    for name in JOB_LOGGERS:
+        caplog.set_level(logging.DEBUG, logger=name)
     async with running_app(settings, db_url, components=("ai",), provider=provider,
                            judge=judge, base_url="http://ai") as running:
         yield running

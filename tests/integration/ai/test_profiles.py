@@ -39,7 +39,7 @@ from tests.integration.ai.profile_support import (
     shadow_rows,
     state_snapshot,
 )
-from tests.integration.ai.support import ai_settings_for, claim_of, core_cancel, request, statuses
+from tests.integration.ai.support import ai_settings_for, core_cancel, request, statuses
 from tests.support.locks import waiting_for_advisory_lock
 
 N = 12
@@ -611,21 +611,35 @@ async def test_activation_copies_only_contexts_still_completed_and_not_deleted(e
     assert shadow_rows(world, PROFILE_B) == {}  # the two stale ones are gone, never searchable
 
 
+async def _claim_embedding(engine, context_id: int):
+    """The guarded embedding start of ``context_id`` (its claim, SPEC §7.3.1)."""
+    from datetime import timedelta
+
+    from pinlog.ai import state
+    from pinlog.states import Stage
+
+    async with engine.begin() as conn:
+        claim = await state.start_stage(conn, context_id, Stage.EMBEDDING, timedelta(minutes=5))
+    assert claim is not None
+    return claim
+
+
 async def test_a_building_vector_is_written_only_while_its_profile_is_building(engine, world):
     """The embedding save's shadow vector (a replica that still thinks B is building after a
     drop) is not written."""
     from pinlog.ai import state
     from tests.fakes import fake_vector
 
-    add_note(world, 13, state=("PROCESSING", "PENDING"), embedded=False)
+    add_note(world, 13, state=("PENDING", "PENDING"), embedded=False)
     world.execute("INSERT INTO ai.embedding_profile (profile, role) VALUES (%s, 'active')",
                   (PROFILE_A,))  # B was dropped: only A is recorded
+    claim = await _claim_embedding(engine, 13)
     async with engine.connect() as conn:
         async with conn.begin():
             assert await state.save_embedding(
                 conn, context_id=13, user_id=USER, record_id=13, vector=fake_vector("x", DIM_A),
-                profile=PROFILE_A, text_sha256=b"h" * 32, claim=claim_of(world, 13),
-                shadow={PROFILE_B: fake_vector("x", DIM_B)})
+                profile=PROFILE_A, text_sha256=b"h" * 32,
+                shadow={PROFILE_B: fake_vector("x", DIM_B)}, claim=claim)
     assert statuses(world, 13) == ("COMPLETED", "PENDING")
     assert shadow_rows(world, PROFILE_B) == {}
 
@@ -637,13 +651,14 @@ async def test_an_activation_waits_for_an_embedding_save_in_flight(engine, world
     from tests.fakes import fake_vector
 
     await _build(engine)
-    add_note(world, 13, state=("PROCESSING", "PENDING"), embedded=False)
+    add_note(world, 13, state=("PENDING", "PENDING"), embedded=False)
+    claim = await _claim_embedding(engine, 13)
     async with engine.connect() as conn:
         transaction = await conn.begin()
         assert await state.save_embedding(
             conn, context_id=13, user_id=USER, record_id=13, vector=fake_vector("x", DIM_A),
-            profile=PROFILE_A, text_sha256=b"h" * 32, claim=claim_of(world, 13),
-            shadow={PROFILE_B: fake_vector("x", DIM_B)})
+            profile=PROFILE_A, text_sha256=b"h" * 32,
+            shadow={PROFILE_B: fake_vector("x", DIM_B)}, claim=claim)
         activation = asyncio.create_task(activate_profile(engine, PROFILE_B, current=ACTIVE_A))
         while not waiting_for_advisory_lock(world) and not activation.done():
             await asyncio.sleep(0.01)

@@ -102,9 +102,11 @@ async def _all_jobs_meet_at_a_held_model_call(runtime, provider, batcher, sync_c
 
 async def test_concurrent_jobs_are_bounded_and_embeddings_batched(tmp_path, db_url, provider,
                                                                   judge, presets, sync_conn):
-    """Many accepted jobs: at most ``job_concurrency`` run at once, and their embedding calls are
-    coalesced by the micro-batcher into batched provider calls."""
-    settings = ai_settings_for(tmp_path, db_url, worker_concurrency=6, db_pool_size=10)
+    """Many accepted jobs, one at a time per worker (``PINLOG_PROCESS_BATCH_SIZE=1``): at most
+    ``job_concurrency`` run at once, and their embedding calls are coalesced by the micro-batcher
+    into batched provider calls."""
+    settings = ai_settings_for(tmp_path, db_url, worker_concurrency=6, db_pool_size=10,
+                               process_batch_size=1)
     engine = create_engine(db_url, pool_size=settings.db_pool_size)
     batcher = CountingBatcher(provider, target=6, batch_size=32, wait_ms=1)
     runtime = AiRuntime(engine, config_of(settings).ai, provider=batcher, judge=judge)

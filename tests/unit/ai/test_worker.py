@@ -115,3 +115,54 @@ async def test_concurrent_jobs_log_their_own_ids_never_another_jobs_nor_the_work
     assert seen[-1][0] == 1  # job 1 logged while job 2 had run beside it
     assert sorted(seen, key=lambda s: s[0]) == [(1, 1, "rid-A", None), (2, 1, "rid-B", None),
                                                (3, 1, None, None)]
+
+
+async def test_waiting_jobs_are_taken_together_up_to_the_batch_size():
+    """With a batch handler, a worker that finds other jobs waiting takes up to ``batch_size``
+    of them at once (SPEC §5.4 batch path); a job alone goes to the single handler; each job
+    keeps its own logging context; every job is counted done."""
+    singles: list[int] = []
+    batches: list[list[tuple[int, object]]] = []
+
+    async def handler(request):
+        singles.append(request.context_id)
+
+    async def batch_handler(jobs):
+        batches.append([(job.request.context_id, job.log_context.get("request_id"))
+                        for job in jobs])
+
+    queue = WorkQueue(handler, capacity=20, concurrency=2, batch_handler=batch_handler,
+                      batch_size=4)
+    queue.start()
+    for cid in range(1, 11):  # all waiting before any worker runs
+        with log_context(request_id=f"r{cid}"):
+            assert queue.offer(req(cid))
+    await queue.join()
+    assert [len(b) for b in batches] == [4, 4, 2] and singles == []
+    assert sorted(cid for b in batches for cid, _ in b) == list(range(1, 11))
+    assert all(rid == f"r{cid}" for b in batches for cid, rid in b)
+    assert queue.offer(req(11))  # alone now: the single handler
+    await queue.join()
+    assert singles == [11] and queue.running_jobs == 0
+    await queue.stop()
+
+
+async def test_a_crashing_batch_never_stops_its_worker():
+    seen: list[int] = []
+
+    async def handler(request):
+        seen.append(request.context_id)
+
+    async def batch_handler(jobs):
+        raise ValueError("bug")
+
+    queue = WorkQueue(handler, capacity=5, concurrency=1, batch_handler=batch_handler,
+                      batch_size=5)
+    queue.start()
+    queue.offer(req(1))
+    queue.offer(req(2))
+    await queue.join()  # the batch crashed; its jobs are counted done
+    queue.offer(req(3))
+    await queue.join()
+    assert seen == [3] and queue.running_jobs == 0
+    await queue.stop()

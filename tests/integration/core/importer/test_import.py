@@ -361,3 +361,23 @@ async def test_wait_without_a_nudge_leaves_a_refused_context_pending(
         assert await wait_for_stages(engine, report.context_ids, timeout=1.0, poll=0.05) is False
     assert count(sync_conn, "SELECT count(*) FROM ai.context_ai_state "
                  "WHERE embedding_status = 'PENDING'") >= 2
+
+
+async def test_an_import_sends_its_contexts_as_process_batches(tmp_path, db_url, engine, presets,
+                                                               sync_conn, provider, judge, caplog):
+    """The batch path (docs/ARCHITECTURE.md "Batch path"): the committed contexts go to the ai
+    side ``PINLOG_PROCESS_BATCH_SIZE`` at a time, where they run as batches (no context alone);
+    every context is processed once with its events."""
+    settings = import_settings(tmp_path, db_url, process_batch_size=4)
+    path = write_jsonl(tmp_path / "n.jsonl", [note("carol", f"r{i}", f"ext-b{i}", f"메모 {i}")
+                                              for i in range(10)])
+    caplog.set_level("INFO", logger="pinlog.ai.batch")
+    async with running_components(config_of(settings), engine,
+                                  ai_kwargs={"provider": provider, "judge": judge}) as parts:
+        outcome = await run(parts, engine, settings, path)
+    sizes = [r.batch for r in caplog.records if r.getMessage() == "batch processed"]
+    assert outcome.finished and outcome.summary.all_completed
+    assert sum(sizes) == 10 and max(sizes) <= 4
+    assert sorted(provider.texts) == sorted(f"메모 {i}" for i in range(10))
+    assert count(sync_conn, "SELECT count(*) FROM ai.context_ai_event WHERE to_status = "
+                 "'COMPLETED'") == 20

@@ -126,3 +126,26 @@ class RecordingClient:
             return self.status
         finally:
             self.in_flight -= 1
+
+
+class RecordingBatchClient(RecordingClient):
+    """A :class:`pinlog.contracts.BatchProcessClient` at the contract: ``send_batch`` records
+    each call's requests (``batches``) and answers ``answer(request, attempt)`` per request
+    (attempt 1 = its first send; default ``status``)."""
+
+    def __init__(self, status: int = 202, answer=None) -> None:
+        super().__init__(status)
+        self.batches: list[list[ProcessRequest]] = []
+        self.answer = answer
+        self._attempts: dict[int, int] = {}
+
+    async def send_batch(self, requests):
+        self.batches.append(list(requests))
+        self.requests.extend(requests)
+        await asyncio.sleep(0)
+        out = []
+        for request in requests:
+            attempt = self._attempts[request.context_id] = self._attempts.get(
+                request.context_id, 0) + 1
+            out.append(self.answer(request, attempt) if self.answer else self.status)
+        return out

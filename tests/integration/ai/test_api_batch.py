@@ -1,0 +1,122 @@
+"""``POST /internal/v1/context/process-batch`` through the real ASGI app and the real database
+(docs/ARCHITECTURE.md "Batch path"): one status per item, 401 / 422 / 503 for the call, and the
+in-process adapter (``AiRuntime.submit_batch``) with the same semantics."""
+
+from __future__ import annotations
+
+import pytest
+
+from pinlog import metrics
+from pinlog.contracts import MAX_BATCH_CONTEXTS, PROCESS_BATCH_PATH, SECRET_HEADER
+from pinlog.core.dispatch import InProcessClient
+from tests.conftest import TEST_SECRET
+from tests.integration.ai.support import (FRIENDS_TEXT, QUIET_TEXT, ai_settings_for, insert_state,
+                                          request, statuses)
+from tests.support.app import running_ai as running_app
+
+HEADERS = {SECRET_HEADER: TEST_SECRET}
+
+
+def item(context_id: int, text: str = QUIET_TEXT) -> dict:
+    return {"contextId": context_id, "userId": 7, "recordId": 70 + context_id, "text": text}
+
+
+def _count(outcome: str) -> float:
+    return metrics.PROCESS_REQUESTS.labels(outcome=outcome)._value.get()
+
+
+async def test_one_status_per_item_and_a_bad_item_refused_alone(tmp_path, db_url, provider,
+                                                                judge, presets, sync_conn):
+    settings = ai_settings_for(tmp_path, db_url, max_text_chars=50)
+    for cid in (1, 2, 3):
+        insert_state(sync_conn, cid)
+    accepted, invalid = _count("accepted"), _count("invalid")
+    async with running_app(settings, db_url, provider, judge) as (client, ai):
+        response = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={"contexts": [
+            item(1), {"contextId": 2, "text": FRIENDS_TEXT},  # no userId/recordId
+            item(3, FRIENDS_TEXT), item(1, FRIENDS_TEXT),  # a repeated contextId
+            item(4, "가" * 51), "not an object"]})
+        await ai.join()
+    assert response.status_code == 202
+    assert response.json() == {"statuses": [202, 422, 202, 422, 422, 422]}
+    assert statuses(sync_conn, 1) == statuses(sync_conn, 3) == ("COMPLETED", "COMPLETED")
+    assert statuses(sync_conn, 2) == ("PENDING", "PENDING") and provider.texts.count(QUIET_TEXT) == 1
+    assert (_count("accepted"), _count("invalid")) == (accepted + 2, invalid + 4)
+
+
+@pytest.mark.parametrize("payload", [b"{not json", b"{}", b'{"contexts": []}',
+                                     b'{"contexts": {"contextId": 1}}', b"[]"])
+async def test_422_when_the_body_is_not_a_batch(ai_settings, db_url, provider, judge, presets,
+                                                payload):
+    async with running_app(ai_settings, db_url, provider, judge) as (client, _ai):
+        response = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, content=payload)
+    assert response.status_code == 422 and response.json()["error"] == "INVALID_INPUT"
+
+
+async def test_422_over_the_most_contexts_of_one_batch(ai_settings, db_url, provider, judge,
+                                                       presets, sync_conn):
+    async with running_app(ai_settings, db_url, provider, judge) as (client, _ai):
+        response = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
+            "contexts": [item(cid) for cid in range(1, MAX_BATCH_CONTEXTS + 2)]})
+    assert response.status_code == 422 and provider.calls == 0
+
+
+@pytest.mark.parametrize("headers", [{}, {SECRET_HEADER: "wrong"}])
+async def test_401_before_the_body_is_read(ai_settings, db_url, provider, judge, presets,
+                                           sync_conn, headers):
+    insert_state(sync_conn, 1)
+    async with running_app(ai_settings, db_url, provider, judge) as (client, ai):
+        response = await client.post(PROCESS_BATCH_PATH, headers=headers,
+                                     json={"contexts": [item(1)]})
+        invalid = await client.post(PROCESS_BATCH_PATH, headers=headers, content=b"{not json")
+        await ai.join()
+    assert response.status_code == invalid.status_code == 401
+    assert response.json()["error"] == invalid.json()["error"] == "UNAUTHORIZED"
+    assert statuses(sync_conn, 1) == ("PENDING", "PENDING") and provider.calls == 0
+
+
+async def test_a_full_queue_refuses_the_items_that_do_not_fit_and_503_when_none_does(
+        tmp_path, db_url, provider, judge, presets, sync_conn):
+    settings = ai_settings_for(tmp_path, db_url, work_queue_size=1, worker_concurrency=1,
+                               process_batch_size=1)
+    for cid in range(1, 6):
+        insert_state(sync_conn, cid)
+    async with running_app(settings, db_url, provider, judge) as (client, ai):
+        gate = provider.hold()
+        first = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={"contexts": [item(1)]})
+        await gate.wait_entered()  # the only worker is busy with context 1
+        some = await client.post(PROCESS_BATCH_PATH, headers=HEADERS,
+                                 json={"contexts": [item(2), item(3)]})
+        none = await client.post(PROCESS_BATCH_PATH, headers=HEADERS,
+                                 json={"contexts": [item(4), {"contextId": 5}]})
+        in_process = await InProcessClient(ai.submit, ai.submit_batch).send_batch(
+            [request(4), request(5)])
+        gate.open()
+        await ai.join()
+    assert first.json() == {"statuses": [202]}
+    assert some.status_code == 202 and some.json() == {"statuses": [202, 503]}
+    assert none.status_code == 503 and none.json()["statuses"] == [503, 422]
+    assert none.json()["error"] == "BUSY"  # the one error envelope, with the statuses
+    assert int(none.headers["Retry-After"]) > 0
+    assert in_process == [503, 503]  # the same semantics in process
+    assert statuses(sync_conn, 3) == ("PENDING", "PENDING")  # the rescan recovers it
+    assert statuses(sync_conn, 2) == ("COMPLETED", "COMPLETED")
+
+
+async def test_the_items_of_a_batch_are_processed_together(tmp_path, db_url, provider, judge,
+                                                           presets, sync_conn, caplog):
+    """Queued in order without waiting, so a waiting worker takes them as batches of
+    ``PINLOG_PROCESS_BATCH_SIZE``: one claim, one embedding call and one write per batch."""
+    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
+                               embedding_batch_size=64)
+    for cid in range(1, 13):
+        insert_state(sync_conn, cid)
+    caplog.set_level("INFO", logger="pinlog.ai.batch")
+    async with running_app(settings, db_url, provider, judge) as (client, ai):
+        response = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
+            "contexts": [item(cid, f"메모 {cid}") for cid in range(1, 13)]})
+        await ai.join()
+    assert response.json() == {"statuses": [202] * 12}
+    sizes = [r.batch for r in caplog.records if r.getMessage() == "batch processed"]
+    assert sorted(sizes) == [2, 5, 5] and sorted(provider.batches) == [2, 5, 5]
+    assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(1, 13))
