@@ -2715,6 +2715,26 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row"),
     ),
     Mutation(
+        "batch_start_passed_over_row_left_for_the_rescan",
+        "SPEC §3: a row the batch's SKIP LOCKED embedding start passed over (locked a moment) "
+        "runs as the single job now, not after the rescan's expiry",
+        BATCH_PY,
+        "                if claim is None and pre.embedding_status in _MAYBE_LOCKED:",
+        "                if False:",
+        ("tests/integration/ai/test_batch_pipeline.py::"
+         "test_a_row_a_batch_start_passed_over_for_a_lock_is_still_processed_now",),
+    ),
+    Mutation(
+        "batch_keyword_start_passed_over_row_left_for_the_rescan",
+        "SPEC §3: a row the batch's SKIP LOCKED keyword start passed over runs its single "
+        "keyword stage now",
+        BATCH_PY,
+        "            await asyncio.gather(*(self._single_keyword(row) for row in passed_over))",
+        "            pass",
+        ("tests/integration/ai/test_batch_pipeline.py::"
+         "test_a_keyword_stage_a_batch_start_passed_over_for_a_lock_is_still_processed_now",),
+    ),
+    Mutation(
         "batch_lexical_terms_not_written",
         "SPEC §10 (issue 28): the batch path stores the ai side's lexical terms as the single job does",
         STATE_PY,

@@ -68,6 +68,10 @@ from pinlog.text import lexical_terms, prime
 
 log = logging.getLogger(__name__)
 
+#: Embedding statuses a batch start may have passed over because the row was locked (a guarded
+#: start could claim them): such rows run as the single job (:meth:`BatchRunner._single`).
+_MAYBE_LOCKED = frozenset({Status.PENDING, Status.PROCESSING})
+
 #: The DEBUG line of a completed stage (the single job's wording).
 _COMPLETED = {Stage.EMBEDDING: "embedding completed", Stage.KEYWORD: "keywords completed"}
 
@@ -168,6 +172,7 @@ class BatchRunner:
                 row.stopped = error_class
             return
         to_embed: list[_Row] = []
+        passed_over: list[_Row] = []
         for row in rows:
             with row.logging():
                 pre = prechecks.get(row.context_id)
@@ -181,11 +186,16 @@ class BatchRunner:
                     log.debug("embedding reused", extra={"stage": "embedding", "outcome": "reused"})
                     continue
                 claim = started.get(row.context_id)
+                if claim is None and pre.embedding_status in _MAYBE_LOCKED:
+                    passed_over.append(row)  # SKIP LOCKED passed it over: the single job decides
+                    continue
                 p._note_start(Stage.EMBEDDING, claim)
                 if claim is not None:
                     row.claims[Stage.EMBEDDING] = claim
                     to_embed.append(row)
-        live = [r for r in rows if r.stopped is None]
+        if passed_over:
+            await asyncio.gather(*(self._single(row) for row in passed_over))
+        live = [r for r in rows if r.stopped is None and r not in passed_over]
         # the notes' morphology (the keyword stage's cue evidence) on the analyser's threads,
         # while this thread embeds and saves (pinlog.text.prime: the same results, analysed
         # ahead) — unless the presets have no cue (then no note is analysed at all)
@@ -217,6 +227,24 @@ class BatchRunner:
                 if not task.done():
                     task.cancel()
         self._summary(rows)
+
+    async def _single(self, row: _Row) -> None:
+        """The whole job of a row the batch's embedding start passed over while it could be
+        startable (PENDING, or PROCESSING that may be re-claimable): ``FOR UPDATE SKIP LOCKED``
+        skips a row another transaction holds — a take-over record, a cancellation, a
+        concurrent start — which the single job's guarded start waits for and then decides on
+        (SPEC §3), so an accepted request is never left waiting for the rescan because of a
+        lock. Two batches still never claim one row: the waiting start finds it PROCESSING."""
+        with row.logging():
+            result = await self.pipeline.run(row.request)
+        row.embedding, row.keyword, row.stopped = result.embedding, result.keyword, result.stopped
+
+    async def _single_keyword(self, row: _Row) -> None:
+        """The single keyword stage (its guarded start waits for a row lock) for a row the
+        batch's keyword start did not claim: not startable (0 rows, skipped) or passed over by
+        ``SKIP LOCKED`` (see :meth:`_single`)."""
+        with row.logging():
+            row.keyword = await self.pipeline._keyword_stage(row.request, row.carried)
 
     # --- steps 2-3: embed outside any transaction, one save transaction per model answer ---------
     async def _embed(self, text: str, active: ProfileModels,
@@ -330,13 +358,18 @@ class BatchRunner:
             await self._fail_all(rows, stage, exc)  # no claim known: nothing is written
             return
         judged: list[_Row] = []
+        passed_over: list[_Row] = []
         for row in rows:
             claim = started.get(row.context_id)
+            if claim is None:
+                passed_over.append(row)  # not startable, or SKIP LOCKED passed it over
+                continue
             with row.logging():
                 p._note_start(stage, claim)
-            if claim is not None:
-                row.claims[stage] = claim
-                judged.append(row)
+            row.claims[stage] = claim
+            judged.append(row)
+        if passed_over:  # the single keyword stage's guarded start waits for a lock, decides
+            await asyncio.gather(*(self._single_keyword(row) for row in passed_over))
         if not judged:
             return
         outcomes = await asyncio.gather(

@@ -249,3 +249,52 @@ async def test_two_batches_at_once_process_every_context_once(runner, provider, 
         starts = [e[:3] for e in events(sync_conn, cid) if e[2] == "PROCESSING"]
         assert starts == [("embedding", "PENDING", "PROCESSING"),
                           ("keyword", "PENDING", "PROCESSING")]
+
+
+def _lock_waiters(conn) -> int:
+    """Sessions of this database waiting for a row lock (a guarded start behind the blocker)."""
+    return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND wait_event_type = 'Lock'").fetchone()[0]
+
+
+async def _run_behind_a_row_lock(runner, db_url, sync_conn, requests, locked: int):
+    """Run ``requests`` as one batch while another transaction holds ``locked``'s state row (as
+    core's take-over record or a cancellation does): the batch's SKIP LOCKED start passes the
+    row over; release the lock once a guarded start waits for it (or the batch ended)."""
+    import psycopg
+
+    with psycopg.connect(db_url) as blocker:
+        blocker.execute("SELECT 1 FROM ai.context_ai_state WHERE context_id = %s FOR UPDATE",
+                        (locked,))
+        job = asyncio.create_task(runner.run(requests))
+        while not _lock_waiters(sync_conn) and not job.done():
+            await asyncio.sleep(0.01)  # polls the database for the order, not a time margin
+        blocker.rollback()
+        return await job
+
+
+async def test_a_row_a_batch_start_passed_over_for_a_lock_is_still_processed_now(
+        runner, db_url, sync_conn):
+    """SKIP LOCKED keeps two batches off one row, but an accepted request whose row was only
+    locked for a moment (core's take-over record, a concurrent statement) must not wait for the
+    rescan: the single job's guarded start waits for the lock and processes it."""
+    for cid in (1, 2, 3):
+        insert_state(sync_conn, cid)
+    results = await _run_behind_a_row_lock(runner, db_url, sync_conn,
+                                           _requests([1, 2, 3], JUDGED), locked=2)
+    assert [(r.embedding, r.keyword) for r in results] == [("completed", "completed")] * 3
+    assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in (1, 2, 3))
+
+
+async def test_a_keyword_stage_a_batch_start_passed_over_for_a_lock_is_still_processed_now(
+        runner, db_url, sync_conn):
+    """The same for the keyword stage: contexts whose embedding is already COMPLETED (reused),
+    one of them locked while the batch's keyword start runs."""
+    for cid in (1, 2):
+        insert_state(sync_conn, cid, embedding="COMPLETED")
+        insert_embedding(sync_conn, cid, basis(cid), text=JUDGED[cid - 1], user_id=7,
+                         record_id=70 + cid)
+    results = await _run_behind_a_row_lock(runner, db_url, sync_conn,
+                                           _requests([1, 2], JUDGED), locked=2)
+    assert [(r.embedding, r.keyword) for r in results] == [("reused", "completed")] * 2
+    assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in (1, 2))
