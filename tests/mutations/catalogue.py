@@ -1864,7 +1864,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         PIPELINE_PY,
         "                building = self.profiles.building()\n",
         "                building = None\n",
-        (f"{PROFILES_T}::test_edit_and_new_notes_during_the_build_get_a_vector_in_both_profiles",),
+        (f"{PROFILES_T}::test_edit_and_new_notes_during_the_build_get_a_vector_in_both_profiles"
+         "[single_job]",),
+    ),
+    Mutation(
+        "batch_new_notes_not_embedded_for_the_building_profile",
+        "SPEC §9.1: new notes created during the build get a vector in both profiles (batch path)",
+        BATCH_PY,
+        "        active, building = p.profiles.active(), p.profiles.building()\n",
+        "        active, building = p.profiles.active(), None\n",
+        (f"{PROFILES_T}::test_edit_and_new_notes_during_the_build_get_a_vector_in_both_profiles"
+         "[batch_path]",),
     ),
     Mutation(
         "save_not_retried_under_the_new_active_profile",

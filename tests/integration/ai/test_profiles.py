@@ -69,8 +69,9 @@ async def _build(engine, provider=None, texts=None, **kwargs):
         await built.provider.aclose(close_provider=False)
 
 
-async def _runtime(tmp_path, db_url, engine, a, b, **kwargs):
-    runtime = AiRuntime(engine, config_of(next_settings(tmp_path, db_url)).ai, provider=a,
+async def _runtime(tmp_path, db_url, engine, a, b, settings=None, **kwargs):
+    settings = settings or next_settings(tmp_path, db_url)
+    runtime = AiRuntime(engine, config_of(settings).ai, provider=a,
                         next_provider=b, judge=FakeJudge(), **kwargs)
     await runtime.start()
     return runtime
@@ -267,6 +268,10 @@ async def test_activation_switches_every_search_and_keeps_the_old_vectors(
         # query embedding was the only one wasted) before the heartbeat re-read the roles
         assert a.kinds.count("query") - queries_a == 1 and b.kinds.count("query") == 4
         assert runtime.profile == PROFILE_B
+        # the vector channel alone (mode "vector", a backend's own fusion) accepts A's name too
+        vector_only = search_request(1).model_copy(update={"mode": "vector"})
+        assert [h.record_id for h in (await runtime.search(vector_only)).results] == \
+            expected(1, N, PROFILE_B)
     finally:
         await runtime.stop()
 
@@ -344,10 +349,13 @@ async def test_a_backend_cancel_during_the_build_is_never_activated(engine, worl
     assert 3 not in shadow_rows(world, PROFILE_B)
 
 
+@pytest.mark.parametrize("batch_size", [1, 64], ids=["single_job", "batch_path"])
 async def test_edit_and_new_notes_during_the_build_get_a_vector_in_both_profiles(
-        tmp_path, db_url, engine, world):
+        tmp_path, db_url, engine, world, batch_size):
+    """Both job paths (one context per job, and the batch path the work queue uses for many)."""
     a, b = provider_a(N, extra=(13, 14)), provider_b(N, extra=(13, 14))
-    runtime = await _runtime(tmp_path, db_url, engine, a, b)
+    runtime = await _runtime(tmp_path, db_url, engine, a, b, settings=next_settings(
+        tmp_path, db_url, process_batch_size=batch_size))
     try:
         builder = provider_b(N)
         gate = NotesGate(builder)
