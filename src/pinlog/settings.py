@@ -46,6 +46,8 @@ DEFAULT_BODY_BYTES = 64 * 1024
 
 #: A duration given as text: a number of seconds (``300``, ``-5``, ``0.5``), ISO-8601 (``PT5M``,
 #: ``P1DT2H``, ``-PT1M``) or ``[D,]HH:MM:SS``.
+#: ``HH:MM`` or ``HH:MM:SS[.f]`` (a clock-form duration).
+_CLOCK = re.compile(r"(\d+):([0-5]\d)(?::([0-5]\d(?:\.\d+)?))?")
 _DURATION = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)"
                        r"|-?P(?=\d|T\d)(\d+(\.\d+)?[YMWD])*(T(?=\d)(\d+(\.\d+)?[HMS])+)?"
                        r"|-?(\d+ ?d(ays?)?,? ?)?\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?", re.IGNORECASE)
@@ -424,7 +426,12 @@ class Settings(BaseSettings):
             try:
                 return float(text)
             except ValueError:
-                return text
+                pass
+            clock = _CLOCK.fullmatch(text)  # HH:MM[:SS[.f]] read here: pydantic < 2.8 refuses it
+            if clock:
+                hours, minutes, seconds = clock.group(1), clock.group(2), clock.group(3) or "0"
+                return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+            return text
         return value
 
     @field_validator("data_dir", mode="before")

@@ -48,8 +48,9 @@ class ImportPlace(PlaceIn):
     (same fields, types and limits) under the file's snake_case keys (``external_place_id``;
     the camelCase ones work too); unknown keys are ignored."""
 
+    # populate_by_name (not validate_by_name, pydantic >= 2.11): the lowest allowed pydantic too
     model_config = ConfigDict(alias_generator=to_camel, extra="ignore", strict=True,
-                              validate_by_name=True, validate_by_alias=True, loc_by_alias=False)
+                              populate_by_name=True, loc_by_alias=False)
 
 
 class ImportLine(BaseModel):
