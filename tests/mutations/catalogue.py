@@ -2718,9 +2718,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §10 (issue 28), §7.3.1: the ai side's lexical terms are stored with the embedding, "
         "under its guard (embedding PROCESSING, the job owns its claim)",
         STATE_SQL,
-        " WHERE s.context_id = :context_id\n   AND {embedding_savable}\n   AND NOT EXISTS (SELECT 1 "
-        "FROM ai.context_embedding AS e",
-        " WHERE s.context_id = :context_id\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e",
+        " WHERE s.context_id = :context_id\n   AND {embedding_savable}\n   AND {lexical_replaced}",
+        " WHERE s.context_id = :context_id\n   AND {lexical_replaced}",
         (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",
          f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row"),
     ),
@@ -2757,9 +2756,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ai_lexical_terms_over_a_deleted_embedding",
         "SPEC §10 (issue 28): never over a context whose embedding core marked deleted",
         STATE_SQL,
-        "   AND {embedding_savable}\n   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e\n"
-        "                    WHERE e.context_id = s.context_id AND e.is_deleted)\nON CONFLICT",
-        "   AND {embedding_savable}\nON CONFLICT",
+        "NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e\n"
+        "             WHERE e.context_id = s.context_id AND e.is_deleted)\nON CONFLICT",
+        "true\nON CONFLICT",
         (f"{SAVES_T}::test_upsert_lexical_alone_keeps_both_guards",),
     ),
     Mutation(

@@ -267,6 +267,20 @@ ON CONFLICT (context_id, embedding_profile) DO UPDATE
        updated_at = now();
 
 
+-- name: lexical_replaced
+-- Rule: SPEC §10 (issue 28) — the tail of both lexical upserts (single and batch): never over a
+-- context whose embedding core marked deleted; a new save replaces the row's terms. A fragment
+-- (alias s = ai.context_ai_state).
+NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e
+             WHERE e.context_id = s.context_id AND e.is_deleted)
+ON CONFLICT (context_id) DO UPDATE
+   SET user_id = EXCLUDED.user_id,
+       record_id = EXCLUDED.record_id,
+       note_terms = EXCLUDED.note_terms,
+       place_terms = EXCLUDED.place_terms,
+       updated_at = now()
+
+
 -- name: upsert_lexical
 -- Rule: SPEC §10 "The same decision for adopters" (issue 28) — the ai side's own lexical terms of
 -- the context (its text and its placeMeta name/address, from the process request; nothing read
@@ -281,14 +295,7 @@ SELECT s.context_id, :user_id, :record_id, array_to_tsvector(CAST(:note_terms AS
   FROM ai.context_ai_state s, {job_claim}
  WHERE s.context_id = :context_id
    AND {embedding_savable}
-   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e
-                    WHERE e.context_id = s.context_id AND e.is_deleted)
-ON CONFLICT (context_id) DO UPDATE
-   SET user_id = EXCLUDED.user_id,
-       record_id = EXCLUDED.record_id,
-       note_terms = EXCLUDED.note_terms,
-       place_terms = EXCLUDED.place_terms,
-       updated_at = now();
+   AND {lexical_replaced};
 
 
 -- name: complete_embedding
@@ -623,14 +630,7 @@ SELECT c.context_id, c.user_id, c.record_id, array_to_tsvector(c.note_terms),
                 claimed_at timestamptz, note_terms text[], place_terms text[])
   JOIN ai.context_ai_state s ON s.context_id = c.context_id
  WHERE {embedding_savable}
-   AND NOT EXISTS (SELECT 1 FROM ai.context_embedding AS e
-                    WHERE e.context_id = s.context_id AND e.is_deleted)
-ON CONFLICT (context_id) DO UPDATE
-   SET user_id = EXCLUDED.user_id,
-       record_id = EXCLUDED.record_id,
-       note_terms = EXCLUDED.note_terms,
-       place_terms = EXCLUDED.place_terms,
-       updated_at = now();
+   AND {lexical_replaced};
 
 
 -- name: save_embeddings_batch
