@@ -11,9 +11,11 @@ import logging
 
 import psycopg
 import pytest
+from sqlalchemy.engine import make_url
 
 from pinlog.contracts import ProcessRequest
 from pinlog.core.rescan import RescanLoop
+from pinlog.db.engine import create_engine
 from pinlog.logs import current_log_context
 from tests.integration.core.rescan.conftest import run_round_in_thread
 from tests.integration.core.rescan.factory import (
@@ -405,10 +407,14 @@ async def test_two_rescan_loops_claim_every_stale_row_exactly_once(
 
 
 async def test_sends_run_with_bounded_concurrency_and_hold_no_db_connection(
-        sync_conn, engine, make_rescan_config):
+        sync_conn, db_url, make_rescan_config):
     ids = [make_context(sync_conn, age_s=OLD) for _ in range(10)]
     client = RecordingClient()
     client.gate = asyncio.Event()
+    # the round's own engine, named, so only its sessions are counted (the test database is
+    # shared by the session: another test's leftover session must not count)
+    engine = create_engine(make_url(db_url).update_query_dict(
+        {"application_name": "rescan_probe"}).render_as_string(hide_password=False))
     loop = RescanLoop(engine, make_rescan_config(rescan_concurrency=3), client)
 
     task = asyncio.create_task(loop.run_round())
@@ -417,12 +423,16 @@ async def test_sends_run_with_bounded_concurrency_and_hold_no_db_connection(
             await asyncio.sleep(0.01)
     # three calls are held by the ai side: no connection is checked out meanwhile
     assert engine.pool.checkedout() == 0
-    idle_in_tx = sync_conn.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND state LIKE 'idle in transaction%%'").fetchone()[0]
-    assert idle_in_tx == 0
+    sessions, idle_in_tx = sync_conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE state LIKE 'idle in transaction%%') "
+        "FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name = 'rescan_probe'").fetchone()
+    assert sessions >= 1 and idle_in_tx == 0  # the claim's session is seen, and idle
     client.gate.set()
-    report = await asyncio.wait_for(task, 10)
+    try:
+        report = await asyncio.wait_for(task, 10)
+    finally:
+        await engine.dispose()
     assert sorted(report.dispatched_ids) == ids
     assert client.max_in_flight == 3
 
