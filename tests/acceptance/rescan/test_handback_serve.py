@@ -35,12 +35,17 @@ STOPPING = {"PINLOG_WORKER_CONCURRENCY": "1", "PINLOG_SHUTDOWN_GRACE": "1",
 NOTES = 4
 
 
-def create_notes(sync_conn, tmp_path, db_url, url: str, n: int) -> list[int]:
+def member_token(sync_conn, tmp_path, db_url) -> str:
+    """A bearer token of a new member."""
     member = sync_conn.execute(
         "INSERT INTO core.member (external_ref) VALUES ('handback') RETURNING id").fetchone()[0]
-    token = issue_token(config_of(make_settings(tmp_path, db_url)).core.auth, member)
+    return issue_token(config_of(make_settings(tmp_path, db_url)).core.auth, member)
+
+
+def create_notes(token: str, url: str, n: int, first: int = 0) -> list[int]:
+    """Create the member's notes ``first`` .. ``first + n - 1``; their context ids."""
     ids = []
-    for i in range(n):
+    for i in range(first, first + n):
         r = httpx.post(f"{url}/v1/records", timeout=10, headers={"Authorization": f"Bearer {token}"},
                        json={"place": {"externalPlaceId": f"hb-{i}", "name": f"카페 {i}",
                                        "lat": 37.5, "lng": 127.0},
@@ -60,8 +65,13 @@ async def stop_with_work_left(tmp_path, db_url, sync_conn, fake, env) -> tuple[l
         (process_id,) = sync_conn.execute(
             "SELECT process_id FROM ai.process_settings WHERE pid = %s",
             (server.proc.pid,)).fetchone()
-        ids = create_notes(sync_conn, tmp_path, db_url, server.url, NOTES)
+        # the first note's job runs (its model call held) before the others arrive, so they
+        # wait in the queue behind it (a worker that found them waiting would take them all
+        # as one batch)
+        token = member_token(sync_conn, tmp_path, db_url)
+        ids = create_notes(token, server.url, 1)
         assert await asyncio.to_thread(fake.entered.wait, 30)
+        ids += create_notes(token, server.url, NOTES - 1, first=1)
         server.proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(server.proc.wait, 60) == 0
     finally:
