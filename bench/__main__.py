@@ -70,39 +70,31 @@ DATA = ROOT.parent / "shared" / "data"
 MEASURES = ("pipeline", "orchestration", "import", "serve", "rescan", "search", "retention",
             "throttle", "console", "profiles", "recovery", "backfill")
 
-FULL: dict[str, Any] = {
-    "pipeline_n": 200, "pipeline_rounds": 3, "sweep_n": 128, "sweep_rounds": 3,
-    "orch_n": 400, "orch_rounds": 3, "orch_concurrency": 16, "orch_pool": 10, "orch_delay": 0.002,
-    "import_n": 3_000, "import_runs": 1,
-    "serve_burst": 200, "serve_rounds": 3, "steady_rate": 2.0, "steady_seconds": 40,
-    "rescan_sizes": [10_000, 1_000_000], "rescan_rounds": 7,
-    "search_sizes": [1_000, 10_000], "search_total": 1_000_000, "search_queries": 100,
-    "search_passes": 3,
-    "retention_live": 1_000_000, "retention_dead": 10_000, "retention_rounds": 3,
-    "throttle_n": 200, "throttle_rate": 10.0,
-    "console_total": 1_000_000, "console_rounds": 200,
-    "profiles_notes": 10_000, "profiles_searches": 200,
-    "profiles_batch": 256, "profiles_rounds": 3, "profiles_max_rate": 1000.0,
-    "recovery_n": 300, "recovery_burst": 150,
-    "backfill_n": 4_000, "backfill_rounds": 3, "backfill_pgai_concurrency": 4,
-    "backfill_insert_rows": 20_000,
+#: Every measure's sizes as ``(full run, --quick run)``: one table, so the two runs always set
+#: the same parameters.
+SIZES: dict[str, tuple[Any, Any]] = {
+    "pipeline_n": (200, 32), "pipeline_rounds": (3, 1), "sweep_n": (128, 32),
+    "sweep_rounds": (3, 1),
+    "orch_n": (400, 40), "orch_rounds": (3, 1), "orch_concurrency": (16, 16), "orch_pool": (10, 10),
+    "orch_delay": (0.002, 0.002),
+    "import_n": (3_000, 60), "import_runs": (1, 1),
+    "serve_burst": (200, 20), "serve_rounds": (3, 1), "steady_rate": (2.0, 4.0),
+    "steady_seconds": (40, 2),
+    "rescan_sizes": ([10_000, 1_000_000], [1_000, 5_000]), "rescan_rounds": (7, 2),
+    "search_sizes": ([1_000, 10_000], [100, 500]), "search_total": (1_000_000, 3_000),
+    "search_queries": (100, 10), "search_passes": (3, 1),
+    "retention_live": (1_000_000, 5_000), "retention_dead": (10_000, 500),
+    "retention_rounds": (3, 1),
+    "throttle_n": (200, 20), "throttle_rate": (10.0, 10.0),
+    "console_total": (1_000_000, 5_000), "console_rounds": (200, 10),
+    "profiles_notes": (10_000, 500), "profiles_searches": (200, 20),
+    "profiles_batch": (256, 64), "profiles_rounds": (3, 1), "profiles_max_rate": (1000.0, 1000.0),
+    "recovery_n": (300, 40), "recovery_burst": (150, 40),
+    "backfill_n": (4_000, 200), "backfill_rounds": (3, 1), "backfill_pgai_concurrency": (4, 4),
+    "backfill_insert_rows": (20_000, 2_000),
 }
-QUICK: dict[str, Any] = {
-    "pipeline_n": 32, "pipeline_rounds": 1, "sweep_n": 32, "sweep_rounds": 1,
-    "orch_n": 40, "orch_rounds": 1, "orch_concurrency": 16, "orch_pool": 10, "orch_delay": 0.002,
-    "import_n": 60, "import_runs": 1,
-    "serve_burst": 20, "serve_rounds": 1, "steady_rate": 4.0, "steady_seconds": 2,
-    "rescan_sizes": [1_000, 5_000], "rescan_rounds": 2,
-    "search_sizes": [100, 500], "search_total": 3_000, "search_queries": 10, "search_passes": 1,
-    "retention_live": 5_000, "retention_dead": 500, "retention_rounds": 1,
-    "throttle_n": 20, "throttle_rate": 10.0,
-    "console_total": 5_000, "console_rounds": 10,
-    "profiles_notes": 500, "profiles_searches": 20, "profiles_batch": 64,
-    "profiles_rounds": 1, "profiles_max_rate": 1000.0,
-    "recovery_n": 40, "recovery_burst": 40,
-    "backfill_n": 200, "backfill_rounds": 1, "backfill_pgai_concurrency": 4,
-    "backfill_insert_rows": 2_000,
-}
+FULL: dict[str, Any] = {name: full for name, (full, _) in SIZES.items()}
+QUICK: dict[str, Any] = {name: quick for name, (_, quick) in SIZES.items()}
 
 _T0 = time.monotonic()
 

@@ -32,7 +32,6 @@ parameter sliced per row), rows/s, at 64 and at 1,000 rows per statement.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import cProfile
 import datetime
@@ -57,6 +56,7 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import server_cpu  # noqa: E402  bench/bench_pipeline.py
+from common import side_by_side_parser  # noqa: E402  bench/common.py
 from scratch_db import scratch_database  # noqa: E402
 from serve_harness import note_texts  # noqa: E402
 
@@ -409,9 +409,7 @@ def run(url: str, *, n: int, rounds: int, pgai_concurrency: int, insert_rows: in
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=4000, help="contexts per side per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = side_by_side_parser(__doc__, n=4000)
     parser.add_argument("--pgai-concurrency", type=int, default=4)
     parser.add_argument("--insert-rows", type=int, default=20_000)
     args = parser.parse_args()

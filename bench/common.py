@@ -3,6 +3,7 @@ burst, a nearest-rank percentile, min/median summaries and a machine description
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
@@ -46,3 +47,13 @@ def cpu_model() -> str:
 def load_average() -> str:
     """The 1/5/15-minute load averages, formatted."""
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def side_by_side_parser(doc: str, n: int) -> argparse.ArgumentParser:
+    """The command line of a side-by-side benchmark (ours against a peer, each side its own
+    contexts): the description is ``doc``'s first line; ``--n`` contexts per side per round
+    (default ``n``) and ``--rounds`` (default 3); the benchmark adds its own options."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--n", type=int, default=n, help="contexts per side per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    return parser

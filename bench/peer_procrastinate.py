@@ -31,7 +31,6 @@ same polling loop. Rounds alternate ours/peer (paired); the ratio is taken per r
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -60,6 +59,7 @@ from pinlog.settings import Settings, load_settings
 from pinlog.composition import build_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import side_by_side_parser  # noqa: E402  bench/common.py
 from scratch_db import scratch_database  # noqa: E402  bench/scratch_db.py
 from serve_harness import note_texts  # noqa: E402  bench/serve_harness.py
 
@@ -285,9 +285,7 @@ async def compare(url: str, *, n: int, rounds: int, concurrency: int, pool: int,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=400, help="contexts per side per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = side_by_side_parser(__doc__, n=400)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--pool", type=int, default=10)
     parser.add_argument("--delay", type=float, default=0.002, help="seconds per model call")

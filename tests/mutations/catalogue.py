@@ -767,10 +767,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch_one_bad_text_fails_the_batch",
-        "SPEC §5.5: failure classification per row — one bad text fails only itself",
+        "SPEC §5.5: failure classification per row — one bad text fails only itself "
+        "(BatchRunner._row_failed, both stages' per-row failures)",
         BATCH_PY,
-        "                if not isinstance(error, Exception):\n                    raise error",
-        "                if True:\n                    raise error",
+        "        if not isinstance(error, Exception):\n            raise error",
+        "        if True:\n            raise error",
         (f"{BATCH_T}::test_a_degenerate_vector_in_a_batch_fails_only_its_context",
          f"{BATCH_T}::test_a_text_the_model_refuses_fails_only_its_context"),
     ),

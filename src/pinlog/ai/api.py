@@ -16,11 +16,11 @@ The runtime is read from ``request.app.state.ai``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pinlog import metrics
 from pinlog.ai.errors import ModelError
@@ -30,6 +30,8 @@ from pinlog.contracts import (PROCESS_BATCH_PATH, PROCESS_PATH, SECRET_HEADER, P
 from pinlog.http import error_body
 
 log = logging.getLogger(__name__)
+#: The body model of an internal route (:func:`_accepted_body`).
+Body = TypeVar("Body", bound=BaseModel)
 
 router = APIRouter(tags=["internal"])
 
@@ -59,14 +61,21 @@ def search_error(exc: ProfileMismatch | ModelError) -> tuple[int, dict[str, str]
     return 503, dict(SEARCH_UNAVAILABLE)
 
 
-def _unauthorized(request: Request, runtime: Any, what: str) -> JSONResponse | None:
-    """401 with the fixed body when the secret header is missing or wrong (counted, logged at
-    WARNING naming ``what``), checked before the body is read; None when it is accepted."""
-    if secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
-        return None
-    metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
-    log.warning(f"{what} with a missing or wrong secret", extra={"http_status": 401})
-    return JSONResponse(UNAUTHORIZED, status_code=401)
+async def _accepted_body(request: Request, runtime: Any, model: type[Body],
+                         what: str) -> Body | JSONResponse:
+    """The request's body as ``model``, or the answer that refuses it: 401 with the fixed body
+    when the secret header is missing or wrong (counted, logged at WARNING naming ``what``),
+    checked before the body is read; 422 ``INVALID`` when the body is not a valid ``model``
+    (counted as ``invalid``; the error names no input value)."""
+    if not secret_ok(request.headers.get(SECRET_HEADER), runtime.config.secret_values()):
+        metrics.PROCESS_REQUESTS.labels(outcome="unauthorized").inc()
+        log.warning(f"{what} with a missing or wrong secret", extra={"http_status": 401})
+        return JSONResponse(UNAUTHORIZED, status_code=401)
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError:
+        metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
+        return JSONResponse(INVALID, status_code=422)
 
 
 @router.post(
@@ -77,14 +86,9 @@ def _unauthorized(request: Request, runtime: Any, what: str) -> JSONResponse | N
 async def process_context(request: Request) -> Response:
     """Accept a context for background processing (SPEC §5.1): 202 (empty body), 401, 422, 503."""
     runtime = request.app.state.ai
-    refused = _unauthorized(request, runtime, "process request")
-    if refused is not None:
-        return refused
-    try:
-        body = ProcessRequest.model_validate_json(await request.body())
-    except ValidationError:
-        metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
-        return JSONResponse(INVALID, status_code=422)
+    body = await _accepted_body(request, runtime, ProcessRequest, "process request")
+    if isinstance(body, JSONResponse):
+        return body
     # the request id rides in the logging context; another process sent it: this one takes
     # over sending it once accepted (SPEC §7.3.1)
     status = await runtime.submit(body, take_over=True)
@@ -116,14 +120,9 @@ async def process_batch(request: Request) -> Response:
     waiting, so the workers take them as batches.
     """
     runtime = request.app.state.ai
-    refused = _unauthorized(request, runtime, "process-batch request")
-    if refused is not None:
-        return refused
-    try:
-        body = ProcessBatchRequest.model_validate_json(await request.body())
-    except ValidationError:
-        metrics.PROCESS_REQUESTS.labels(outcome="invalid").inc()
-        return JSONResponse(INVALID, status_code=422)
+    body = await _accepted_body(request, runtime, ProcessBatchRequest, "process-batch request")
+    if isinstance(body, JSONResponse):
+        return body
     items = body.items()
     valid = [item for item in items if item is not None]
     queued = iter(await runtime.submit_batch(valid, take_over=True))  # the request id rides in the context

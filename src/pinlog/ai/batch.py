@@ -280,11 +280,7 @@ class BatchRunner:
         for row, task in group:
             error = task.exception()
             if error is not None:
-                if not isinstance(error, Exception):
-                    raise error
-                with row.logging():
-                    row.embedding = await p._stage_failed(row.context_id, stage, error,
-                                                          row.claims[stage])
+                await self._row_failed(row, stage, error)
                 continue
             request, vectors = row.request, task.result()
             shadow = vectors.get(building.profile) if building is not None else None
@@ -378,11 +374,7 @@ class BatchRunner:
         to_save: list[_Row] = []
         for row, outcome in zip(judged, outcomes, strict=True):
             if isinstance(outcome, BaseException):
-                if not isinstance(outcome, Exception):
-                    raise outcome
-                with row.logging():
-                    row.keyword = await p._stage_failed(row.context_id, stage, outcome,
-                                                        row.claims[stage])
+                await self._row_failed(row, stage, outcome)
                 continue
             to_save.append(row)
         if not to_save:
@@ -413,9 +405,24 @@ class BatchRunner:
         none when the stage's start itself failed: then nothing is written), in the row's
         logging context."""
         for row in rows:
-            with row.logging():
-                setattr(row, stage.label, await self.pipeline._stage_failed(
-                    row.context_id, stage, exc, row.claims.get(stage)))
+            await self._failed(row, stage, exc, row.claims.get(stage))
+
+    async def _row_failed(self, row: _Row, stage: Stage, error: BaseException) -> None:
+        """``row``'s own failure of ``stage`` (SPEC §5.5, that row only; its batch goes on) under
+        the claim its start took (§7.3.1). A ``BaseException`` that is no ``Exception``
+        (cancellation, exit) is re-raised, never recorded."""
+        if not isinstance(error, Exception):
+            raise error
+        await self._failed(row, stage, error, row.claims[stage])
+
+    async def _failed(self, row: _Row, stage: Stage, exc: BaseException,
+                      claim: state.Claim | None) -> None:
+        """Record ``exc`` as ``row``'s classified failure of ``stage`` (the pipeline's
+        ``_stage_failed``: SPEC §5.5) under ``claim`` (§7.3.1; None: nothing is written), in
+        the row's logging context; the row's outcome of the stage is what it answers."""
+        with row.logging():
+            setattr(row, stage.label, await self.pipeline._stage_failed(row.context_id, stage, exc,
+                                                                        claim))
 
     def _settle(self, rows: list[_Row], stage: Stage, saved: set[int]) -> list[_Row]:
         """Each row's save outcome (SPEC §5.2): ``completed`` when its guards matched (in

@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import Any, Self
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pinlog.db.retention import BatchHook, PurgeReport, keyset_batches
+from pinlog.db.retention import BatchHook, PurgeReport, RetentionConfig, keyset_batches
 from pinlog.db.sql import Queries
 from pinlog.settings import Settings
 
@@ -56,32 +56,24 @@ def context_tables() -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(frozen=True)
-class AiRetentionConfig:
-    """What the ai part of the retention job reads (issue 31).
+class AiRetentionConfig(RetentionConfig):
+    """What the ai part of the retention job reads (issue 31): the shared
+    :class:`~pinlog.db.retention.RetentionConfig` (``deleted``: how long a dead context's AI
+    data is kept) and
 
     Attributes:
-        enabled: ``PINLOG_RETENTION_ENABLED`` (``pinlog serve`` runs the job).
-        interval: ``PINLOG_RETENTION_INTERVAL``, delay between rounds.
-        deleted: ``PINLOG_RETENTION_DELETED``, how long a dead context's AI data is kept.
         events: ``PINLOG_RETENTION_EVENTS``, how long history rows are kept.
         late_result_window: how long a CANCELLED state row must stay after its cancellation
             (``Settings.late_result_window``: processing expiry + the longest stage budget).
-        batch_size: ``PINLOG_RETENTION_BATCH_SIZE``, rows per transaction.
     """
 
-    enabled: bool
-    interval: timedelta
-    deleted: timedelta
     events: timedelta
     late_result_window: timedelta
-    batch_size: int
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AiRetentionConfig:
-        return cls(enabled=settings.retention_enabled, interval=settings.retention_interval,
-                   deleted=settings.retention_deleted, events=settings.retention_events,
-                   late_result_window=settings.late_result_window(),
-                   batch_size=settings.retention_batch_size)
+    def from_settings(cls, settings: Settings) -> Self:
+        return cls(**cls._shared(settings), events=settings.retention_events,
+                   late_result_window=settings.late_result_window())
 
 
 async def _count(conn: AsyncConnection, name: str, params: dict[str, Any]) -> int:

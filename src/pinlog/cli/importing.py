@@ -127,7 +127,7 @@ async def import_with(core: CoreRuntime, engine: AsyncEngine, parsed: ParsedFile
     """
     started = time.monotonic()
     service, collector = core.service, None
-    batch = core.config.dispatch.batch_size
+    batch = core.config.dispatch.dispatch_batch
     if batch > 1 and isinstance(core.client, BatchProcessClient):
         # the batch path (docs/ARCHITECTURE.md "Batch path"): the committed contexts go to the
         # ai side `batch` at a time (process-batch), paced by its queue

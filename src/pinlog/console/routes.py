@@ -111,6 +111,11 @@ class ConsoleRoute(APIRoute):
         return logged
 
 
+#: A console page or action as :func:`build_router`'s ``handles`` calls it (request, session,
+#: [form fields,] path parameters).
+Handler = Callable[..., Coroutine[Any, Any, Response]]
+
+
 class Denied(Exception):
     """A request the console refuses: an answer to send instead of the page."""
 
@@ -182,6 +187,33 @@ def build_router(config: ConsoleConfig) -> APIRouter:
         run.__signature__ = inspect.signature(handler)  # type: ignore[attr-defined]
         return run
 
+    def handles(method: str, path: str, *, admin: bool = False, posted: bool = False,
+                ) -> Callable[[Handler], Handler]:
+        """Register the decorated page or action at ``method path`` (``guarded``) with the
+        session it needs: called as ``handler(request, session, **path_params)``, and with
+        ``posted`` as ``handler(request, session, fields, **path_params)`` once the form is
+        read and its CSRF token checked. Refused before the handler runs: no session →
+        redirect to the login; ``admin`` on a read-only session → 403; ``posted`` without a
+        valid CSRF token → 403, a form over :data:`MAX_FORM_BYTES` → 413."""
+
+        def register(handler: Handler) -> Handler:
+            async def run(request: Request, **kwargs: Any) -> Response:
+                session = need(request, admin=admin)
+                if not posted:
+                    return await handler(request, session, **kwargs)
+                fields = await form(request)
+                need_post(request, session, fields)
+                return await handler(request, session, fields, **kwargs)
+
+            own = inspect.signature(handler)
+            run.__name__, run.__doc__ = handler.__name__, handler.__doc__
+            run.__signature__ = own.replace(parameters=[  # type: ignore[attr-defined]
+                p for p in own.parameters.values() if p.name not in ("session", "fields")])
+            router.api_route(path, methods=[method])(guarded(run))
+            return handler
+
+        return register
+
     # --- login / logout --------------------------------------------------------------------
     @router.get("/login")
     @guarded
@@ -216,20 +248,15 @@ def build_router(config: ConsoleConfig) -> APIRouter:
         response.delete_cookie(LOGIN_COOKIE, path=COOKIE_PATH)
         return response
 
-    @router.post("/logout")
-    @guarded
-    async def logout(request: Request) -> Response:
-        session = need(request)
-        need_post(request, session, await form(request))
+    @handles("POST", "/logout", posted=True)
+    async def logout(request: Request, session: Session, fields: dict[str, str]) -> Response:
         response = RedirectResponse("/console/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
         return response
 
     # --- read pages ------------------------------------------------------------------------
-    @router.get("")
-    @guarded
-    async def overview_page(request: Request) -> Response:
-        session = need(request)
+    @handles("GET", "")
+    async def overview_page(request: Request, session: Session) -> Response:
         data = await reads.overview(core(request).engine, core(request).config.status, minutes)
         return page(request, session, "overview.html", active="overview", data=data,
                     chart=per_minute_svg(data["per_minute"]))
@@ -242,10 +269,8 @@ def build_router(config: ConsoleConfig) -> APIRouter:
         return JSONResponse({**data, "chart": per_minute_svg(data["per_minute"]),
                              "generated_at": time.time()})
 
-    @router.get("/failures")
-    @guarded
-    async def failures_page(request: Request) -> Response:
-        session = need(request)
+    @handles("GET", "/failures")
+    async def failures_page(request: Request, session: Session) -> Response:
         reason = request.query_params.get("reason")
         page_no = max(0, int(request.query_params.get("page", "0") or 0)) \
             if (request.query_params.get("page", "0") or "0").isdigit() else 0
@@ -255,10 +280,8 @@ def build_router(config: ConsoleConfig) -> APIRouter:
                     reasons=await reads.failure_reasons(core(request).engine), reason=reason,
                     rows=rows, page_no=page_no, page_size=reads.PAGE)
 
-    @router.get("/contexts/{context_id}")
-    @guarded
-    async def context_page(request: Request, context_id: int) -> Response:
-        session = need(request)
+    @handles("GET", "/contexts/{context_id}")
+    async def context_page(request: Request, session: Session, context_id: int) -> Response:
         if not 0 < context_id < 2**63:
             return page(request, session, "denied.html", status_code=404,
                         reason="No such context.")
@@ -269,17 +292,13 @@ def build_router(config: ConsoleConfig) -> APIRouter:
         return page(request, session, "context.html", active="failures", timeline=timeline,
                     context_id=context_id)
 
-    @router.get("/replicas")
-    @guarded
-    async def replicas_page(request: Request) -> Response:
-        session = need(request)
+    @handles("GET", "/replicas")
+    async def replicas_page(request: Request, session: Session) -> Response:
         return page(request, session, "replicas.html", active="replicas",
                     data=await reads.replicas(core(request).engine))
 
-    @router.get("/profiles")
-    @guarded
-    async def profiles_page(request: Request) -> Response:
-        session = need(request)
+    @handles("GET", "/profiles")
+    async def profiles_page(request: Request, session: Session) -> Response:
         runtime = core(request)
         from pinlog.core.status import state_counts
 
@@ -290,19 +309,13 @@ def build_router(config: ConsoleConfig) -> APIRouter:
                     completed=completed)
 
     # --- search debugger (admin) -----------------------------------------------------------
-    @router.get("/search")
-    @guarded
-    async def search_form(request: Request) -> Response:
-        session = need(request, admin=True)
+    @handles("GET", "/search", admin=True)
+    async def search_form(request: Request, session: Session) -> Response:
         return page(request, session, "search.html", active="search", result=None, error=None,
                     member="", query="")
 
-    @router.post("/search")
-    @guarded
-    async def search_debug(request: Request) -> Response:
-        session = need(request, admin=True)
-        fields = await form(request)
-        need_post(request, session, fields)
+    @handles("POST", "/search", admin=True, posted=True)
+    async def search_debug(request: Request, session: Session, fields: dict[str, str]) -> Response:
         member, query = fields.get("member", "").strip(), fields.get("query", "")
         runtime = core(request)
         from pinlog.core.search import SearchRejected, SearchUnavailable, explain_search
@@ -334,19 +347,15 @@ def build_router(config: ConsoleConfig) -> APIRouter:
                     texts=texts, error=None, member=member, query=query, member_id=member_id)
 
     # --- actions (admin) -------------------------------------------------------------------
-    @router.get("/actions")
-    @guarded
-    async def actions_page(request: Request) -> Response:
-        session = need(request)
+    @handles("GET", "/actions")
+    async def actions_page(request: Request, session: Session) -> Response:
         return page(request, session, "actions.html", active="actions",
                     actions=await reads.recent_actions(core(request).engine),
                     running=sorted(name for name, t in running.items() if not t.done()),
                     profile=core(request).config.search.profile)
 
-    @router.get("/actions/rescan")
-    @guarded
-    async def rescan_confirm(request: Request) -> Response:
-        session = need(request, admin=True)
+    @handles("GET", "/actions/rescan", admin=True)
+    async def rescan_confirm(request: Request, session: Session) -> Response:
         runtime = core(request)
         from pinlog.core.rescan import expiry_outlook
 
@@ -360,12 +369,8 @@ def build_router(config: ConsoleConfig) -> APIRouter:
                            "unfinished, not expired yet": outlook.waiting},
                     fields={})
 
-    @router.post("/actions/rescan")
-    @guarded
-    async def rescan_run(request: Request) -> Response:
-        session = need(request, admin=True)
-        fields = await form(request)
-        need_post(request, session, fields)
+    @handles("POST", "/actions/rescan", admin=True, posted=True)
+    async def rescan_run(request: Request, session: Session, fields: dict[str, str]) -> Response:
         if fields.get("confirm") != "yes":
             return RedirectResponse("/console/actions/rescan", status_code=303)
         runtime = core(request)
@@ -382,10 +387,8 @@ def build_router(config: ConsoleConfig) -> APIRouter:
                                           "role": session.role, "count": report.claimed})
         return RedirectResponse(f"/console/actions?done={action_id}", status_code=303)
 
-    @router.get("/actions/reprocess")
-    @guarded
-    async def reprocess_dry_run(request: Request) -> Response:
-        session = need(request, admin=True)
+    @handles("GET", "/actions/reprocess", admin=True)
+    async def reprocess_dry_run(request: Request, session: Session) -> Response:
         mode = request.query_params.get("mode", "")
         if mode not in ("profile", "presets"):
             return page(request, session, "denied.html", status_code=422,
@@ -413,12 +416,8 @@ def build_router(config: ConsoleConfig) -> APIRouter:
                             "signature": sign(config, session, ticket)},
                     nothing=n == 0)
 
-    @router.post("/actions/reprocess")
-    @guarded
-    async def reprocess_run(request: Request) -> Response:
-        session = need(request, admin=True)
-        fields = await form(request)
-        need_post(request, session, fields)
+    @handles("POST", "/actions/reprocess", admin=True, posted=True)
+    async def reprocess_run(request: Request, session: Session, fields: dict[str, str]) -> Response:
         ticket, mode = fields.get("ticket", ""), fields.get("mode", "")
         parts = ticket.split(":")
         fresh = len(parts) == 3 and parts[2].isdigit() and time.time() - int(parts[2]) < 900

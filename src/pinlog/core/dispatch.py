@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
@@ -104,8 +105,30 @@ def record_batch_outcomes(requests: Sequence[ProcessRequest], statuses: Sequence
                      {"context_id": first[outcome], "outcome": outcome, "count": count})
 
 
+@dataclass(frozen=True, kw_only=True)
+class BulkSends:
+    """How bulk sends to the ai side go — the same two settings for the dispatch's batch path,
+    the rescan's re-sends and reprocessing (docs/ARCHITECTURE.md "Batch path"); the configs of
+    those three extend it (its fields are keyword-only, after each config's own).
+
+    Attributes:
+        dispatch_batch: contexts per process-batch call (``PINLOG_PROCESS_BATCH_SIZE``; 1 → one
+            call per context).
+        busy_wait: seconds a send keeps being retried while the ai side answers 503
+            (``PINLOG_RESCAN_BUSY_WAIT``).
+    """
+
+    dispatch_batch: int = 1
+    busy_wait: float = 0.0
+
+    @staticmethod
+    def bulk_settings(settings: Settings) -> dict[str, Any]:
+        """``{"dispatch_batch": …, "busy_wait": …}`` from ``settings``, for ``cls(**…)``."""
+        return {"dispatch_batch": settings.process_batch_size, "busy_wait": settings.rescan_busy_wait}
+
+
 @dataclass(frozen=True)
-class DispatchConfig:
+class DispatchConfig(BulkSends):
     """Where and how core reaches the ai side (SPEC §4, §13).
 
     Attributes:
@@ -114,10 +137,7 @@ class DispatchConfig:
         connect_timeout, read_timeout: ``PINLOG_DISPATCH_CONNECT_TIMEOUT`` /
             ``PINLOG_DISPATCH_READ_TIMEOUT``, seconds.
         queue_size, workers: ``PINLOG_DISPATCH_QUEUE_SIZE`` / ``PINLOG_DISPATCH_WORKERS``.
-        batch_size: contexts per process-batch call of bulk work (``PINLOG_PROCESS_BATCH_SIZE``,
-            :class:`BatchCollector`).
-        busy_wait: seconds a batch keeps being re-sent while the ai side answers 503
-            (``PINLOG_RESCAN_BUSY_WAIT``).
+        dispatch_batch, busy_wait: :class:`BulkSends` (bulk work's :class:`BatchCollector`).
     """
 
     ai_base_url: str | None
@@ -126,8 +146,6 @@ class DispatchConfig:
     read_timeout: float
     queue_size: int
     workers: int
-    batch_size: int = 1
-    busy_wait: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchConfig:
@@ -136,7 +154,7 @@ class DispatchConfig:
                    connect_timeout=settings.dispatch_connect_timeout,
                    read_timeout=settings.dispatch_read_timeout,
                    queue_size=settings.dispatch_queue_size, workers=settings.dispatch_workers,
-                   batch_size=settings.process_batch_size, busy_wait=settings.rescan_busy_wait)
+                   **cls.bulk_settings(settings))
 
     def endpoint(self) -> tuple[str, str]:
         """``(ai base URL, secret value)`` for an HTTP client of the ai side (never log them).

@@ -21,6 +21,7 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog.contracts import ProcessClient
+from pinlog.core.dispatch import BulkSends
 from pinlog.core.rescan import DispatchReport, resend
 from pinlog.db.sql import SqlStatements
 from pinlog.errors import PinlogError
@@ -33,29 +34,23 @@ DEFAULT_BATCH_SIZE = 500
 
 
 @dataclass(frozen=True)
-class ReprocessConfig:
+class ReprocessConfig(BulkSends):
     """What reprocessing reads.
 
     Attributes:
         profile: the embedding profile in force (SPEC §9; the ai side's provider config, given
             by the composition root).
         concurrency: dispatches in flight at once (``PINLOG_RESCAN_CONCURRENCY``).
-        dispatch_batch: contexts per process-batch call (``PINLOG_PROCESS_BATCH_SIZE``; the
-            batch path, docs/ARCHITECTURE.md "Batch path").
-        busy_wait: seconds a dispatch keeps retrying while the ai side answers 503
-            (``PINLOG_RESCAN_BUSY_WAIT``).
+        dispatch_batch, busy_wait: :class:`~pinlog.core.dispatch.BulkSends`.
     """
 
     profile: str
     concurrency: int
-    dispatch_batch: int = 1
-    busy_wait: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings, *, profile: str) -> ReprocessConfig:
         return cls(profile=profile, concurrency=settings.rescan_concurrency,
-                   dispatch_batch=settings.process_batch_size,
-                   busy_wait=settings.rescan_busy_wait)
+                   **cls.bulk_settings(settings))
 
 
 class ReprocessError(PinlogError, RuntimeError):

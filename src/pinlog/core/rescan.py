@@ -52,7 +52,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.contracts import BatchProcessClient, ProcessClient, ProcessRequest
-from pinlog.core.dispatch import BUSY_BACKOFF, send_batch_paced
+from pinlog.core.dispatch import BUSY_BACKOFF, BulkSends, send_batch_paced
 from pinlog.core.services import place_meta
 from pinlog.db.background import stop_task
 from pinlog.db.sql import SqlStatements
@@ -80,7 +80,7 @@ def statements() -> SqlStatements:
 
 
 @dataclass(frozen=True)
-class RescanConfig:
+class RescanConfig(BulkSends):
     """The SPEC §7.1 parameters (``PINLOG_RESCAN_*``, ``PINLOG_*_EXPIRY``,
     ``PINLOG_MAX_RETRIES``; the settings check them once, when they load).
 
@@ -91,12 +91,10 @@ class RescanConfig:
         max_retries: retries a row gets before its unfinished stages end FAILED.
         batch_size: rows one round claims (and finalizes) at most.
         concurrency: re-sends in flight at once.
-        busy_wait: seconds one re-send keeps retrying while the ai side answers 503.
         heartbeat_timeout: ``PINLOG_HEARTBEAT_TIMEOUT``, seconds: the longest wait between two
             rounds while anything is unfinished or may become so (SPEC §7.3.1: a live replica
             notices the work a dead or stopped process released within about one timeout).
-        dispatch_batch: contexts per process-batch call of the re-sends
-            (``PINLOG_PROCESS_BATCH_SIZE``; 1 → one call per context).
+        dispatch_batch, busy_wait: :class:`~pinlog.core.dispatch.BulkSends` (the re-sends').
     """
 
     enabled: bool
@@ -106,9 +104,7 @@ class RescanConfig:
     max_retries: int
     batch_size: int
     concurrency: int
-    busy_wait: float
     heartbeat_timeout: float = 30.0
-    dispatch_batch: int = 1
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RescanConfig:
@@ -116,9 +112,8 @@ class RescanConfig:
                    pending_expiry=settings.pending_expiry,
                    processing_expiry=settings.processing_expiry,
                    max_retries=settings.max_retries, batch_size=settings.rescan_batch_size,
-                   concurrency=settings.rescan_concurrency, busy_wait=settings.rescan_busy_wait,
-                   heartbeat_timeout=settings.heartbeat_timeout,
-                   dispatch_batch=settings.process_batch_size)
+                   concurrency=settings.rescan_concurrency,
+                   heartbeat_timeout=settings.heartbeat_timeout, **cls.bulk_settings(settings))
 
 
 @dataclass

@@ -24,14 +24,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinlog.core.services import MAX_ID, CoreError, InvalidInput, NotFound
-from pinlog.db.retention import BatchHook, PurgeReport, keyset_batches
+from pinlog.db.retention import BatchHook, PurgeReport, RetentionConfig, keyset_batches
 from pinlog.db.sql import Queries
-from pinlog.settings import Settings
 
 Q = Queries("pinlog.core", "retention.sql")
 
@@ -66,26 +64,10 @@ class CoreNotOurs(CoreError):
 
 
 @dataclass(frozen=True)
-class CoreRetentionConfig:
-    """What the core part of the retention job reads (issue 31).
-
-    Attributes:
-        enabled: ``PINLOG_RETENTION_ENABLED``.
-        interval: ``PINLOG_RETENTION_INTERVAL``.
-        deleted: ``PINLOG_RETENTION_DELETED``, how long deleted notes, records and withdrawn
-            members are kept.
-        batch_size: ``PINLOG_RETENTION_BATCH_SIZE``, rows per transaction.
-    """
-
-    enabled: bool
-    interval: timedelta
-    deleted: timedelta
-    batch_size: int
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> CoreRetentionConfig:
-        return cls(enabled=settings.retention_enabled, interval=settings.retention_interval,
-                   deleted=settings.retention_deleted, batch_size=settings.retention_batch_size)
+class CoreRetentionConfig(RetentionConfig):
+    """What the core part of the retention job reads (issue 31): the shared
+    :class:`~pinlog.db.retention.RetentionConfig` alone (``deleted``: how long deleted notes,
+    records and withdrawn members are kept)."""
 
 
 class CorePurge:

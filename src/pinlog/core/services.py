@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -559,9 +560,7 @@ class CoreService:
             NotFound: no such active record of this member.
         """
         text = validate_text(text, self.config.max_text_chars)
-        _check_id("record", record_id)
-        async with self.engine.begin() as conn:
-            await self._share_lock_member(conn, member_id, not_found="record not found")
+        async with self._member_write(member_id, "record", record_id) as conn:
             await self._lock_record(conn, member_id, record_id)
             context_id = await self._insert_context(conn, record_id, member_id, text, "created")
             await conn.execute(q("touch_record"), {"record_id": record_id})
@@ -594,9 +593,7 @@ class CoreService:
             NotFound: no such active context of this member.
         """
         text = validate_text(text, self.config.max_text_chars)
-        _check_id("context", context_id)
-        async with self.engine.begin() as conn:
-            await self._share_lock_member(conn, member_id, not_found="context not found")
+        async with self._member_write(member_id, "context", context_id) as conn:
             record_id, body = await self._lock_context_record(conn, member_id, context_id)
             if body == text:
                 log.info("context edit with its own text: nothing changed",
@@ -719,6 +716,24 @@ class CoreService:
                                   public_id=self.public_id(record_id))
 
     # --- internals -------------------------------------------------------------------------
+    @asynccontextmanager
+    async def _member_write(self, member_id: int, target: Literal["record", "context"],
+                            target_id: int) -> AsyncIterator[AsyncConnection]:
+        """The write transaction of a change to one of the member's ``target`` rows (SPEC §4):
+        ``target_id`` is checked before anything opens, then the member row is share-locked
+        (``share_lock_member``: a concurrent withdrawal waits for the change) and the open
+        connection is yielded; the transaction commits when the block ends.
+
+        Raises:
+            NotFound: ``"<target> not found"`` when ``target_id`` is no positive BIGINT or the
+                member does not exist or has withdrawn (``"member not found"`` for a
+                ``member_id`` that is no positive BIGINT).
+        """
+        _check_id(target, target_id)
+        async with self.engine.begin() as conn:
+            await self._share_lock_member(conn, member_id, not_found=f"{target} not found")
+            yield conn
+
     async def _share_lock_member(self, conn: AsyncConnection, member_id: int, *,
                                  not_found: str = "member not found") -> None:
         _check_id("member", member_id)

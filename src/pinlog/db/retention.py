@@ -24,13 +24,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from sqlalchemy import TextClause
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.db.background import stop_task
+from pinlog.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,34 @@ log = logging.getLogger(__name__)
 FIRST_ROUND_DELAY = 60.0
 #: Wait after a round that failed (database unavailable), at most the interval.
 FAILED_ROUND_RETRY_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """What both parts of the retention job read (issue 31); each part's config extends it.
+
+    Attributes:
+        enabled: ``PINLOG_RETENTION_ENABLED`` (``pinlog serve`` runs the job).
+        interval: ``PINLOG_RETENTION_INTERVAL``, delay between rounds.
+        deleted: ``PINLOG_RETENTION_DELETED``, how long dead data is kept (the part says which).
+        batch_size: ``PINLOG_RETENTION_BATCH_SIZE``, rows per transaction.
+    """
+
+    enabled: bool
+    interval: timedelta
+    deleted: timedelta
+    batch_size: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        """The config from ``settings``; a part with fields of its own passes them in
+        :meth:`_shared` (``cls(**cls._shared(settings), own=...)``)."""
+        return cls(**cls._shared(settings))
+
+    @staticmethod
+    def _shared(settings: Settings) -> dict[str, Any]:
+        return {"enabled": settings.retention_enabled, "interval": settings.retention_interval,
+                "deleted": settings.retention_deleted, "batch_size": settings.retention_batch_size}
 
 
 @dataclass

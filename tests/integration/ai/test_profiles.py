@@ -77,6 +77,17 @@ async def _runtime(tmp_path, db_url, engine, a, b, settings=None, **kwargs):
     return runtime
 
 
+async def _submit(runtime, cid):
+    """Submit the seeded note ``cid`` (the world's member, record ``cid``); the answer's status."""
+    return await runtime.submit(request(cid, note(cid), user_id=USER, record_id=cid))
+
+
+def _judged_with(world, cid):
+    """The embedding profile ``cid``'s keyword analysis row names (the profile it was judged with)."""
+    return world.execute("SELECT embedding_profile FROM ai.context_keyword_analysis "
+                         "WHERE context_id = %s", (cid,)).fetchone()[0]
+
+
 async def _answers(runtime, profile=PROFILE_A):
     return {k: [h.record_id for h in (await runtime.search(search_request(k, profile))).results]
             for k in range(4)}
@@ -366,8 +377,7 @@ async def test_edit_and_new_notes_during_the_build_get_a_vector_in_both_profiles
             add_note(world, cid, state=("PENDING", "PENDING"), embedded=False)
             core_cancel(world, 4)  # the edited note
         for cid in (13, 14):
-            assert await runtime.submit(request(cid, note(cid), user_id=USER,
-                                                record_id=cid)) == 202
+            assert await _submit(runtime, cid) == 202
         await runtime.join()
         # the jobs embedded both profiles while the build is still on its first batch
         assert {13, 14} <= set(shadow_rows(world, PROFILE_B))
@@ -394,15 +404,14 @@ async def test_a_job_that_embedded_with_the_old_profile_saves_under_the_new_one(
     try:
         add_note(world, 13, state=("PENDING", "PENDING"), embedded=False)
         gate = a.hold()
-        assert await runtime.submit(request(13, note(13), user_id=USER, record_id=13)) == 202
+        assert await _submit(runtime, 13) == 202
         await gate.wait_entered()
         await activate_profile(engine, PROFILE_B, current=ACTIVE_A, force=True)
         gate.open()
         await runtime.join()
         assert main_profiles(world)[13] == PROFILE_B
         assert statuses(world, 13) == ("COMPLETED", "COMPLETED")
-        assert world.execute("SELECT embedding_profile FROM ai.context_keyword_analysis "
-                             "WHERE context_id = 13").fetchone()[0] == PROFILE_B
+        assert _judged_with(world, 13) == PROFILE_B
     finally:
         await runtime.stop()
 
@@ -458,7 +467,7 @@ async def test_a_replica_without_a_provider_for_the_active_profile_refuses(
         with pytest.raises(ProfileNotServed):
             await stale.search(search_request(1))
         add_note(world, 13, state=("PENDING", "PENDING"), embedded=False)
-        assert await stale.submit(request(13, note(13), user_id=USER, record_id=13)) == 503
+        assert await _submit(stale, 13) == 503
         assert not await stale.ready()
         assert statuses(world, 13) == ("PENDING", "PENDING")
     finally:
@@ -687,11 +696,10 @@ async def test_a_keyword_stage_after_an_activation_re_reads_the_roles(
         world.execute("UPDATE ai.context_ai_state SET keyword_status = 'PENDING' "
                       "WHERE context_id = 5")
         assert runtime.profiles.active_profile == PROFILE_A  # not refreshed yet
-        assert await runtime.submit(request(5, note(5), user_id=USER, record_id=5)) == 202
+        assert await _submit(runtime, 5) == 202
         await runtime.join()
         assert statuses(world, 5) == ("COMPLETED", "COMPLETED")
-        assert world.execute("SELECT embedding_profile FROM ai.context_keyword_analysis "
-                             "WHERE context_id = 5").fetchone()[0] == PROFILE_B
+        assert _judged_with(world, 5) == PROFILE_B
     finally:
         await runtime.stop()
 

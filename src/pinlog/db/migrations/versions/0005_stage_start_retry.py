@@ -10,37 +10,24 @@ Works on both kinds of database (ours and adopted): it only adds nullable ai col
 current ``retry_count`` (their start was not recorded; the next rescan claim then re-claims them).
 """
 
-from alembic import op
+from pinlog.db.migrations.ddl import add_columns, drop_columns, run_sql
 
 # The id is older than the file name (files were renamed into chain order) and is kept:
 # deployed databases store it in ai.alembic_version (docs/ARCHITECTURE.md "Migrations").
 revision = "0002_issue14_adopt"
 down_revision = "0003_issue11_presets"
 
-UPGRADE = """
-ALTER TABLE ai.context_ai_state
-    ADD COLUMN IF NOT EXISTS embedding_start_retry integer NULL,
-    ADD COLUMN IF NOT EXISTS keyword_start_retry integer NULL;
-COMMENT ON COLUMN ai.context_ai_state.embedding_start_retry IS
-    'retry_count when the embedding stage last started (ai side; SPEC 7.3 re-claim)';
-COMMENT ON COLUMN ai.context_ai_state.keyword_start_retry IS
-    'retry_count when the keyword stage last started (ai side; SPEC 7.3 re-claim)';
+COLUMNS = [(f"{stage}_start_retry", "integer NULL",
+            f"retry_count when the {stage} stage last started (ai side; SPEC 7.3 re-claim)")
+           for stage in ("embedding", "keyword")]
+
+UPGRADE = "\n" + add_columns("ai.context_ai_state", COLUMNS) + """\
 UPDATE ai.context_ai_state SET embedding_start_retry = retry_count
  WHERE embedding_status = 'PROCESSING' AND embedding_start_retry IS NULL;
 UPDATE ai.context_ai_state SET keyword_start_retry = retry_count
  WHERE keyword_status = 'PROCESSING' AND keyword_start_retry IS NULL;
 """
 
-DOWNGRADE = """
-ALTER TABLE ai.context_ai_state
-    DROP COLUMN IF EXISTS embedding_start_retry,
-    DROP COLUMN IF EXISTS keyword_start_retry;
-"""
+DOWNGRADE = "\n" + drop_columns("ai.context_ai_state", [name for name, _, _ in COLUMNS])
 
-
-def upgrade() -> None:
-    op.execute(UPGRADE)
-
-
-def downgrade() -> None:
-    op.execute(DOWNGRADE)
+upgrade, downgrade = run_sql(UPGRADE, DOWNGRADE)

@@ -20,7 +20,7 @@ Metadata only on existing tables (a nullable column, a relabel); works on both k
 database (no ``core.*`` is touched). Downgrade drops what was added (a relaxed dimension stays).
 """
 
-from alembic import op
+from pinlog.db.migrations.ddl import run_sql
 
 revision = "0009_profiles_side_by_side"
 down_revision = "0008_operator_console"
@@ -73,10 +73,4 @@ DROP TABLE IF EXISTS ai.context_embedding_shadow;
 DROP TABLE IF EXISTS ai.embedding_profile;
 """
 
-
-def upgrade() -> None:
-    op.execute(UPGRADE)
-
-
-def downgrade() -> None:
-    op.execute(DOWNGRADE)
+upgrade, downgrade = run_sql(UPGRADE, DOWNGRADE)

@@ -17,40 +17,33 @@ Works on both kinds of database (ours and adopted): nullable ai columns only (me
 rewrite; NULL = owner unknown, exactly the rows claimed before the upgrade) and an index on ai.
 """
 
-from alembic import op
+from pinlog.db.migrations.ddl import add_columns, drop_columns, run_sql
 
 revision = "0010_claim_owner"
 down_revision = "0009_profiles_side_by_side"
 
-UPGRADE = """
-ALTER TABLE ai.context_ai_state
-    ADD COLUMN IF NOT EXISTS owner text NULL,
-    ADD COLUMN IF NOT EXISTS owned_at timestamptz NULL;
-COMMENT ON COLUMN ai.context_ai_state.owner IS
-    'process (ai.process_settings.process_id) responsible for the current work (SPEC 7.3.1)';
-COMMENT ON COLUMN ai.context_ai_state.owned_at IS
-    'when that process took the work; the owner counts only while owned_at >= the rescan age';
-ALTER TABLE ai.process_settings
-    ADD COLUMN IF NOT EXISTS alive_until timestamptz NULL;
-COMMENT ON COLUMN ai.process_settings.alive_until IS
-    'lease: the process is live until then (heartbeat + its PINLOG_HEARTBEAT_TIMEOUT; a clean stop ends it)';
+OWNER_COLUMNS = [
+    ("owner", "text NULL",
+     "process (ai.process_settings.process_id) responsible for the current work (SPEC 7.3.1)"),
+    ("owned_at", "timestamptz NULL",
+     "when that process took the work; the owner counts only while owned_at >= the rescan age"),
+]
+LEASE_COLUMNS = [
+    ("alive_until", "timestamptz NULL",
+     "lease: the process is live until then (heartbeat + its PINLOG_HEARTBEAT_TIMEOUT; a clean "
+     "stop ends it)"),
+]
+
+UPGRADE = ("\n" + add_columns("ai.context_ai_state", OWNER_COLUMNS)
+           + add_columns("ai.process_settings", LEASE_COLUMNS) + """\
 CREATE INDEX IF NOT EXISTS context_ai_state_owner_idx
     ON ai.context_ai_state (owner)
     WHERE embedding_status IN ('PENDING','PROCESSING') OR keyword_status IN ('PENDING','PROCESSING');
-"""
+""")
 
 DOWNGRADE = """
 DROP INDEX IF EXISTS ai.context_ai_state_owner_idx;
 ALTER TABLE ai.process_settings DROP COLUMN IF EXISTS alive_until;
-ALTER TABLE ai.context_ai_state
-    DROP COLUMN IF EXISTS owner,
-    DROP COLUMN IF EXISTS owned_at;
-"""
+""" + drop_columns("ai.context_ai_state", [name for name, _, _ in OWNER_COLUMNS])
 
-
-def upgrade() -> None:
-    op.execute(UPGRADE)
-
-
-def downgrade() -> None:
-    op.execute(DOWNGRADE)
+upgrade, downgrade = run_sql(UPGRADE, DOWNGRADE)
