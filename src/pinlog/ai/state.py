@@ -191,9 +191,8 @@ async def start_stage(conn: AsyncConnection, context_id: int, stage: Stage,
         The :class:`Claim` (previous status, recorded owner, claimed_at), or None when 0 rows were
         affected (stage owned by a live worker, finished, failed, cancelled or missing).
     """
-    name = "start_embedding" if stage is Stage.EMBEDDING else "start_keyword"
-    cursor = await _execute(conn, name, {"context_id": context_id, "expiry": expiry,
-                                         "owner": owner}, stage)
+    cursor = await _execute(conn, "start_stage", {"context_id": context_id, "expiry": expiry,
+                                                  "owner": owner}, stage)
     return _claim(await cursor.fetchone())
 
 
@@ -430,8 +429,8 @@ async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry:
     """
     driver = await driver_connection(conn)
     async with driver.pipeline():
-        start = await _execute(conn, "start_keyword", {"context_id": context_id,
-                                                       "expiry": expiry, "owner": owner},
+        start = await _execute(conn, "start_stage", {"context_id": context_id,
+                                                     "expiry": expiry, "owner": owner},
                                Stage.KEYWORD)
         stored = await _execute(conn, "read_embedding", {"context_id": context_id})
         fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
@@ -528,9 +527,8 @@ async def start_stage_batch(conn: AsyncConnection, context_ids: Sequence[int], s
         re-claim; owner recorded; claimed_at) for the rows started; the others affected 0 rows.
         Raises ValueError for duplicate ids.
     """
-    name = "start_embedding_batch" if stage is Stage.EMBEDDING else "start_keyword_batch"
-    cursor = await _execute(conn, name, {"context_ids": _ids(context_ids), "expiry": expiry,
-                                         "owner": owner}, stage)
+    cursor = await _execute(conn, "start_stage_batch", {"context_ids": _ids(context_ids),
+                                                        "expiry": expiry, "owner": owner}, stage)
     return _started(await cursor.fetchall())
 
 
@@ -695,7 +693,7 @@ async def save_keywords_batch(conn: AsyncConnection, rows: Sequence[KeywordRow],
 async def precheck_and_start_embedding_batch(
         conn: AsyncConnection, context_ids: Sequence[int], expiry: timedelta,
         owner: str | None = None) -> tuple[dict[int, PreCheck], dict[int, Claim]]:
-    """``precheck_batch`` and ``start_embedding_batch`` (recording ``owner``) over the same ids in
+    """``precheck_batch`` and ``start_stage_batch`` (embedding; recording ``owner``) over the same ids in
     one round trip.
 
     Starting every row unconditionally is exactly what a job does after its pre-check: the
@@ -711,7 +709,7 @@ async def precheck_and_start_embedding_batch(
     driver = await driver_connection(conn)
     async with driver.pipeline():
         pre = await _execute(conn, "precheck_batch", {"context_ids": ids})
-        start = await _execute(conn, "start_embedding_batch",
+        start = await _execute(conn, "start_stage_batch",
                                {"context_ids": ids, "expiry": expiry, "owner": owner},
                                Stage.EMBEDDING)
     prechecks = _prechecks(await pre.fetchall())
@@ -722,7 +720,7 @@ async def start_keyword_batch_and_read(
         conn: AsyncConnection, context_ids: Sequence[int], expiry: timedelta, profile: str,
         read_ids: Sequence[int], owner: str | None = None
 ) -> tuple[dict[int, Claim], dict[int, StoredEmbedding], str]:
-    """``start_keyword_batch`` over ``context_ids`` (recording ``owner``), the stored vectors of
+    """``start_stage_batch`` (keyword) over ``context_ids`` (recording ``owner``), the stored vectors of
     ``read_ids`` and the presets' fingerprint for ``profile``, in one round trip (the reads
     change nothing; vectors of rows that did not start are simply not used).
 
@@ -732,7 +730,7 @@ async def start_keyword_batch_and_read(
     ids = _ids(context_ids)
     driver = await driver_connection(conn)
     async with driver.pipeline():
-        start = await _execute(conn, "start_keyword_batch",
+        start = await _execute(conn, "start_stage_batch",
                                {"context_ids": ids, "expiry": expiry, "owner": owner},
                                Stage.KEYWORD)
         stored = None

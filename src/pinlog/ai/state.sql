@@ -5,12 +5,15 @@
 -- outcome: the stage is owned by a live worker, finished, failed, cancelled or missing.
 -- Every status change writes its ai.context_ai_event row in the SAME statement (a data-modifying
 -- CTE), so an event exists exactly when the change happened.
--- `{stage}` / `{other}` / `{label}` are replaced only by a pinlog.states.Stage value; everything
--- else is a bound parameter. This file names no core.* table (SPEC §1 boundary).
+-- `{stage}` / `{other}` / `{label}` are replaced only by a pinlog.states.Stage value, and
+-- `{@name}` by that stage's own fragment `<label>_name` (e.g. `{@startable}`: embedding_startable
+-- or keyword_startable), so one statement serves both stages; everything else is a bound
+-- parameter. This file names no core.* table (SPEC §1 boundary).
 --
--- Fragments (`owner_gone`, `startable`, `keyword_startable`, `owns_claim`, `job_claim`,
--- `batch_claims`, `embedding_savable`, `keyword_savable`, `profile_is_active`,
--- `profile_is_building`, `analysis_replaced`) are not statements: each guard is written ONCE
+-- Fragments (`owner_gone`, `startable`, `embedding_startable`, `keyword_startable`,
+-- `stage_started`, `owns_claim`, `job_claim`, `batch_claims`, `embedding_savable`,
+-- `keyword_savable`, `profile_is_active`, `profile_is_building`, `analysis_replaced`, …) are
+-- not statements: each guard is written ONCE
 -- here and spliced by name (pinlog.db.sql.Queries) into both the single-context statement and
 -- the batch statement (`*_batch`, SPEC §5.4, docs ARCHITECTURE "Batch path") that apply it, so
 -- the single and the batch path can never disagree on when a stage may start or be saved. They
@@ -64,8 +67,8 @@ SELECT s.embedding_status,
 
 -- name: keyword_startable
 -- Rule: SPEC §3 start (keyword) — startable for the keyword stage, and additionally
--- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector. Used by
--- start_keyword and start_keyword_batch.
+-- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector. The
+-- keyword stage's `{@startable}` in start_stage and start_stage_batch.
 (s.embedding_status = 'COMPLETED' AND {startable})
 
 
@@ -131,76 +134,61 @@ EXISTS (SELECT 1 FROM ai.embedding_profile p
          WHERE p.profile = CAST(:profile AS text) AND p.role = 'building')
 
 
--- name: start_embedding
--- Rule: SPEC §3 start (embedding), §7.3, §7.3.1 — startable for the embedding stage. Records
--- the claim: retry_count in embedding_start_retry (§7.3), the owner (live_owner: this process
--- while its lease runs, else NULL) and owned_at = updated_at = now(). Returns the status BEFORE
--- the update (the locked subquery), so a fresh start and a re-claim are told apart in one
--- statement without a second racy read, plus the claim (owner as recorded, claimed_at) that
--- every later write of this job must still own (owns_claim). Writes the event row in the same
--- statement, naming why a re-claim happened.
-WITH previous AS (
-    SELECT s.context_id, s.embedding_status AS previous_status,
-           s.updated_at < now() - :expiry AS expired,
-           coalesce({owner_gone}, false) AS owner_gone
-      FROM ai.context_ai_state s
-     WHERE s.context_id = :context_id
-       FOR UPDATE
-), started AS (
+-- name: embedding_startable
+-- Rule: SPEC §3 start (embedding) — the embedding stage's start predicate is startable itself (the
+-- per-stage `{@startable}` of start_stage and start_stage_batch; keyword: keyword_startable).
+{startable}
+
+
+-- name: stage_started
+-- Rule: SPEC §3 start, §7.3, §7.3.1 — the claim and the event of every start, single and batch,
+-- both stages: CTEs that follow the start's pick `picked` (context_id, previous_status, expired,
+-- owner_gone; alias p). The UPDATE repeats the stage's start predicate ({@startable}:
+-- embedding_startable / keyword_startable) under the lock and records the claim: retry_count in
+-- {label}_start_retry (§7.3), the owner (live_owner: this process while its lease runs, else
+-- NULL) and owned_at = updated_at = now(). It returns each started row with its status BEFORE
+-- the update (PENDING = fresh start, PROCESSING = re-claim) and its claim (owner, owned_at) that
+-- every later write of the job must still own (owns_claim); one event row per started row,
+-- naming why a re-claim happened. A fragment.
+started AS (
     UPDATE ai.context_ai_state s
-       SET embedding_status = 'PROCESSING',
+       SET {stage} = 'PROCESSING',
            updated_at = now(),
-           embedding_start_retry = s.retry_count,
+           {label}_start_retry = s.retry_count,
            owner = {live_owner},
            owned_at = now()
-      FROM previous p
+      FROM picked p
      WHERE s.context_id = p.context_id
-       AND {startable}
-    RETURNING p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
+       AND {@startable}
+    RETURNING s.context_id, p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT :context_id, 'embedding', previous_status, 'PROCESSING', 'ai',
+    SELECT context_id, '{label}', previous_status, 'PROCESSING', 'ai',
            CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
                 WHEN expired THEN 'reclaimed after processing expiry'
                 WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
                 ELSE 'reclaimed: retry_count rose since the stage started' END
       FROM started
 )
-SELECT previous_status, owner, owned_at AS claimed_at FROM started;
 
 
--- name: start_keyword
--- Rule: SPEC §3 start (keyword), §7.3, §7.3.1 — as start_embedding with keyword_startable
--- (startable for the keyword stage, and embedding_status = 'COMPLETED': a keyword stage never
--- starts without a stored vector); the claim recorded the same way, keyword_start_retry.
--- Returns the status before the update and the claim; writes the event row in the same statement.
-WITH previous AS (
-    SELECT s.context_id, s.keyword_status AS previous_status,
+-- name: start_stage
+-- Rule: SPEC §3 start, §7.3, §7.3.1 — the guarded start of one context's stage ({stage}; one
+-- statement for both stages): its start predicate {@startable} is embedding_startable, or
+-- keyword_startable (startable, and embedding_status = 'COMPLETED': a keyword stage never starts
+-- without a stored vector). The row is locked FOR UPDATE first (the locked subquery), then
+-- stage_started repeats the predicate, records the claim and writes the event row in the same
+-- statement. Returns the status BEFORE the update, so a fresh start and a re-claim are told
+-- apart in one statement without a second racy read, plus the claim (owner as recorded,
+-- claimed_at).
+WITH picked AS (
+    SELECT s.context_id, s.{stage} AS previous_status,
            s.updated_at < now() - :expiry AS expired,
            coalesce({owner_gone}, false) AS owner_gone
       FROM ai.context_ai_state s
      WHERE s.context_id = :context_id
        FOR UPDATE
-), started AS (
-    UPDATE ai.context_ai_state s
-       SET keyword_status = 'PROCESSING',
-           updated_at = now(),
-           keyword_start_retry = s.retry_count,
-           owner = {live_owner},
-           owned_at = now()
-      FROM previous p
-     WHERE s.context_id = p.context_id
-       AND {keyword_startable}
-    RETURNING p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT :context_id, 'keyword', previous_status, 'PROCESSING', 'ai',
-           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
-                WHEN expired THEN 'reclaimed after processing expiry'
-                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
-                ELSE 'reclaimed: retry_count rose since the stage started' END
-      FROM started
-)
+), {stage_started}
 SELECT previous_status, owner, owned_at AS claimed_at FROM started;
 
 
@@ -494,82 +482,25 @@ SELECT s.context_id,
  ORDER BY s.context_id;
 
 
--- name: start_embedding_batch
--- Rule: SPEC §3 start (embedding), §7.3.1, §7.4 — claim the embedding stage of many contexts:
--- each row is picked only while startable holds, locked FOR UPDATE SKIP LOCKED (a row another
--- transaction holds — a concurrent start, save or cancellation — is skipped, never waited for;
--- two batches never claim the same row), and the UPDATE repeats startable under the lock.
--- Records the claim as start_embedding does (embedding_start_retry, owner = live_owner,
--- owned_at = updated_at = now()). Returns each started row with its status BEFORE the update
--- (PENDING = fresh start, PROCESSING = re-claim) and its claim (owner, claimed_at); one event
--- row per started row, naming why a re-claim happened.
+-- name: start_stage_batch
+-- Rule: SPEC §3 start, §7.3.1, §7.4 — the start of one stage ({stage}) for many contexts: each
+-- row is picked only while the single start's predicate ({@startable}: embedding_startable /
+-- keyword_startable) holds, locked FOR UPDATE SKIP LOCKED (a row another transaction holds — a
+-- concurrent start, save or cancellation — is skipped, never waited for; two batches never claim
+-- the same row), and stage_started repeats the predicate under the lock and records the claim as
+-- start_stage does ({label}_start_retry, owner = live_owner, owned_at = updated_at = now()).
+-- Returns each started row with its status BEFORE the update (PENDING = fresh start, PROCESSING
+-- = re-claim) and its claim (owner, claimed_at); one event row per started row.
 WITH picked AS (
-    SELECT s.context_id, s.embedding_status AS previous_status,
+    SELECT s.context_id, s.{stage} AS previous_status,
            s.updated_at < now() - :expiry AS expired,
            coalesce({owner_gone}, false) AS owner_gone
       FROM ai.context_ai_state s
      WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
-       AND {startable}
+       AND {@startable}
      ORDER BY s.context_id
        FOR UPDATE SKIP LOCKED
-), started AS (
-    UPDATE ai.context_ai_state s
-       SET embedding_status = 'PROCESSING',
-           updated_at = now(),
-           embedding_start_retry = s.retry_count,
-           owner = {live_owner},
-           owned_at = now()
-      FROM picked p
-     WHERE s.context_id = p.context_id
-       AND {startable}
-    RETURNING s.context_id, p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'embedding', previous_status, 'PROCESSING', 'ai',
-           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
-                WHEN expired THEN 'reclaimed after processing expiry'
-                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
-                ELSE 'reclaimed: retry_count rose since the stage started' END
-      FROM started
-)
-SELECT context_id, previous_status, owner, owned_at AS claimed_at
-  FROM started ORDER BY context_id;
-
-
--- name: start_keyword_batch
--- Rule: SPEC §3 start (keyword), §7.3.1, §7.4 — as start_embedding_batch for the keyword stage,
--- with {keyword_startable} (embedding COMPLETED) in the pick and again in the UPDATE; records
--- keyword_start_retry and the claim (owner = live_owner, owned_at); returns each row's claim;
--- one event row per started row.
-WITH picked AS (
-    SELECT s.context_id, s.keyword_status AS previous_status,
-           s.updated_at < now() - :expiry AS expired,
-           coalesce({owner_gone}, false) AS owner_gone
-      FROM ai.context_ai_state s
-     WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
-       AND {keyword_startable}
-     ORDER BY s.context_id
-       FOR UPDATE SKIP LOCKED
-), started AS (
-    UPDATE ai.context_ai_state s
-       SET keyword_status = 'PROCESSING',
-           updated_at = now(),
-           keyword_start_retry = s.retry_count,
-           owner = {live_owner},
-           owned_at = now()
-      FROM picked p
-     WHERE s.context_id = p.context_id
-       AND {keyword_startable}
-    RETURNING s.context_id, p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'keyword', previous_status, 'PROCESSING', 'ai',
-           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
-                WHEN expired THEN 'reclaimed after processing expiry'
-                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
-                ELSE 'reclaimed: retry_count rose since the stage started' END
-      FROM started
-)
+), {stage_started}
 SELECT context_id, previous_status, owner, owned_at AS claimed_at
   FROM started ORDER BY context_id;
 
