@@ -420,12 +420,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "complete_embedding_ignores_the_claim",
-        'SPEC §7.3.1: complete_embedding writes only while the job still owns its claim',
+        'SPEC §7.3.1: the embedding complete (complete_stage, embedding) writes only while the job '
+        'still owns its claim',
         STATE_SQL,
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        '       AND {embedding_savable}\n',
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.embedding_status = 'PROCESSING'\n",
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
+        '       AND {@savable}\n',
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
+        "       AND ({@savable} OR '{label}' = 'embedding' AND s.embedding_status = 'PROCESSING')\n",
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
@@ -459,12 +460,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "complete_keyword_ignores_the_claim",
-        'SPEC §7.3.1: complete_keyword writes only while the job still owns its claim',
+        'SPEC §7.3.1: the keyword complete (complete_stage, keyword: single and batch) writes only '
+        'while the job still owns its claim',
         STATE_SQL,
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        '       AND {keyword_savable}\n',
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'\n",
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
+        '       AND {@savable}\n',
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
+        "       AND ({@savable} OR '{label}' = 'keyword'\n"
+        "            AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED')\n",
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
@@ -679,11 +682,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch_complete_keyword_without_guard",
-        'SPEC §3 complete (keyword): a batch completes only keyword stages it may save',
+        'SPEC §3 complete (keyword): a batch completes only keyword stages it may save '
+        '(complete_stage, keyword: the single and the batch complete are one statement)',
         STATE_SQL,
         '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        '       AND {keyword_savable}\n',
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n',
+        '       AND {@savable}\n',
+        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
+        "       AND ({@savable} OR '{label}' = 'keyword')\n",
         (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",)
     ),
     Mutation(
@@ -728,12 +733,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch_complete_keyword_ignores_the_claim",
-        "SPEC §7.3.1: a batch completes a row's keyword stage only while the job owns that row's claim",
+        "SPEC §7.3.1: a batch completes a row's keyword stage only while the job owns that row's claim "
+        "(the same complete_stage text as complete_keyword_ignores_the_claim, caught by the batch test)",
         STATE_SQL,
         '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        '       AND {keyword_savable}\n',
+        '       AND {@savable}\n',
         '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        "       AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'\n",
+        "       AND ({@savable} OR '{label}' = 'keyword'\n"
+        "            AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED')\n",
         (f"{STATE_BATCH}::test_a_taken_over_rows_batch_keyword_save_writes_nothing",)
     ),
     Mutation(
@@ -1894,8 +1901,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "keywords_judged_profile_not_recorded",
         "SPEC §9.1: the analysis row records the profile the keywords were judged with",
         STATE_PY,
-        "            embedding_profile), **owned})\n        complete = await _execute(conn, \"complete_keyword\",",
-        "            None), **owned})\n        complete = await _execute(conn, \"complete_keyword\",",
+        "            embedding_profile), **owned})\n        complete = await _execute(conn, \"complete_stage\",",
+        "            None), **owned})\n        complete = await _execute(conn, \"complete_stage\",",
         (f"{PROFILES_T}::test_a_keyword_stage_after_an_activation_re_reads_the_roles",),
     ),
     Mutation(

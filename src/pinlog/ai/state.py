@@ -86,6 +86,14 @@ def _analysis_params(context_id: int, preset_version: int, unmatched_concepts: S
             "embedding_profile": embedding_profile}
 
 
+def _completion_params(context_id: int, claim: Claim, reason: str = "completed") -> dict[str, Any]:
+    """Parameters of ``complete_stage`` for one context: its claim as the one-row
+    ``batch_claims`` (``:context_ids`` / ``:owners`` / ``:claimed_ats``) and the event's
+    ``:reason``."""
+    return {"context_ids": [context_id], "owners": [claim.owner],
+            "claimed_ats": [claim.claimed_at], "reason": reason}
+
+
 def format_error(stage: Stage, error_class: str, reason: str) -> str:
     """``"<stage> <class>: <reason>"`` cut to 500 characters (SPEC §2.2). ``reason`` must already
     be redacted (``ModelError`` messages are)."""
@@ -284,9 +292,8 @@ async def complete_stage(conn: AsyncConnection, context_id: int, stage: Stage, c
 
     Returns False when 0 rows changed (the caller rolls the save back).
     """
-    name = "complete_embedding" if stage is Stage.EMBEDDING else "complete_keyword"
-    cursor = await _execute(conn, name, {"context_id": context_id, "reason": reason,
-                                         **claim.params()})
+    cursor = await _execute(conn, "complete_stage", _completion_params(context_id, claim, reason),
+                            stage)
     return await cursor.fetchone() is not None
 
 
@@ -381,8 +388,8 @@ async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int
                 context_id, user_id, record_id, other_vector, other, text_sha256), **owned})
         lexical = await _execute(conn, "upsert_lexical", {**_lexical_params(
             context_id, user_id, record_id, note_terms, place_terms), **owned})
-        complete = await _execute(conn, "complete_embedding",
-                                  {"context_id": context_id, "reason": "completed", **owned})
+        complete = await _execute(conn, "complete_stage",
+                                  _completion_params(context_id, claim), Stage.EMBEDDING)
     return (upsert.rowcount == 1 and lexical.rowcount == 1
             and await complete.fetchone() is not None)
 
@@ -410,8 +417,8 @@ async def save_keywords(conn: AsyncConnection, context_id: int, *,
         analysis = await _execute(conn, "upsert_keyword_analysis", {**_analysis_params(
             context_id, preset_version, unmatched_concepts, model_profile, evidence,
             embedding_profile), **owned})
-        complete = await _execute(conn, "complete_keyword",
-                                  {"context_id": context_id, "reason": "completed", **owned})
+        complete = await _execute(conn, "complete_stage",
+                                  _completion_params(context_id, claim), Stage.KEYWORD)
     inserted = insert.rowcount if insert is not None else 0
     return (inserted == len(picks) and analysis.rowcount == 1
             and await complete.fetchone() is not None)
@@ -612,7 +619,8 @@ async def save_embeddings_batch(conn: AsyncConnection, rows: Sequence[EmbeddingR
             await _execute(conn, "upsert_shadow_embeddings_batch",
                            _shadow_batch_params(shadowed, shadow_profile, shadow_dimension))
         await _execute(conn, "upsert_lexical_batch", _lexical_batch_params(rows))
-        saved = await _execute(conn, "save_embeddings_batch", params)
+        saved = await _execute(conn, "save_embeddings_batch", {**params, "reason": "completed"},
+                               Stage.EMBEDDING)
     return {int(row[0]) for row in await saved.fetchall()}
 
 
@@ -686,7 +694,8 @@ async def save_keywords_batch(conn: AsyncConnection, rows: Sequence[KeywordRow],
                                        "preset_version")}})
         await _execute(conn, "upsert_keyword_analysis_batch", {**claims, **{
             k: params[k] for k in ("preset_version", "analyses")}})
-        completed = await _execute(conn, "complete_keyword_batch", claims)
+        completed = await _execute(conn, "complete_stage", {**claims, "reason": "completed"},
+                                   Stage.KEYWORD)
     return {int(row[0]) for row in await completed.fetchall()}
 
 

@@ -286,31 +286,63 @@ SELECT s.context_id, :user_id, :record_id, array_to_tsvector(CAST(:note_terms AS
    AND {lexical_replaced};
 
 
--- name: complete_embedding
--- Rule: SPEC §3 complete (embedding), §7.3.1 — only while embedding_savable (from PROCESSING:
--- never revives CANCELLED/FAILED, never touches a COMPLETED stage; and only while the job owns
--- its claim). Run inside the save transaction after lock_state; writes the event. owned_at moves
--- with updated_at: the job that completed the embedding stays responsible for the keyword stage
--- it starts next (if it dies in between, the row is released like any other of its work).
--- Clears last_error/last_error_at (the failures that preceded it stay in ai.context_ai_event),
--- unless the keyword stage is FAILED: then last_error still explains that stage.
-WITH completed AS (
-    UPDATE ai.context_ai_state s
-       SET embedding_status = 'COMPLETED',
+-- name: embedding_completion
+-- Rule: SPEC §3 complete (embedding), §7.3.1 — what completing the embedding stage writes
+-- (complete_stage and save_embeddings_batch; a fragment: the SET list, alias s): COMPLETED,
+-- updated_at = now(), and owned_at moves with updated_at: the job that completed the embedding
+-- stays responsible for the keyword stage it starts next (if it dies in between, the row is
+-- released like any other of its work). Clears last_error/last_error_at (the failures that
+-- preceded it stay in ai.context_ai_event), unless the keyword stage is FAILED: then last_error
+-- still explains that stage.
+embedding_status = 'COMPLETED',
            updated_at = now(),
            owned_at = now(),
            last_error = CASE WHEN keyword_status = 'FAILED' THEN last_error END,
            last_error_at = CASE WHEN keyword_status = 'FAILED' THEN last_error_at END
-      FROM {job_claim}
-     WHERE s.context_id = :context_id
-       AND {embedding_savable}
-    RETURNING s.context_id
-), event AS (
+
+
+-- name: keyword_completion
+-- Rule: SPEC §3 complete (keyword) — what completing the keyword stage writes (complete_stage; a
+-- fragment: the SET list): COMPLETED, updated_at = now(); both stages are then COMPLETED, so
+-- last_error/last_error_at are cleared (the history of earlier failures stays in
+-- ai.context_ai_event).
+keyword_status = 'COMPLETED',
+           updated_at = now(),
+           last_error = NULL,
+           last_error_at = NULL
+
+
+-- name: completed_event
+-- Rule: SPEC §2.2, §3 complete — the event row of every completion (complete_stage and
+-- save_embeddings_batch, both stages): one per row of the CTE `completed`, PROCESSING →
+-- COMPLETED, actor ai, :reason. A fragment (a CTE).
+event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'embedding', 'PROCESSING', 'COMPLETED', 'ai', :reason
+    SELECT context_id, '{label}', 'PROCESSING', 'COMPLETED', 'ai', :reason
       FROM completed
 )
-SELECT context_id FROM completed;
+
+
+-- name: complete_stage
+-- Rule: SPEC §3 complete, §7.3.1 — the guarded complete of a stage ({stage}; one statement for
+-- both stages, for one context or many: the single job's and the batch's claims alike come as
+-- batch_claims, one per context), only while the stage's save guard holds with the row's own
+-- claim ({@savable}: embedding_savable — from PROCESSING, never revives CANCELLED/FAILED, never
+-- touches a COMPLETED stage, only while the job owns its claim — or keyword_savable, which also
+-- needs embedding COMPLETED). Run inside the save transaction after lock_state /
+-- lock_states_batch (under the lock the keyword writes before it used the same guard, so a row
+-- is completed exactly when its keyword rows and analysis row were written); writes
+-- {@completion} (embedding_completion / keyword_completion) and one event row per completed row
+-- (completed_event).
+WITH completed AS (
+    UPDATE ai.context_ai_state s
+       SET {@completion}
+      FROM {batch_claims}
+     WHERE s.context_id = c.context_id
+       AND {@savable}
+    RETURNING s.context_id
+), {completed_event}
+SELECT context_id FROM completed ORDER BY context_id;
 
 
 -- name: delete_keywords
@@ -363,30 +395,6 @@ ON CONFLICT (context_id) DO UPDATE
        evidence = EXCLUDED.evidence,
        embedding_profile = EXCLUDED.embedding_profile,
        updated_at = now()
-
-
--- name: complete_keyword
--- Rule: SPEC §3 complete (keyword), §7.3.1 — only while keyword_savable (from PROCESSING, only
--- while embedding_status = 'COMPLETED' and only while the job owns its claim). Run inside the
--- save transaction after lock_state; writes the event.
--- Both stages are then COMPLETED: last_error/last_error_at are cleared (the history of earlier
--- failures stays in ai.context_ai_event).
-WITH completed AS (
-    UPDATE ai.context_ai_state s
-       SET keyword_status = 'COMPLETED',
-           updated_at = now(),
-           last_error = NULL,
-           last_error_at = NULL
-      FROM {job_claim}
-     WHERE s.context_id = :context_id
-       AND {keyword_savable}
-    RETURNING s.context_id
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'keyword', 'PROCESSING', 'COMPLETED', 'ai', :reason
-      FROM completed
-)
-SELECT context_id FROM completed;
 
 
 -- name: fail_stage
@@ -570,8 +578,8 @@ SELECT c.context_id, c.user_id, c.record_id, array_to_tsvector(c.note_terms),
 -- embedding_savable holds with the row's own claim (c) and :profile is the active profile
 -- (profile_is_active; the upsert of upsert_embedding: its update list never includes
 -- is_deleted and a row core marked deleted is never overwritten), then complete exactly the
--- rows whose vector was stored, again only while embedding_savable, with one event row each
--- (owned_at moves with updated_at, as complete_embedding). A row whose guard fails writes
+-- rows whose vector was stored, again only while embedding_savable, with embedding_completion
+-- and one event row each (completed_event, :reason), as complete_stage. A row whose guard fails writes
 -- nothing and stays as it is (discarded), so the transaction always commits what it wrote. The
 -- vectors come as one float4 array of n × :dimension values, row i at offset (i-1) ×
 -- :dimension (bound in binary: pinlog.ai.vectors.Float4Array).
@@ -604,21 +612,13 @@ WITH c AS (
     RETURNING context_id
 ), completed AS (
     UPDATE ai.context_ai_state s
-       SET embedding_status = 'COMPLETED',
-           updated_at = now(),
-           owned_at = now(),
-           last_error = CASE WHEN keyword_status = 'FAILED' THEN last_error END,
-           last_error_at = CASE WHEN keyword_status = 'FAILED' THEN last_error_at END
+       SET {embedding_completion}
       FROM upserted u
       JOIN c ON c.context_id = u.context_id
      WHERE s.context_id = u.context_id
        AND {embedding_savable}
     RETURNING s.context_id
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'embedding', 'PROCESSING', 'COMPLETED', 'ai', 'completed'
-      FROM completed
-)
+), {completed_event}
 SELECT context_id FROM completed ORDER BY context_id;
 
 
@@ -673,29 +673,6 @@ SELECT s.context_id, :preset_version, a.unmatched_concepts, a.model_profile, a.e
   JOIN ai.context_ai_state s ON s.context_id = a.context_id
  WHERE {keyword_savable}
 {analysis_replaced};
-
-
--- name: complete_keyword_batch
--- Rule: SPEC §3 complete (keyword), §7.3.1 — as complete_keyword for many contexts: each only
--- while keyword_savable with its own claim (batch_claims); last_error cleared; one event row
--- per completed row. Under the batch's lock the keyword writes above used the same guard, so a
--- row is completed exactly when its keyword rows and analysis row were written.
-WITH completed AS (
-    UPDATE ai.context_ai_state s
-       SET keyword_status = 'COMPLETED',
-           updated_at = now(),
-           last_error = NULL,
-           last_error_at = NULL
-      FROM {batch_claims}
-     WHERE s.context_id = c.context_id
-       AND {keyword_savable}
-    RETURNING s.context_id
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'keyword', 'PROCESSING', 'COMPLETED', 'ai', 'completed'
-      FROM completed
-)
-SELECT context_id FROM completed ORDER BY context_id;
 
 
 -- name: ai_tables_present
