@@ -200,6 +200,16 @@ COUNTS_T = "tests/integration/core/test_state_counts.py"
 CLI_SERVER_T = "tests/acceptance/test_cli_server.py"
 
 
+#: The guard of ``complete_stage`` (ai/state.sql: one complete statement for both stages, single
+#: and batch); each complete mutation weakens it for the stage (``'{label}' = …``) it names.
+COMPLETE_GUARD = "      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n       AND {@savable}\n"
+
+
+def _complete_also(condition: str) -> str:
+    """:data:`COMPLETE_GUARD`, also true where ``condition`` holds (a weakened complete)."""
+    return COMPLETE_GUARD.replace("{@savable}", f"({{@savable}} OR {condition})")
+
+
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
     """Move ``op``'s dispatch to the last line INSIDE its transaction block."""
     return Mutation(
@@ -302,19 +312,19 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "embedding_upsert_revives_deleted",
-        "SPEC §5.2: the upsert never touches is_deleted (a deleted context's data never returns)",
+        "SPEC §5.2: the upsert never touches is_deleted (a deleted context's data never returns; "
+        "embedding_replaced, the tail of the single and the batch upsert)",
         STATE_SQL,
-        "       updated_at = now()\n WHERE NOT ai.context_embedding.is_deleted;",
-        "       updated_at = now(),\n       is_deleted = false;",
+        "       updated_at = now()\n WHERE NOT ai.context_embedding.is_deleted\n",
+        "       updated_at = now(),\n       is_deleted = false\n",
         (f"{GUARDS}::test_embedding_upsert_never_revives_is_deleted",),
     ),
     Mutation(
         "embedding_upsert_without_processing_guard",
         'SPEC §5.2 save: store the vector only while embedding_status = PROCESSING',
         STATE_SQL,
-        '   AND {embedding_savable}\n   AND {profile_is_active}\n'
-        'ON CONFLICT (context_id) DO UPDATE',
-        '   AND {owns_claim}\n   AND {profile_is_active}\nON CONFLICT (context_id) DO UPDATE',
+        ' WHERE s.context_id = :context_id\n   AND {embedding_savable}\n   AND {embedding_replaced};',
+        ' WHERE s.context_id = :context_id\n   AND {owns_claim}\n   AND {embedding_replaced};',
         (f"{GUARDS}::test_embedding_upsert_only_while_processing",)
     ),
     Mutation(
@@ -412,10 +422,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "upsert_embedding_ignores_the_claim",
         'SPEC §7.3.1: upsert_embedding writes only while the job still owns its claim',
         STATE_SQL,
-        '   AND {embedding_savable}\n   AND {profile_is_active}\n'
-        'ON CONFLICT (context_id) DO UPDATE',
-        "   AND s.embedding_status = 'PROCESSING'\n   AND {profile_is_active}\n"
-        'ON CONFLICT (context_id) DO UPDATE',
+        ' WHERE s.context_id = :context_id\n   AND {embedding_savable}\n   AND {embedding_replaced};',
+        " WHERE s.context_id = :context_id\n   AND s.embedding_status = 'PROCESSING'\n"
+        '   AND {embedding_replaced};',
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
@@ -423,10 +432,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         'SPEC §7.3.1: the embedding complete (complete_stage, embedding) writes only while the job '
         'still owns its claim',
         STATE_SQL,
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        '       AND {@savable}\n',
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        "       AND ({@savable} OR '{label}' = 'embedding' AND s.embedding_status = 'PROCESSING')\n",
+        COMPLETE_GUARD,
+        _complete_also("'{label}' = 'embedding' AND s.embedding_status = 'PROCESSING'"),
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
@@ -463,11 +470,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         'SPEC §7.3.1: the keyword complete (complete_stage, keyword: single and batch) writes only '
         'while the job still owns its claim',
         STATE_SQL,
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        '       AND {@savable}\n',
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        "       AND ({@savable} OR '{label}' = 'keyword'\n"
-        "            AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED')\n",
+        COMPLETE_GUARD,
+        _complete_also("'{label}' = 'keyword'\n"
+                       "            AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'"),
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
@@ -638,10 +643,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch_upsert_revives_deleted",
-        "SPEC §5.2: the batch upsert never touches is_deleted (a deleted context's data never returns)",
+        "SPEC §5.2: the batch upsert never touches is_deleted (a deleted context's data never returns; "
+        "the same embedding_replaced text as embedding_upsert_revives_deleted, caught by the batch test)",
         STATE_SQL,
-        "           updated_at = now()\n     WHERE NOT ai.context_embedding.is_deleted\n",
-        "           updated_at = now(),\n           is_deleted = false\n",
+        "       updated_at = now()\n WHERE NOT ai.context_embedding.is_deleted\n",
+        "       updated_at = now(),\n       is_deleted = false\n",
         (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",),
     ),
     Mutation(
@@ -649,9 +655,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         'SPEC §5.2 save: a batch stores a vector only while its embedding stage is PROCESSING',
         STATE_SQL,
         '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
-        '     WHERE {embedding_savable}\n       AND {profile_is_active}\n',
+        '     WHERE {embedding_savable}\n       AND {embedding_replaced}\n',
         '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
-        '     WHERE {profile_is_active}\n',
+        '     WHERE {embedding_replaced}\n',
         (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",)
     ),
     Mutation(
@@ -685,10 +691,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         'SPEC §3 complete (keyword): a batch completes only keyword stages it may save '
         '(complete_stage, keyword: the single and the batch complete are one statement)',
         STATE_SQL,
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        '       AND {@savable}\n',
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        "       AND ({@savable} OR '{label}' = 'keyword')\n",
+        COMPLETE_GUARD,
+        _complete_also("'{label}' = 'keyword'"),
         (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",)
     ),
     Mutation(
@@ -696,9 +700,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §7.3.1: a batch stores a row's vector only while the job still owns that row's claim",
         STATE_SQL,
         '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
-        '     WHERE {embedding_savable}\n       AND {profile_is_active}\n',
+        '     WHERE {embedding_savable}\n       AND {embedding_replaced}\n',
         '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
-        "     WHERE s.embedding_status = 'PROCESSING'\n       AND {profile_is_active}\n",
+        "     WHERE s.embedding_status = 'PROCESSING'\n       AND {embedding_replaced}\n",
         (f"{STATE_BATCH}::test_a_taken_over_rows_batch_embedding_save_writes_nothing",)
     ),
     Mutation(
@@ -736,11 +740,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §7.3.1: a batch completes a row's keyword stage only while the job owns that row's claim "
         "(the same complete_stage text as complete_keyword_ignores_the_claim, caught by the batch test)",
         STATE_SQL,
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        '       AND {@savable}\n',
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        "       AND ({@savable} OR '{label}' = 'keyword'\n"
-        "            AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED')\n",
+        COMPLETE_GUARD,
+        _complete_also("'{label}' = 'keyword'\n"
+                       "            AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'"),
         (f"{STATE_BATCH}::test_a_taken_over_rows_batch_keyword_save_writes_nothing",)
     ),
     Mutation(

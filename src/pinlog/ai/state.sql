@@ -12,11 +12,13 @@
 --
 -- Fragments (`owner_gone`, `startable`, `embedding_startable`, `keyword_startable`,
 -- `stage_started`, `owns_claim`, `job_claim`, `batch_claims`, `embedding_savable`,
--- `keyword_savable`, `profile_is_active`, `profile_is_building`, `analysis_replaced`, …) are
--- not statements: each guard is written ONCE
--- here and spliced by name (pinlog.db.sql.Queries) into both the single-context statement and
--- the batch statement (`*_batch`, SPEC §5.4, docs ARCHITECTURE "Batch path") that apply it, so
--- the single and the batch path can never disagree on when a stage may start or be saved. They
+-- `keyword_savable`, `embedding_completion`, `keyword_completion`, `completed_event`,
+-- `profile_is_active`, `profile_is_building`, `embedding_replaced`, `shadow_replaced`,
+-- `lexical_replaced`, `analysis_replaced`, `job_owns_stage`) are not statements: each guard is
+-- written ONCE here and spliced by name (pinlog.db.sql.Queries) into both the single-context
+-- statement and the batch statement (`*_batch`, SPEC §5.4, docs ARCHITECTURE "Batch path") that
+-- apply it — or one statement serves both (`start_stage`'s claim, `complete_stage`, `precheck`)
+-- — so the single and the batch path can never disagree on when a stage may start or be saved. They
 -- refer to the state row as `s` and to the job's claim as `c` (owner, claimed_at: one claim
 -- for a single statement, job_claim; one per context for a batch, batch_claims).
 
@@ -129,9 +131,21 @@ NOT EXISTS (SELECT 1 FROM ai.embedding_profile p
 
 -- name: profile_is_building
 -- Rule: SPEC §9.1 — a shadow vector is written only while :profile is the building one. A
--- fragment of both shadow saves (single and batch).
+-- fragment of both shadow saves (single and batch), through shadow_replaced.
 EXISTS (SELECT 1 FROM ai.embedding_profile p
          WHERE p.profile = CAST(:profile AS text) AND p.role = 'building')
+
+
+-- name: shadow_replaced
+-- Rule: SPEC §9.1 — the tail of both shadow upserts (upsert_shadow_embedding and
+-- upsert_shadow_embeddings_batch): only while :profile is the building profile
+-- (profile_is_building); a new vector of the context for that profile replaces the old one. A
+-- fragment.
+{profile_is_building}
+ON CONFLICT (context_id, embedding_profile) DO UPDATE
+   SET embedding = EXCLUDED.embedding,
+       text_sha256 = EXCLUDED.text_sha256,
+       updated_at = now()
 
 
 -- name: embedding_startable
@@ -210,22 +224,14 @@ SELECT embedding_status, keyword_status
 SELECT pg_advisory_xact_lock_shared({profile_lock});
 
 
--- name: upsert_embedding
--- Rule: SPEC §5.2 step 2 save, §7.3.1 — store the vector only while embedding_savable (embedding
--- PROCESSING and the job owns its claim; guards in the statement, even under the lock). ON
--- CONFLICT never touches is_deleted (core only): its update list omits it, and a row core marked
--- deleted is never overwritten (a deleted context's data must never come back).
--- 0 rows → the save is discarded.
--- Rule: SPEC §9.1 — only while :profile is the active profile (profile_is_active): a vector of
--- another profile (an activation committed while this job was embedding) is never written here.
-INSERT INTO ai.context_embedding
-       (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
-SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), CAST(:profile AS text),
-       :text_sha256, now()
-  FROM ai.context_ai_state s, {job_claim}
- WHERE s.context_id = :context_id
-   AND {embedding_savable}
-   AND {profile_is_active}
+-- name: embedding_replaced
+-- Rule: SPEC §5.2 step 2, §9.1 — the tail of both embedding upserts (upsert_embedding and
+-- save_embeddings_batch): only while :profile is the active profile (profile_is_active: a vector
+-- of another profile — an activation committed while the job was embedding — is never written
+-- to ai.context_embedding); ON CONFLICT never touches is_deleted (core only): its update list
+-- omits it, and a row core marked deleted is never overwritten (a deleted context's data must
+-- never come back). A fragment (alias s = ai.context_ai_state).
+{profile_is_active}
 ON CONFLICT (context_id) DO UPDATE
    SET user_id = EXCLUDED.user_id,
        record_id = EXCLUDED.record_id,
@@ -233,14 +239,29 @@ ON CONFLICT (context_id) DO UPDATE
        embedding_profile = EXCLUDED.embedding_profile,
        text_sha256 = EXCLUDED.text_sha256,
        updated_at = now()
- WHERE NOT ai.context_embedding.is_deleted;
+ WHERE NOT ai.context_embedding.is_deleted
+
+
+-- name: upsert_embedding
+-- Rule: SPEC §5.2 step 2 save, §7.3.1 — store the vector only while embedding_savable (embedding
+-- PROCESSING and the job owns its claim; guards in the statement, even under the lock), and
+-- (embedding_replaced) only under the active profile (SPEC §9.1), never over a row core marked
+-- deleted, never touching is_deleted. 0 rows → the save is discarded.
+INSERT INTO ai.context_embedding
+       (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
+SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), CAST(:profile AS text),
+       :text_sha256, now()
+  FROM ai.context_ai_state s, {job_claim}
+ WHERE s.context_id = :context_id
+   AND {embedding_savable}
+   AND {embedding_replaced};
 
 
 -- name: upsert_shadow_embedding
 -- Rule: SPEC §9.1 — a context embedded while a profile is building gets a vector in both
 -- profiles: the building profile's goes to the shadow table in the same save transaction,
 -- under the same guard (embedding_savable: embedding PROCESSING, the job owns its claim; the
--- state row locked) and only while :profile is the building one (profile_is_building). Its row
+-- state row locked) and only while :profile is the building one (shadow_replaced). Its row
 -- count never decides the save (the backfill fills any gap).
 INSERT INTO ai.context_embedding_shadow
        (context_id, embedding_profile, embedding, text_sha256, updated_at)
@@ -248,11 +269,7 @@ SELECT s.context_id, :profile, CAST(:embedding AS vector), :text_sha256, now()
   FROM ai.context_ai_state s, {job_claim}
  WHERE s.context_id = :context_id
    AND {embedding_savable}
-   AND {profile_is_building}
-ON CONFLICT (context_id, embedding_profile) DO UPDATE
-   SET embedding = EXCLUDED.embedding,
-       text_sha256 = EXCLUDED.text_sha256,
-       updated_at = now();
+   AND {shadow_replaced};
 
 
 -- name: lexical_replaced
@@ -530,7 +547,7 @@ SELECT context_id
 -- profile's vectors of the rows this replica embedded for it), inside the save transaction after
 -- lock_profiles_shared and lock_states_batch and BEFORE save_embeddings_batch completes the
 -- rows: each row only while embedding_savable with its own claim (c) and while :profile is the
--- building one (profile_is_building). Vectors as in save_embeddings_batch. Its row count never
+-- building one (shadow_replaced). Vectors as in save_embeddings_batch. Its row count never
 -- decides the save.
 WITH c AS (
     SELECT i.context_id, i.owner, i.claimed_at, i.text_sha256,
@@ -546,11 +563,7 @@ SELECT c.context_id, :profile, c.embedding, c.text_sha256, now()
   FROM c
   JOIN ai.context_ai_state s ON s.context_id = c.context_id
  WHERE {embedding_savable}
-   AND {profile_is_building}
-ON CONFLICT (context_id, embedding_profile) DO UPDATE
-   SET embedding = EXCLUDED.embedding,
-       text_sha256 = EXCLUDED.text_sha256,
-       updated_at = now();
+   AND {shadow_replaced};
 
 
 -- name: upsert_lexical_batch
@@ -576,8 +589,8 @@ SELECT c.context_id, c.user_id, c.record_id, array_to_tsvector(c.note_terms),
 -- Rule: SPEC §5.2 step 2 save, §3 complete (embedding), §7.3.1, §9.1 — inside the save
 -- transaction after lock_profiles_shared and lock_states_batch: store each row's vector while
 -- embedding_savable holds with the row's own claim (c) and :profile is the active profile
--- (profile_is_active; the upsert of upsert_embedding: its update list never includes
--- is_deleted and a row core marked deleted is never overwritten), then complete exactly the
+-- (embedding_replaced, as upsert_embedding: its update list never includes is_deleted and a
+-- row core marked deleted is never overwritten), then complete exactly the
 -- rows whose vector was stored, again only while embedding_savable, with embedding_completion
 -- and one event row each (completed_event, :reason), as complete_stage. A row whose guard fails writes
 -- nothing and stays as it is (discarded), so the transaction always commits what it wrote. The
@@ -600,15 +613,7 @@ WITH c AS (
       FROM c
       JOIN ai.context_ai_state s ON s.context_id = c.context_id
      WHERE {embedding_savable}
-       AND {profile_is_active}
-    ON CONFLICT (context_id) DO UPDATE
-       SET user_id = EXCLUDED.user_id,
-           record_id = EXCLUDED.record_id,
-           embedding = EXCLUDED.embedding,
-           embedding_profile = EXCLUDED.embedding_profile,
-           text_sha256 = EXCLUDED.text_sha256,
-           updated_at = now()
-     WHERE NOT ai.context_embedding.is_deleted
+       AND {embedding_replaced}
     RETURNING context_id
 ), completed AS (
     UPDATE ai.context_ai_state s
