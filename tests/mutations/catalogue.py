@@ -210,6 +210,21 @@ def _complete_also(condition: str) -> str:
     return COMPLETE_GUARD.replace("{@savable}", f"({{@savable}} OR {condition})")
 
 
+#: fail_stage's SET list and the guard fragment that fail_stage and record_error share
+#: (``job_owns_stage``: the job's row, its stage PROCESSING, its claim still owned).
+FAIL_SET = ("       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
+            "           last_error = :error,\n           last_error_at = now()\n")
+OWNED_STAGE = "      {job_owns_stage}\n"
+
+
+def _owned_stage_inline(status: str, *, claim: bool = True) -> str:
+    """``job_owns_stage`` written out in place, with the stage's status test ``status`` (e.g.
+    ``"= 'PROCESSING'"``) and, unless ``claim`` is False, the claim check: a weakened guard of
+    one statement only."""
+    return ("      FROM {job_claim}\n     WHERE s.context_id = :context_id\n"
+            f"       AND s.{{stage}} {status}\n" + ("       AND {owns_claim}\n" if claim else ""))
+
+
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
     """Move ``op``'s dispatch to the last line INSIDE its transaction block."""
     return Mutation(
@@ -300,14 +315,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fail_overwrites_cancelled",
         'SPEC §3 fail (both stages, one statement): only from PROCESSING — keeps CANCELLED',
         STATE_SQL,
-        "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
-        '           last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n",
-        "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
-        '           last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} <> 'COMPLETED'\n",
+        FAIL_SET + OWNED_STAGE,
+        FAIL_SET + _owned_stage_inline("<> 'COMPLETED'"),
         (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",)
     ),
     Mutation(
@@ -479,24 +488,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fail_stage_ignores_the_claim",
         "SPEC §7.3.1: a taken-over job never fails the new owner's stage",
         STATE_SQL,
-        '           last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n       AND {owns_claim}\n",
-        '           last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n",
+        FAIL_SET + OWNED_STAGE,
+        FAIL_SET + _owned_stage_inline("= 'PROCESSING'", claim=False),
         (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",)
     ),
     Mutation(
         "record_error_ignores_the_claim",
         "SPEC §7.3.1: a taken-over job never writes last_error onto the new owner's stage",
         STATE_SQL,
-        '       SET last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n       AND {owns_claim}\n",
-        '       SET last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n",
+        "       SET last_error = :error,\n           last_error_at = now()\n" + OWNED_STAGE,
+        "       SET last_error = :error,\n           last_error_at = now()\n"
+        + _owned_stage_inline("= 'PROCESSING'", claim=False),
         (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",)
     ),
     Mutation(

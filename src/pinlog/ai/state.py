@@ -179,12 +179,8 @@ async def precheck(conn: AsyncConnection, context_id: int) -> PreCheck | None:
     Returns:
         None when the state row is missing.
     """
-    row = await (await _execute(conn, "precheck", {"context_id": context_id})).fetchone()
-    if row is None:
-        return None
-    embedding_status, keyword_status, profile, sha = row
-    return PreCheck(Status(embedding_status), Status(keyword_status), profile,
-                    bytes(sha) if sha is not None else None)
+    cursor = await _execute(conn, "precheck", {"context_ids": [int(context_id)]})
+    return _prechecks(await cursor.fetchall()).get(int(context_id))
 
 
 async def start_stage(conn: AsyncConnection, context_id: int, stage: Stage,
@@ -518,7 +514,7 @@ def _started(rows: Sequence[Sequence[Any]]) -> dict[int, Claim]:
 async def precheck_batch(conn: AsyncConnection, context_ids: Sequence[int]) -> dict[int, PreCheck]:
     """:func:`precheck` for many contexts (no lock). Returns context id → PreCheck; a missing
     state row is absent. Raises ValueError for duplicate ids."""
-    cursor = await _execute(conn, "precheck_batch", {"context_ids": _ids(context_ids)})
+    cursor = await _execute(conn, "precheck", {"context_ids": _ids(context_ids)})
     return _prechecks(await cursor.fetchall())
 
 
@@ -702,7 +698,7 @@ async def save_keywords_batch(conn: AsyncConnection, rows: Sequence[KeywordRow],
 async def precheck_and_start_embedding_batch(
         conn: AsyncConnection, context_ids: Sequence[int], expiry: timedelta,
         owner: str | None = None) -> tuple[dict[int, PreCheck], dict[int, Claim]]:
-    """``precheck_batch`` and ``start_stage_batch`` (embedding; recording ``owner``) over the same ids in
+    """``precheck`` and ``start_stage_batch`` (embedding; recording ``owner``) over the same ids in
     one round trip.
 
     Starting every row unconditionally is exactly what a job does after its pre-check: the
@@ -717,7 +713,7 @@ async def precheck_and_start_embedding_batch(
     ids = _ids(context_ids)
     driver = await driver_connection(conn)
     async with driver.pipeline():
-        pre = await _execute(conn, "precheck_batch", {"context_ids": ids})
+        pre = await _execute(conn, "precheck", {"context_ids": ids})
         start = await _execute(conn, "start_stage_batch",
                                {"context_ids": ids, "expiry": expiry, "owner": owner},
                                Stage.EMBEDDING)

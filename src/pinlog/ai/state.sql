@@ -23,20 +23,6 @@
 -- for a single statement, job_claim; one per context for a batch, batch_claims).
 
 
--- name: precheck
--- Rule: SPEC §5.2 step 1 — cheap pre-check, no lock. Reads both statuses and what is stored for
--- the embedding (profile, text hash) so the job can stop early, reuse a stored vector (§5.2 step 2)
--- or detect a contract violation (§5.6). Saves model cost only; correctness comes from the guards.
-SELECT s.embedding_status,
-       s.keyword_status,
-       e.embedding_profile,
-       e.text_sha256
-  FROM ai.context_ai_state s
-  LEFT JOIN ai.context_embedding e
-         ON e.context_id = s.context_id AND NOT e.is_deleted
- WHERE s.context_id = :context_id;
-
-
 -- name: owner_gone
 -- Rule: SPEC §7.3.1 — the row's recorded owner is gone: that process's heartbeat lease ended (it
 -- crashed, or stopped cleanly and released its work; gone_owners of the kernel's
@@ -414,23 +400,32 @@ ON CONFLICT (context_id) DO UPDATE
        updated_at = now()
 
 
+-- name: job_owns_stage
+-- Rule: SPEC §5.5, §7.3.1 — the guard of a job's fail and error writes (fail_stage,
+-- record_error): the job's own row (:context_id, its claim as job_claim) while its stage
+-- ({stage}) is PROCESSING and the job still owns the claim (owns_claim). The status guard is what
+-- keeps CANCELLED (and COMPLETED) from ever being overwritten by a job's failure or error; a
+-- taken-over job never touches the new owner's stage. A fragment (the FROM item and the WHERE
+-- clause of an UPDATE of s).
+FROM {job_claim}
+     WHERE s.context_id = :context_id
+       AND s.{stage} = 'PROCESSING'
+       AND {owns_claim}
+
+
 -- name: fail_stage
 -- Rule: SPEC §3 fail, §5.5 permanent error — PROCESSING → FAILED only, and only by the job that
--- still owns the claim (owns_claim, §7.3.1: a taken-over job never fails the new owner's
--- stage). The status guard is what keeps CANCELLED (and COMPLETED) from ever being overwritten by
--- a job's failure. Records last_error with the status change (updated_at = now(): this IS a
--- status change) and writes the event. The batch path fails its rows one by one with this
--- statement, each with its own claim.
+-- still owns the claim (job_owns_stage, §7.3.1: a taken-over job never fails the new owner's
+-- stage; never over CANCELLED or COMPLETED). Records last_error with the status change
+-- (updated_at = now(): this IS a status change) and writes the event. The batch path fails its
+-- rows one by one with this statement, each with its own claim.
 WITH failed AS (
     UPDATE ai.context_ai_state s
        SET {stage} = 'FAILED',
            updated_at = now(),
            last_error = :error,
            last_error_at = now()
-      FROM {job_claim}
-     WHERE s.context_id = :context_id
-       AND s.{stage} = 'PROCESSING'
-       AND {owns_claim}
+      {job_owns_stage}
     RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
@@ -444,17 +439,15 @@ SELECT context_id FROM failed;
 -- Rule: SPEC §5.5 transient error — the stage stays PROCESSING (the rescan re-sends after the
 -- expiry); only last_error / last_error_at are written, NEVER updated_at (§2.2: updated_at is the
 -- time of the last status change, and the ai re-claim measures from it). Only against a stage this
--- job still owns (PROCESSING and owns_claim, §7.3.1), so an error never lands on a cancelled
--- context nor on a stage another job took over. One event row (no status change: from/to null,
--- reason filled). The batch path records its rows' errors one by one with this statement.
+-- job still owns (job_owns_stage: PROCESSING and owns_claim, §7.3.1), so an error never lands on
+-- a cancelled context nor on a stage another job took over. One event row (no status change:
+-- from/to null, reason filled). The batch path records its rows' errors one by one with this
+-- statement.
 WITH recorded AS (
     UPDATE ai.context_ai_state s
        SET last_error = :error,
            last_error_at = now()
-      FROM {job_claim}
-     WHERE s.context_id = :context_id
-       AND s.{stage} = 'PROCESSING'
-       AND {owns_claim}
+      {job_owns_stage}
     RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
@@ -492,9 +485,12 @@ SELECT embedding, embedding_profile, text_sha256
 -- Results are ordered by context_id.
 
 
--- name: precheck_batch
--- Rule: SPEC §5.2 step 1 — precheck for many contexts (no lock): both statuses and what is stored
--- for the embedding, one row per existing state row (a missing row is absent).
+-- name: precheck
+-- Rule: SPEC §5.2 step 1 — cheap pre-check, no lock, of one context or many (the single job's
+-- and the batch's alike: :context_ids). Reads both statuses and what is stored for the embedding
+-- (profile, text hash; never a row core marked deleted) so the job can stop early, reuse a stored
+-- vector (§5.2 step 2) or detect a contract violation (§5.6): one row per existing state row (a
+-- missing row is absent). Saves model cost only; correctness comes from the guards.
 SELECT s.context_id,
        s.embedding_status,
        s.keyword_status,
