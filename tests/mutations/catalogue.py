@@ -898,8 +898,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim_waits_on_locked_rows",
         "SPEC §7.2/§7.4: the claim is FOR UPDATE SKIP LOCKED (a locked row is skipped)",
         RESCAN_SQL,
-        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), by_owner AS (",
-        "    LIMIT :batch_size\n    FOR UPDATE\n), by_owner AS (",
+        "    {oldest_batch}\n), by_owner AS (",
+        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE\n), by_owner AS (",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",
          f"{STATEMENTS}::test_claim_orders_by_exactly_the_partial_index_expression_and_skips_locked_rows"),
     ),
@@ -907,18 +907,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim_without_row_lock",
         "SPEC §7.2/§7.4: the claim locks what it picks (FOR UPDATE SKIP LOCKED)",
         RESCAN_SQL,
-        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), by_owner AS (",
-        "    LIMIT :batch_size\n), by_owner AS (",
+        "    {oldest_batch}\n), by_owner AS (",
+        "    ORDER BY {age}\n    LIMIT :batch_size\n), by_owner AS (",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",),
     ),
     Mutation(
         "finalizer_waits_on_locked_rows",
         "SPEC §7.2 step 1: the finalizer is FOR UPDATE SKIP LOCKED",
         RESCAN_SQL,
-        "    FOR UPDATE SKIP LOCKED\n), failed AS (\n    UPDATE ai.context_ai_state AS s\n"
+        "    {oldest_batch}\n), failed AS (\n    UPDATE ai.context_ai_state AS s\n"
         "    SET embedding_status = CASE",
-        "    FOR UPDATE\n), failed AS (\n    UPDATE ai.context_ai_state AS s\n"
-        "    SET embedding_status = CASE",
+        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE\n), failed AS (\n"
+        "    UPDATE ai.context_ai_state AS s\n    SET embedding_status = CASE",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",),
     ),
     Mutation(
@@ -1648,12 +1648,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "embedding's keyword stage can still run)",
         RESCAN_SQL,
         "    WHERE {unfinished} AND keyword_status = 'PENDING' AND embedding_status = 'FAILED'\n"
-        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), failed AS (\n"
+        "    {oldest_batch}\n), failed AS (\n"
         "    UPDATE ai.context_ai_state AS s\n    SET keyword_status = 'FAILED', updated_at = now()\n"
         "    FROM picked AS p\n    WHERE s.context_id = p.context_id\n"
         "      AND s.keyword_status = 'PENDING' AND s.embedding_status = 'FAILED'\n",
         "    WHERE {unfinished} AND keyword_status = 'PENDING'\n"
-        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), failed AS (\n"
+        "    {oldest_batch}\n), failed AS (\n"
         "    UPDATE ai.context_ai_state AS s\n    SET keyword_status = 'FAILED', updated_at = now()\n"
         "    FROM picked AS p\n    WHERE s.context_id = p.context_id\n"
         "      AND s.keyword_status = 'PENDING'\n",
