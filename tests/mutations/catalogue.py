@@ -200,6 +200,31 @@ COUNTS_T = "tests/integration/core/test_state_counts.py"
 CLI_SERVER_T = "tests/acceptance/test_cli_server.py"
 
 
+#: The guard of ``complete_stage`` (ai/state.sql: one complete statement for both stages, single
+#: and batch); each complete mutation weakens it for the stage (``'{label}' = …``) it names.
+COMPLETE_GUARD = "      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n       AND {@savable}\n"
+
+
+def _complete_also(condition: str) -> str:
+    """:data:`COMPLETE_GUARD`, also true where ``condition`` holds (a weakened complete)."""
+    return COMPLETE_GUARD.replace("{@savable}", f"({{@savable}} OR {condition})")
+
+
+#: fail_stage's SET list and the guard fragment that fail_stage and record_error share
+#: (``job_owns_stage``: the job's row, its stage PROCESSING, its claim still owned).
+FAIL_SET = ("       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
+            "           last_error = :error,\n           last_error_at = now()\n")
+OWNED_STAGE = "      {job_owns_stage}\n"
+
+
+def _owned_stage_inline(status: str, *, claim: bool = True) -> str:
+    """``job_owns_stage`` written out in place, with the stage's status test ``status`` (e.g.
+    ``"= 'PROCESSING'"``) and, unless ``claim`` is False, the claim check: a weakened guard of
+    one statement only."""
+    return ("      FROM {job_claim}\n     WHERE s.context_id = :context_id\n"
+            f"       AND s.{{stage}} {status}\n" + ("       AND {owns_claim}\n" if claim else ""))
+
+
 def _dispatch_inside(op: str, tail: str, log_call: str, dispatch: str) -> Mutation:
     """Move ``op``'s dispatch to the last line INSIDE its transaction block."""
     return Mutation(
@@ -290,31 +315,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fail_overwrites_cancelled",
         'SPEC §3 fail (both stages, one statement): only from PROCESSING — keeps CANCELLED',
         STATE_SQL,
-        "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
-        '           last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n",
-        "       SET {stage} = 'FAILED',\n           updated_at = now(),\n"
-        '           last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} <> 'COMPLETED'\n",
+        FAIL_SET + OWNED_STAGE,
+        FAIL_SET + _owned_stage_inline("<> 'COMPLETED'"),
         (f"{GUARDS}::test_fail_only_from_processing_never_overwrites_cancelled",)
     ),
     Mutation(
         "embedding_upsert_revives_deleted",
-        "SPEC §5.2: the upsert never touches is_deleted (a deleted context's data never returns)",
+        "SPEC §5.2: the upsert never touches is_deleted (a deleted context's data never returns; "
+        "embedding_replaced, the tail of the single and the batch upsert)",
         STATE_SQL,
-        "       updated_at = now()\n WHERE NOT ai.context_embedding.is_deleted;",
-        "       updated_at = now(),\n       is_deleted = false;",
+        "       updated_at = now()\n WHERE NOT ai.context_embedding.is_deleted\n",
+        "       updated_at = now(),\n       is_deleted = false\n",
         (f"{GUARDS}::test_embedding_upsert_never_revives_is_deleted",),
     ),
     Mutation(
         "embedding_upsert_without_processing_guard",
         'SPEC §5.2 save: store the vector only while embedding_status = PROCESSING',
         STATE_SQL,
-        '   AND {embedding_savable}\n   AND {profile_is_active}\n'
-        'ON CONFLICT (context_id) DO UPDATE',
-        '   AND {owns_claim}\n   AND {profile_is_active}\nON CONFLICT (context_id) DO UPDATE',
+        ' WHERE s.context_id = :context_id\n   AND {embedding_savable}\n   AND {embedding_replaced};',
+        ' WHERE s.context_id = :context_id\n   AND {owns_claim}\n   AND {embedding_replaced};',
         (f"{GUARDS}::test_embedding_upsert_only_while_processing",)
     ),
     Mutation(
@@ -357,23 +376,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "start_records_no_owner",
-        'SPEC §7.3.1: the guarded start records the live process that claims the stage',
+        'SPEC §7.3.1: the guarded start records the live process that claims the stage '
+        '(stage_started: the one claim of every start, single and batch, both stages)',
         STATE_SQL,
-        '           owner = {live_owner},\n           owned_at = now()\n      FROM previous p',
-        '           owner = NULL,\n           owned_at = now()\n      FROM previous p',
+        '           owner = {live_owner},\n           owned_at = now()\n      FROM picked p',
+        '           owner = NULL,\n           owned_at = now()\n      FROM picked p',
         (f"{CLAIM_OWNER_T}::test_the_start_records_the_live_process_as_owner_and_returns_the_claim",
          f"{OWNERSHIP_T}::test_a_job_whose_claim_was_taken_over_discards_its_late_result"),
-        occurrences=2,
     ),
     Mutation(
         "batch_start_records_no_owner",
-        "SPEC §7.3.1: a batch start records the live claiming process as each row's owner",
+        "SPEC §7.3.1: a batch start records the live claiming process as each row's owner "
+        "(the same shared stage_started text as start_records_no_owner, caught by the batch tests)",
         STATE_SQL,
         '           owner = {live_owner},\n           owned_at = now()\n      FROM picked p',
         '           owner = NULL,\n           owned_at = now()\n      FROM picked p',
         (f"{STATE_BATCH}::test_a_batch_start_records_the_owner_and_returns_each_rows_claim",
          f"{STATE_BATCH}::test_batch_start_gives_every_row_what_the_single_start_gives_it"),
-        occurrences=2,
     ),
     Mutation(
         "a_process_that_is_not_live_is_recorded",
@@ -412,20 +431,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "upsert_embedding_ignores_the_claim",
         'SPEC §7.3.1: upsert_embedding writes only while the job still owns its claim',
         STATE_SQL,
-        '   AND {embedding_savable}\n   AND {profile_is_active}\n'
-        'ON CONFLICT (context_id) DO UPDATE',
-        "   AND s.embedding_status = 'PROCESSING'\n   AND {profile_is_active}\n"
-        'ON CONFLICT (context_id) DO UPDATE',
+        ' WHERE s.context_id = :context_id\n   AND {embedding_savable}\n   AND {embedding_replaced};',
+        " WHERE s.context_id = :context_id\n   AND s.embedding_status = 'PROCESSING'\n"
+        '   AND {embedding_replaced};',
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
         "complete_embedding_ignores_the_claim",
-        'SPEC §7.3.1: complete_embedding writes only while the job still owns its claim',
+        'SPEC §7.3.1: the embedding complete (complete_stage, embedding) writes only while the job '
+        'still owns its claim',
         STATE_SQL,
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        '       AND {embedding_savable}\n',
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.embedding_status = 'PROCESSING'\n",
+        COMPLETE_GUARD,
+        _complete_also("'{label}' = 'embedding' AND s.embedding_status = 'PROCESSING'"),
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
@@ -459,36 +476,29 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "complete_keyword_ignores_the_claim",
-        'SPEC §7.3.1: complete_keyword writes only while the job still owns its claim',
+        'SPEC §7.3.1: the keyword complete (complete_stage, keyword: single and batch) writes only '
+        'while the job still owns its claim',
         STATE_SQL,
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        '       AND {keyword_savable}\n',
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'\n",
+        COMPLETE_GUARD,
+        _complete_also("'{label}' = 'keyword'\n"
+                       "            AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'"),
         (f"{CLAIM_OWNER_T}::test_every_single_write_of_a_taken_over_job_affects_no_row",)
     ),
     Mutation(
         "fail_stage_ignores_the_claim",
         "SPEC §7.3.1: a taken-over job never fails the new owner's stage",
         STATE_SQL,
-        '           last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n       AND {owns_claim}\n",
-        '           last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n",
+        FAIL_SET + OWNED_STAGE,
+        FAIL_SET + _owned_stage_inline("= 'PROCESSING'", claim=False),
         (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",)
     ),
     Mutation(
         "record_error_ignores_the_claim",
         "SPEC §7.3.1: a taken-over job never writes last_error onto the new owner's stage",
         STATE_SQL,
-        '       SET last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n       AND {owns_claim}\n",
-        '       SET last_error = :error,\n           last_error_at = now()\n'
-        '      FROM {job_claim}\n     WHERE s.context_id = :context_id\n'
-        "       AND s.{stage} = 'PROCESSING'\n",
+        "       SET last_error = :error,\n           last_error_at = now()\n" + OWNED_STAGE,
+        "       SET last_error = :error,\n           last_error_at = now()\n"
+        + _owned_stage_inline("= 'PROCESSING'", claim=False),
         (f"{CLAIM_OWNER_T}::test_a_taken_over_job_can_neither_fail_the_stage_nor_record_its_error",)
     ),
     Mutation(
@@ -613,19 +623,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "batch_start_waits_on_locked_rows",
         "SPEC §7.4: a batch claim is FOR UPDATE SKIP LOCKED (two batches never wait or share)",
         STATE_SQL,
-        "       FOR UPDATE SKIP LOCKED\n), started AS (",
-        "       FOR UPDATE\n), started AS (",
+        "       FOR UPDATE SKIP LOCKED\n), {stage_started}",
+        "       FOR UPDATE\n), {stage_started}",
         (f"{STATE_BATCH}::test_two_batch_claims_at_once_share_no_row_and_never_wait",),
-        occurrences=2,
     ),
     Mutation(
         "batch_start_without_row_lock",
         "SPEC §7.4: a batch claim locks what it picks (FOR UPDATE SKIP LOCKED)",
         STATE_SQL,
-        "     ORDER BY s.context_id\n       FOR UPDATE SKIP LOCKED\n), started AS (",
-        "     ORDER BY s.context_id\n), started AS (",
+        "     ORDER BY s.context_id\n       FOR UPDATE SKIP LOCKED\n), {stage_started}",
+        "     ORDER BY s.context_id\n), {stage_started}",
         (f"{STATE_BATCH}::test_two_batch_claims_at_once_share_no_row_and_never_wait",),
-        occurrences=2,
     ),
     Mutation(
         "batch_completes_rows_whose_vector_was_not_stored",
@@ -637,10 +645,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch_upsert_revives_deleted",
-        "SPEC §5.2: the batch upsert never touches is_deleted (a deleted context's data never returns)",
+        "SPEC §5.2: the batch upsert never touches is_deleted (a deleted context's data never returns; "
+        "the same embedding_replaced text as embedding_upsert_revives_deleted, caught by the batch test)",
         STATE_SQL,
-        "           updated_at = now()\n     WHERE NOT ai.context_embedding.is_deleted\n",
-        "           updated_at = now(),\n           is_deleted = false\n",
+        "       updated_at = now()\n WHERE NOT ai.context_embedding.is_deleted\n",
+        "       updated_at = now(),\n       is_deleted = false\n",
         (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",),
     ),
     Mutation(
@@ -648,9 +657,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         'SPEC §5.2 save: a batch stores a vector only while its embedding stage is PROCESSING',
         STATE_SQL,
         '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
-        '     WHERE {embedding_savable}\n       AND {profile_is_active}\n',
+        '     WHERE {embedding_savable}\n       AND {embedding_replaced}\n',
         '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
-        '     WHERE {profile_is_active}\n',
+        '     WHERE {embedding_replaced}\n',
         (f"{STATE_BATCH}::test_batch_embedding_save_gives_every_row_what_the_single_save_gives_it",)
     ),
     Mutation(
@@ -681,11 +690,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch_complete_keyword_without_guard",
-        'SPEC §3 complete (keyword): a batch completes only keyword stages it may save',
+        'SPEC §3 complete (keyword): a batch completes only keyword stages it may save '
+        '(complete_stage, keyword: the single and the batch complete are one statement)',
         STATE_SQL,
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        '       AND {keyword_savable}\n',
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n',
+        COMPLETE_GUARD,
+        _complete_also("'{label}' = 'keyword'"),
         (f"{STATE_BATCH}::test_batch_keyword_save_gives_every_row_what_the_single_save_gives_it",)
     ),
     Mutation(
@@ -693,9 +702,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §7.3.1: a batch stores a row's vector only while the job still owns that row's claim",
         STATE_SQL,
         '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
-        '     WHERE {embedding_savable}\n       AND {profile_is_active}\n',
+        '     WHERE {embedding_savable}\n       AND {embedding_replaced}\n',
         '      JOIN ai.context_ai_state s ON s.context_id = c.context_id\n'
-        "     WHERE s.embedding_status = 'PROCESSING'\n       AND {profile_is_active}\n",
+        "     WHERE s.embedding_status = 'PROCESSING'\n       AND {embedding_replaced}\n",
         (f"{STATE_BATCH}::test_a_taken_over_rows_batch_embedding_save_writes_nothing",)
     ),
     Mutation(
@@ -730,12 +739,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch_complete_keyword_ignores_the_claim",
-        "SPEC §7.3.1: a batch completes a row's keyword stage only while the job owns that row's claim",
+        "SPEC §7.3.1: a batch completes a row's keyword stage only while the job owns that row's claim "
+        "(the same complete_stage text as complete_keyword_ignores_the_claim, caught by the batch test)",
         STATE_SQL,
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        '       AND {keyword_savable}\n',
-        '      FROM {batch_claims}\n     WHERE s.context_id = c.context_id\n'
-        "       AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'\n",
+        COMPLETE_GUARD,
+        _complete_also("'{label}' = 'keyword'\n"
+                       "            AND s.keyword_status = 'PROCESSING' AND s.embedding_status = 'COMPLETED'"),
         (f"{STATE_BATCH}::test_a_taken_over_rows_batch_keyword_save_writes_nothing",)
     ),
     Mutation(
@@ -890,8 +899,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim_waits_on_locked_rows",
         "SPEC §7.2/§7.4: the claim is FOR UPDATE SKIP LOCKED (a locked row is skipped)",
         RESCAN_SQL,
-        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), by_owner AS (",
-        "    LIMIT :batch_size\n    FOR UPDATE\n), by_owner AS (",
+        "    {oldest_batch}\n), by_owner AS (",
+        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE\n), by_owner AS (",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",
          f"{STATEMENTS}::test_claim_orders_by_exactly_the_partial_index_expression_and_skips_locked_rows"),
     ),
@@ -899,18 +908,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim_without_row_lock",
         "SPEC §7.2/§7.4: the claim locks what it picks (FOR UPDATE SKIP LOCKED)",
         RESCAN_SQL,
-        "    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), by_owner AS (",
-        "    LIMIT :batch_size\n), by_owner AS (",
+        "    {oldest_batch}\n), by_owner AS (",
+        "    ORDER BY {age}\n    LIMIT :batch_size\n), by_owner AS (",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",),
     ),
     Mutation(
         "finalizer_waits_on_locked_rows",
         "SPEC §7.2 step 1: the finalizer is FOR UPDATE SKIP LOCKED",
         RESCAN_SQL,
-        "    FOR UPDATE SKIP LOCKED\n), failed AS (\n    UPDATE ai.context_ai_state AS s\n"
+        "    {oldest_batch}\n), failed AS (\n    UPDATE ai.context_ai_state AS s\n"
         "    SET embedding_status = CASE",
-        "    FOR UPDATE\n), failed AS (\n    UPDATE ai.context_ai_state AS s\n"
-        "    SET embedding_status = CASE",
+        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE\n), failed AS (\n"
+        "    UPDATE ai.context_ai_state AS s\n    SET embedding_status = CASE",
         (f"{ROUND}::test_skip_locked_a_locked_row_is_skipped_not_waited_for",),
     ),
     Mutation(
@@ -1640,12 +1649,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "embedding's keyword stage can still run)",
         RESCAN_SQL,
         "    WHERE {unfinished} AND keyword_status = 'PENDING' AND embedding_status = 'FAILED'\n"
-        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), failed AS (\n"
+        "    {oldest_batch}\n), failed AS (\n"
         "    UPDATE ai.context_ai_state AS s\n    SET keyword_status = 'FAILED', updated_at = now()\n"
         "    FROM picked AS p\n    WHERE s.context_id = p.context_id\n"
         "      AND s.keyword_status = 'PENDING' AND s.embedding_status = 'FAILED'\n",
         "    WHERE {unfinished} AND keyword_status = 'PENDING'\n"
-        "    ORDER BY {age}\n    LIMIT :batch_size\n    FOR UPDATE SKIP LOCKED\n), failed AS (\n"
+        "    {oldest_batch}\n), failed AS (\n"
         "    UPDATE ai.context_ai_state AS s\n    SET keyword_status = 'FAILED', updated_at = now()\n"
         "    FROM picked AS p\n    WHERE s.context_id = p.context_id\n"
         "      AND s.keyword_status = 'PENDING'\n",
@@ -1897,8 +1906,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "keywords_judged_profile_not_recorded",
         "SPEC §9.1: the analysis row records the profile the keywords were judged with",
         STATE_PY,
-        "            embedding_profile), **owned})\n        complete = await _execute(conn, \"complete_keyword\",",
-        "            None), **owned})\n        complete = await _execute(conn, \"complete_keyword\",",
+        "            embedding_profile), **owned})\n        complete = await _execute(conn, \"complete_stage\",",
+        "            None), **owned})\n        complete = await _execute(conn, \"complete_stage\",",
         (f"{PROFILES_T}::test_a_keyword_stage_after_an_activation_re_reads_the_roles",),
     ),
     Mutation(

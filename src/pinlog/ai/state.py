@@ -86,6 +86,14 @@ def _analysis_params(context_id: int, preset_version: int, unmatched_concepts: S
             "embedding_profile": embedding_profile}
 
 
+def _completion_params(context_id: int, claim: Claim, reason: str = "completed") -> dict[str, Any]:
+    """Parameters of ``complete_stage`` for one context: its claim as the one-row
+    ``batch_claims`` (``:context_ids`` / ``:owners`` / ``:claimed_ats``) and the event's
+    ``:reason``."""
+    return {"context_ids": [context_id], "owners": [claim.owner],
+            "claimed_ats": [claim.claimed_at], "reason": reason}
+
+
 def format_error(stage: Stage, error_class: str, reason: str) -> str:
     """``"<stage> <class>: <reason>"`` cut to 500 characters (SPEC §2.2). ``reason`` must already
     be redacted (``ModelError`` messages are)."""
@@ -171,12 +179,8 @@ async def precheck(conn: AsyncConnection, context_id: int) -> PreCheck | None:
     Returns:
         None when the state row is missing.
     """
-    row = await (await _execute(conn, "precheck", {"context_id": context_id})).fetchone()
-    if row is None:
-        return None
-    embedding_status, keyword_status, profile, sha = row
-    return PreCheck(Status(embedding_status), Status(keyword_status), profile,
-                    bytes(sha) if sha is not None else None)
+    cursor = await _execute(conn, "precheck", {"context_ids": [int(context_id)]})
+    return _prechecks(await cursor.fetchall()).get(int(context_id))
 
 
 async def start_stage(conn: AsyncConnection, context_id: int, stage: Stage,
@@ -191,9 +195,8 @@ async def start_stage(conn: AsyncConnection, context_id: int, stage: Stage,
         The :class:`Claim` (previous status, recorded owner, claimed_at), or None when 0 rows were
         affected (stage owned by a live worker, finished, failed, cancelled or missing).
     """
-    name = "start_embedding" if stage is Stage.EMBEDDING else "start_keyword"
-    cursor = await _execute(conn, name, {"context_id": context_id, "expiry": expiry,
-                                         "owner": owner}, stage)
+    cursor = await _execute(conn, "start_stage", {"context_id": context_id, "expiry": expiry,
+                                                  "owner": owner}, stage)
     return _claim(await cursor.fetchone())
 
 
@@ -285,9 +288,8 @@ async def complete_stage(conn: AsyncConnection, context_id: int, stage: Stage, c
 
     Returns False when 0 rows changed (the caller rolls the save back).
     """
-    name = "complete_embedding" if stage is Stage.EMBEDDING else "complete_keyword"
-    cursor = await _execute(conn, name, {"context_id": context_id, "reason": reason,
-                                         **claim.params()})
+    cursor = await _execute(conn, "complete_stage", _completion_params(context_id, claim, reason),
+                            stage)
     return await cursor.fetchone() is not None
 
 
@@ -382,8 +384,8 @@ async def save_embedding(conn: AsyncConnection, *, context_id: int, user_id: int
                 context_id, user_id, record_id, other_vector, other, text_sha256), **owned})
         lexical = await _execute(conn, "upsert_lexical", {**_lexical_params(
             context_id, user_id, record_id, note_terms, place_terms), **owned})
-        complete = await _execute(conn, "complete_embedding",
-                                  {"context_id": context_id, "reason": "completed", **owned})
+        complete = await _execute(conn, "complete_stage",
+                                  _completion_params(context_id, claim), Stage.EMBEDDING)
     return (upsert.rowcount == 1 and lexical.rowcount == 1
             and await complete.fetchone() is not None)
 
@@ -411,8 +413,8 @@ async def save_keywords(conn: AsyncConnection, context_id: int, *,
         analysis = await _execute(conn, "upsert_keyword_analysis", {**_analysis_params(
             context_id, preset_version, unmatched_concepts, model_profile, evidence,
             embedding_profile), **owned})
-        complete = await _execute(conn, "complete_keyword",
-                                  {"context_id": context_id, "reason": "completed", **owned})
+        complete = await _execute(conn, "complete_stage",
+                                  _completion_params(context_id, claim), Stage.KEYWORD)
     inserted = insert.rowcount if insert is not None else 0
     return (inserted == len(picks) and analysis.rowcount == 1
             and await complete.fetchone() is not None)
@@ -430,8 +432,8 @@ async def start_keyword_and_read(conn: AsyncConnection, context_id: int, expiry:
     """
     driver = await driver_connection(conn)
     async with driver.pipeline():
-        start = await _execute(conn, "start_keyword", {"context_id": context_id,
-                                                       "expiry": expiry, "owner": owner},
+        start = await _execute(conn, "start_stage", {"context_id": context_id,
+                                                     "expiry": expiry, "owner": owner},
                                Stage.KEYWORD)
         stored = await _execute(conn, "read_embedding", {"context_id": context_id})
         fingerprint = await _execute(conn, "preset_fingerprint", {"profile": profile})
@@ -512,7 +514,7 @@ def _started(rows: Sequence[Sequence[Any]]) -> dict[int, Claim]:
 async def precheck_batch(conn: AsyncConnection, context_ids: Sequence[int]) -> dict[int, PreCheck]:
     """:func:`precheck` for many contexts (no lock). Returns context id → PreCheck; a missing
     state row is absent. Raises ValueError for duplicate ids."""
-    cursor = await _execute(conn, "precheck_batch", {"context_ids": _ids(context_ids)})
+    cursor = await _execute(conn, "precheck", {"context_ids": _ids(context_ids)})
     return _prechecks(await cursor.fetchall())
 
 
@@ -528,9 +530,8 @@ async def start_stage_batch(conn: AsyncConnection, context_ids: Sequence[int], s
         re-claim; owner recorded; claimed_at) for the rows started; the others affected 0 rows.
         Raises ValueError for duplicate ids.
     """
-    name = "start_embedding_batch" if stage is Stage.EMBEDDING else "start_keyword_batch"
-    cursor = await _execute(conn, name, {"context_ids": _ids(context_ids), "expiry": expiry,
-                                         "owner": owner}, stage)
+    cursor = await _execute(conn, "start_stage_batch", {"context_ids": _ids(context_ids),
+                                                        "expiry": expiry, "owner": owner}, stage)
     return _started(await cursor.fetchall())
 
 
@@ -614,7 +615,8 @@ async def save_embeddings_batch(conn: AsyncConnection, rows: Sequence[EmbeddingR
             await _execute(conn, "upsert_shadow_embeddings_batch",
                            _shadow_batch_params(shadowed, shadow_profile, shadow_dimension))
         await _execute(conn, "upsert_lexical_batch", _lexical_batch_params(rows))
-        saved = await _execute(conn, "save_embeddings_batch", params)
+        saved = await _execute(conn, "save_embeddings_batch", {**params, "reason": "completed"},
+                               Stage.EMBEDDING)
     return {int(row[0]) for row in await saved.fetchall()}
 
 
@@ -688,14 +690,15 @@ async def save_keywords_batch(conn: AsyncConnection, rows: Sequence[KeywordRow],
                                        "preset_version")}})
         await _execute(conn, "upsert_keyword_analysis_batch", {**claims, **{
             k: params[k] for k in ("preset_version", "analyses")}})
-        completed = await _execute(conn, "complete_keyword_batch", claims)
+        completed = await _execute(conn, "complete_stage", {**claims, "reason": "completed"},
+                                   Stage.KEYWORD)
     return {int(row[0]) for row in await completed.fetchall()}
 
 
 async def precheck_and_start_embedding_batch(
         conn: AsyncConnection, context_ids: Sequence[int], expiry: timedelta,
         owner: str | None = None) -> tuple[dict[int, PreCheck], dict[int, Claim]]:
-    """``precheck_batch`` and ``start_embedding_batch`` (recording ``owner``) over the same ids in
+    """``precheck`` and ``start_stage_batch`` (embedding; recording ``owner``) over the same ids in
     one round trip.
 
     Starting every row unconditionally is exactly what a job does after its pre-check: the
@@ -710,8 +713,8 @@ async def precheck_and_start_embedding_batch(
     ids = _ids(context_ids)
     driver = await driver_connection(conn)
     async with driver.pipeline():
-        pre = await _execute(conn, "precheck_batch", {"context_ids": ids})
-        start = await _execute(conn, "start_embedding_batch",
+        pre = await _execute(conn, "precheck", {"context_ids": ids})
+        start = await _execute(conn, "start_stage_batch",
                                {"context_ids": ids, "expiry": expiry, "owner": owner},
                                Stage.EMBEDDING)
     prechecks = _prechecks(await pre.fetchall())
@@ -722,7 +725,7 @@ async def start_keyword_batch_and_read(
         conn: AsyncConnection, context_ids: Sequence[int], expiry: timedelta, profile: str,
         read_ids: Sequence[int], owner: str | None = None
 ) -> tuple[dict[int, Claim], dict[int, StoredEmbedding], str]:
-    """``start_keyword_batch`` over ``context_ids`` (recording ``owner``), the stored vectors of
+    """``start_stage_batch`` (keyword) over ``context_ids`` (recording ``owner``), the stored vectors of
     ``read_ids`` and the presets' fingerprint for ``profile``, in one round trip (the reads
     change nothing; vectors of rows that did not start are simply not used).
 
@@ -732,7 +735,7 @@ async def start_keyword_batch_and_read(
     ids = _ids(context_ids)
     driver = await driver_connection(conn)
     async with driver.pipeline():
-        start = await _execute(conn, "start_keyword_batch",
+        start = await _execute(conn, "start_stage_batch",
                                {"context_ids": ids, "expiry": expiry, "owner": owner},
                                Stage.KEYWORD)
         stored = None

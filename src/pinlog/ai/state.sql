@@ -5,31 +5,22 @@
 -- outcome: the stage is owned by a live worker, finished, failed, cancelled or missing.
 -- Every status change writes its ai.context_ai_event row in the SAME statement (a data-modifying
 -- CTE), so an event exists exactly when the change happened.
--- `{stage}` / `{other}` / `{label}` are replaced only by a pinlog.states.Stage value; everything
--- else is a bound parameter. This file names no core.* table (SPEC §1 boundary).
+-- `{stage}` / `{other}` / `{label}` are replaced only by a pinlog.states.Stage value, and
+-- `{@name}` by that stage's own fragment `<label>_name` (e.g. `{@startable}`: embedding_startable
+-- or keyword_startable), so one statement serves both stages; everything else is a bound
+-- parameter. This file names no core.* table (SPEC §1 boundary).
 --
--- Fragments (`owner_gone`, `startable`, `keyword_startable`, `owns_claim`, `job_claim`,
--- `batch_claims`, `embedding_savable`, `keyword_savable`, `profile_is_active`,
--- `profile_is_building`, `analysis_replaced`) are not statements: each guard is written ONCE
--- here and spliced by name (pinlog.db.sql.Queries) into both the single-context statement and
--- the batch statement (`*_batch`, SPEC §5.4, docs ARCHITECTURE "Batch path") that apply it, so
--- the single and the batch path can never disagree on when a stage may start or be saved. They
+-- Fragments (`owner_gone`, `startable`, `embedding_startable`, `keyword_startable`,
+-- `stage_started`, `owns_claim`, `job_claim`, `batch_claims`, `embedding_savable`,
+-- `keyword_savable`, `embedding_completion`, `keyword_completion`, `completed_event`,
+-- `profile_is_active`, `profile_is_building`, `embedding_replaced`, `shadow_replaced`,
+-- `lexical_replaced`, `analysis_replaced`, `job_owns_stage`) are not statements: each guard is
+-- written ONCE here and spliced by name (pinlog.db.sql.Queries) into both the single-context
+-- statement and the batch statement (`*_batch`, SPEC §5.4, docs ARCHITECTURE "Batch path") that
+-- apply it — or one statement serves both (`start_stage`'s claim, `complete_stage`, `precheck`)
+-- — so the single and the batch path can never disagree on when a stage may start or be saved. They
 -- refer to the state row as `s` and to the job's claim as `c` (owner, claimed_at: one claim
 -- for a single statement, job_claim; one per context for a batch, batch_claims).
-
-
--- name: precheck
--- Rule: SPEC §5.2 step 1 — cheap pre-check, no lock. Reads both statuses and what is stored for
--- the embedding (profile, text hash) so the job can stop early, reuse a stored vector (§5.2 step 2)
--- or detect a contract violation (§5.6). Saves model cost only; correctness comes from the guards.
-SELECT s.embedding_status,
-       s.keyword_status,
-       e.embedding_profile,
-       e.text_sha256
-  FROM ai.context_ai_state s
-  LEFT JOIN ai.context_embedding e
-         ON e.context_id = s.context_id AND NOT e.is_deleted
- WHERE s.context_id = :context_id;
 
 
 -- name: owner_gone
@@ -64,8 +55,8 @@ SELECT s.embedding_status,
 
 -- name: keyword_startable
 -- Rule: SPEC §3 start (keyword) — startable for the keyword stage, and additionally
--- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector. Used by
--- start_keyword and start_keyword_batch.
+-- embedding_status = 'COMPLETED': a keyword stage never starts without a stored vector. The
+-- keyword stage's `{@startable}` in start_stage and start_stage_batch.
 (s.embedding_status = 'COMPLETED' AND {startable})
 
 
@@ -126,81 +117,78 @@ NOT EXISTS (SELECT 1 FROM ai.embedding_profile p
 
 -- name: profile_is_building
 -- Rule: SPEC §9.1 — a shadow vector is written only while :profile is the building one. A
--- fragment of both shadow saves (single and batch).
+-- fragment of both shadow saves (single and batch), through shadow_replaced.
 EXISTS (SELECT 1 FROM ai.embedding_profile p
          WHERE p.profile = CAST(:profile AS text) AND p.role = 'building')
 
 
--- name: start_embedding
--- Rule: SPEC §3 start (embedding), §7.3, §7.3.1 — startable for the embedding stage. Records
--- the claim: retry_count in embedding_start_retry (§7.3), the owner (live_owner: this process
--- while its lease runs, else NULL) and owned_at = updated_at = now(). Returns the status BEFORE
--- the update (the locked subquery), so a fresh start and a re-claim are told apart in one
--- statement without a second racy read, plus the claim (owner as recorded, claimed_at) that
--- every later write of this job must still own (owns_claim). Writes the event row in the same
--- statement, naming why a re-claim happened.
-WITH previous AS (
-    SELECT s.context_id, s.embedding_status AS previous_status,
-           s.updated_at < now() - :expiry AS expired,
-           coalesce({owner_gone}, false) AS owner_gone
-      FROM ai.context_ai_state s
-     WHERE s.context_id = :context_id
-       FOR UPDATE
-), started AS (
+-- name: shadow_replaced
+-- Rule: SPEC §9.1 — the tail of both shadow upserts (upsert_shadow_embedding and
+-- upsert_shadow_embeddings_batch): only while :profile is the building profile
+-- (profile_is_building); a new vector of the context for that profile replaces the old one. A
+-- fragment.
+{profile_is_building}
+ON CONFLICT (context_id, embedding_profile) DO UPDATE
+   SET embedding = EXCLUDED.embedding,
+       text_sha256 = EXCLUDED.text_sha256,
+       updated_at = now()
+
+
+-- name: embedding_startable
+-- Rule: SPEC §3 start (embedding) — the embedding stage's start predicate is startable itself (the
+-- per-stage `{@startable}` of start_stage and start_stage_batch; keyword: keyword_startable).
+{startable}
+
+
+-- name: stage_started
+-- Rule: SPEC §3 start, §7.3, §7.3.1 — the claim and the event of every start, single and batch,
+-- both stages: CTEs that follow the start's pick `picked` (context_id, previous_status, expired,
+-- owner_gone; alias p). The UPDATE repeats the stage's start predicate ({@startable}:
+-- embedding_startable / keyword_startable) under the lock and records the claim: retry_count in
+-- {label}_start_retry (§7.3), the owner (live_owner: this process while its lease runs, else
+-- NULL) and owned_at = updated_at = now(). It returns each started row with its status BEFORE
+-- the update (PENDING = fresh start, PROCESSING = re-claim) and its claim (owner, owned_at) that
+-- every later write of the job must still own (owns_claim); one event row per started row,
+-- naming why a re-claim happened. A fragment.
+started AS (
     UPDATE ai.context_ai_state s
-       SET embedding_status = 'PROCESSING',
+       SET {stage} = 'PROCESSING',
            updated_at = now(),
-           embedding_start_retry = s.retry_count,
+           {label}_start_retry = s.retry_count,
            owner = {live_owner},
            owned_at = now()
-      FROM previous p
+      FROM picked p
      WHERE s.context_id = p.context_id
-       AND {startable}
-    RETURNING p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
+       AND {@startable}
+    RETURNING s.context_id, p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT :context_id, 'embedding', previous_status, 'PROCESSING', 'ai',
+    SELECT context_id, '{label}', previous_status, 'PROCESSING', 'ai',
            CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
                 WHEN expired THEN 'reclaimed after processing expiry'
                 WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
                 ELSE 'reclaimed: retry_count rose since the stage started' END
       FROM started
 )
-SELECT previous_status, owner, owned_at AS claimed_at FROM started;
 
 
--- name: start_keyword
--- Rule: SPEC §3 start (keyword), §7.3, §7.3.1 — as start_embedding with keyword_startable
--- (startable for the keyword stage, and embedding_status = 'COMPLETED': a keyword stage never
--- starts without a stored vector); the claim recorded the same way, keyword_start_retry.
--- Returns the status before the update and the claim; writes the event row in the same statement.
-WITH previous AS (
-    SELECT s.context_id, s.keyword_status AS previous_status,
+-- name: start_stage
+-- Rule: SPEC §3 start, §7.3, §7.3.1 — the guarded start of one context's stage ({stage}; one
+-- statement for both stages): its start predicate {@startable} is embedding_startable, or
+-- keyword_startable (startable, and embedding_status = 'COMPLETED': a keyword stage never starts
+-- without a stored vector). The row is locked FOR UPDATE first (the locked subquery), then
+-- stage_started repeats the predicate, records the claim and writes the event row in the same
+-- statement. Returns the status BEFORE the update, so a fresh start and a re-claim are told
+-- apart in one statement without a second racy read, plus the claim (owner as recorded,
+-- claimed_at).
+WITH picked AS (
+    SELECT s.context_id, s.{stage} AS previous_status,
            s.updated_at < now() - :expiry AS expired,
            coalesce({owner_gone}, false) AS owner_gone
       FROM ai.context_ai_state s
      WHERE s.context_id = :context_id
        FOR UPDATE
-), started AS (
-    UPDATE ai.context_ai_state s
-       SET keyword_status = 'PROCESSING',
-           updated_at = now(),
-           keyword_start_retry = s.retry_count,
-           owner = {live_owner},
-           owned_at = now()
-      FROM previous p
-     WHERE s.context_id = p.context_id
-       AND {keyword_startable}
-    RETURNING p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT :context_id, 'keyword', previous_status, 'PROCESSING', 'ai',
-           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
-                WHEN expired THEN 'reclaimed after processing expiry'
-                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
-                ELSE 'reclaimed: retry_count rose since the stage started' END
-      FROM started
-)
+), {stage_started}
 SELECT previous_status, owner, owned_at AS claimed_at FROM started;
 
 
@@ -222,22 +210,14 @@ SELECT embedding_status, keyword_status
 SELECT pg_advisory_xact_lock_shared({profile_lock});
 
 
--- name: upsert_embedding
--- Rule: SPEC §5.2 step 2 save, §7.3.1 — store the vector only while embedding_savable (embedding
--- PROCESSING and the job owns its claim; guards in the statement, even under the lock). ON
--- CONFLICT never touches is_deleted (core only): its update list omits it, and a row core marked
--- deleted is never overwritten (a deleted context's data must never come back).
--- 0 rows → the save is discarded.
--- Rule: SPEC §9.1 — only while :profile is the active profile (profile_is_active): a vector of
--- another profile (an activation committed while this job was embedding) is never written here.
-INSERT INTO ai.context_embedding
-       (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
-SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), CAST(:profile AS text),
-       :text_sha256, now()
-  FROM ai.context_ai_state s, {job_claim}
- WHERE s.context_id = :context_id
-   AND {embedding_savable}
-   AND {profile_is_active}
+-- name: embedding_replaced
+-- Rule: SPEC §5.2 step 2, §9.1 — the tail of both embedding upserts (upsert_embedding and
+-- save_embeddings_batch): only while :profile is the active profile (profile_is_active: a vector
+-- of another profile — an activation committed while the job was embedding — is never written
+-- to ai.context_embedding); ON CONFLICT never touches is_deleted (core only): its update list
+-- omits it, and a row core marked deleted is never overwritten (a deleted context's data must
+-- never come back). A fragment (alias s = ai.context_ai_state).
+{profile_is_active}
 ON CONFLICT (context_id) DO UPDATE
    SET user_id = EXCLUDED.user_id,
        record_id = EXCLUDED.record_id,
@@ -245,14 +225,29 @@ ON CONFLICT (context_id) DO UPDATE
        embedding_profile = EXCLUDED.embedding_profile,
        text_sha256 = EXCLUDED.text_sha256,
        updated_at = now()
- WHERE NOT ai.context_embedding.is_deleted;
+ WHERE NOT ai.context_embedding.is_deleted
+
+
+-- name: upsert_embedding
+-- Rule: SPEC §5.2 step 2 save, §7.3.1 — store the vector only while embedding_savable (embedding
+-- PROCESSING and the job owns its claim; guards in the statement, even under the lock), and
+-- (embedding_replaced) only under the active profile (SPEC §9.1), never over a row core marked
+-- deleted, never touching is_deleted. 0 rows → the save is discarded.
+INSERT INTO ai.context_embedding
+       (context_id, user_id, record_id, embedding, embedding_profile, text_sha256, updated_at)
+SELECT s.context_id, :user_id, :record_id, CAST(:embedding AS vector), CAST(:profile AS text),
+       :text_sha256, now()
+  FROM ai.context_ai_state s, {job_claim}
+ WHERE s.context_id = :context_id
+   AND {embedding_savable}
+   AND {embedding_replaced};
 
 
 -- name: upsert_shadow_embedding
 -- Rule: SPEC §9.1 — a context embedded while a profile is building gets a vector in both
 -- profiles: the building profile's goes to the shadow table in the same save transaction,
 -- under the same guard (embedding_savable: embedding PROCESSING, the job owns its claim; the
--- state row locked) and only while :profile is the building one (profile_is_building). Its row
+-- state row locked) and only while :profile is the building one (shadow_replaced). Its row
 -- count never decides the save (the backfill fills any gap).
 INSERT INTO ai.context_embedding_shadow
        (context_id, embedding_profile, embedding, text_sha256, updated_at)
@@ -260,11 +255,7 @@ SELECT s.context_id, :profile, CAST(:embedding AS vector), :text_sha256, now()
   FROM ai.context_ai_state s, {job_claim}
  WHERE s.context_id = :context_id
    AND {embedding_savable}
-   AND {profile_is_building}
-ON CONFLICT (context_id, embedding_profile) DO UPDATE
-   SET embedding = EXCLUDED.embedding,
-       text_sha256 = EXCLUDED.text_sha256,
-       updated_at = now();
+   AND {shadow_replaced};
 
 
 -- name: lexical_replaced
@@ -298,31 +289,63 @@ SELECT s.context_id, :user_id, :record_id, array_to_tsvector(CAST(:note_terms AS
    AND {lexical_replaced};
 
 
--- name: complete_embedding
--- Rule: SPEC §3 complete (embedding), §7.3.1 — only while embedding_savable (from PROCESSING:
--- never revives CANCELLED/FAILED, never touches a COMPLETED stage; and only while the job owns
--- its claim). Run inside the save transaction after lock_state; writes the event. owned_at moves
--- with updated_at: the job that completed the embedding stays responsible for the keyword stage
--- it starts next (if it dies in between, the row is released like any other of its work).
--- Clears last_error/last_error_at (the failures that preceded it stay in ai.context_ai_event),
--- unless the keyword stage is FAILED: then last_error still explains that stage.
-WITH completed AS (
-    UPDATE ai.context_ai_state s
-       SET embedding_status = 'COMPLETED',
+-- name: embedding_completion
+-- Rule: SPEC §3 complete (embedding), §7.3.1 — what completing the embedding stage writes
+-- (complete_stage and save_embeddings_batch; a fragment: the SET list, alias s): COMPLETED,
+-- updated_at = now(), and owned_at moves with updated_at: the job that completed the embedding
+-- stays responsible for the keyword stage it starts next (if it dies in between, the row is
+-- released like any other of its work). Clears last_error/last_error_at (the failures that
+-- preceded it stay in ai.context_ai_event), unless the keyword stage is FAILED: then last_error
+-- still explains that stage.
+embedding_status = 'COMPLETED',
            updated_at = now(),
            owned_at = now(),
            last_error = CASE WHEN keyword_status = 'FAILED' THEN last_error END,
            last_error_at = CASE WHEN keyword_status = 'FAILED' THEN last_error_at END
-      FROM {job_claim}
-     WHERE s.context_id = :context_id
-       AND {embedding_savable}
-    RETURNING s.context_id
-), event AS (
+
+
+-- name: keyword_completion
+-- Rule: SPEC §3 complete (keyword) — what completing the keyword stage writes (complete_stage; a
+-- fragment: the SET list): COMPLETED, updated_at = now(); both stages are then COMPLETED, so
+-- last_error/last_error_at are cleared (the history of earlier failures stays in
+-- ai.context_ai_event).
+keyword_status = 'COMPLETED',
+           updated_at = now(),
+           last_error = NULL,
+           last_error_at = NULL
+
+
+-- name: completed_event
+-- Rule: SPEC §2.2, §3 complete — the event row of every completion (complete_stage and
+-- save_embeddings_batch, both stages): one per row of the CTE `completed`, PROCESSING →
+-- COMPLETED, actor ai, :reason. A fragment (a CTE).
+event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'embedding', 'PROCESSING', 'COMPLETED', 'ai', :reason
+    SELECT context_id, '{label}', 'PROCESSING', 'COMPLETED', 'ai', :reason
       FROM completed
 )
-SELECT context_id FROM completed;
+
+
+-- name: complete_stage
+-- Rule: SPEC §3 complete, §7.3.1 — the guarded complete of a stage ({stage}; one statement for
+-- both stages, for one context or many: the single job's and the batch's claims alike come as
+-- batch_claims, one per context), only while the stage's save guard holds with the row's own
+-- claim ({@savable}: embedding_savable — from PROCESSING, never revives CANCELLED/FAILED, never
+-- touches a COMPLETED stage, only while the job owns its claim — or keyword_savable, which also
+-- needs embedding COMPLETED). Run inside the save transaction after lock_state /
+-- lock_states_batch (under the lock the keyword writes before it used the same guard, so a row
+-- is completed exactly when its keyword rows and analysis row were written); writes
+-- {@completion} (embedding_completion / keyword_completion) and one event row per completed row
+-- (completed_event).
+WITH completed AS (
+    UPDATE ai.context_ai_state s
+       SET {@completion}
+      FROM {batch_claims}
+     WHERE s.context_id = c.context_id
+       AND {@savable}
+    RETURNING s.context_id
+), {completed_event}
+SELECT context_id FROM completed ORDER BY context_id;
 
 
 -- name: delete_keywords
@@ -377,47 +400,32 @@ ON CONFLICT (context_id) DO UPDATE
        updated_at = now()
 
 
--- name: complete_keyword
--- Rule: SPEC §3 complete (keyword), §7.3.1 — only while keyword_savable (from PROCESSING, only
--- while embedding_status = 'COMPLETED' and only while the job owns its claim). Run inside the
--- save transaction after lock_state; writes the event.
--- Both stages are then COMPLETED: last_error/last_error_at are cleared (the history of earlier
--- failures stays in ai.context_ai_event).
-WITH completed AS (
-    UPDATE ai.context_ai_state s
-       SET keyword_status = 'COMPLETED',
-           updated_at = now(),
-           last_error = NULL,
-           last_error_at = NULL
-      FROM {job_claim}
+-- name: job_owns_stage
+-- Rule: SPEC §5.5, §7.3.1 — the guard of a job's fail and error writes (fail_stage,
+-- record_error): the job's own row (:context_id, its claim as job_claim) while its stage
+-- ({stage}) is PROCESSING and the job still owns the claim (owns_claim). The status guard is what
+-- keeps CANCELLED (and COMPLETED) from ever being overwritten by a job's failure or error; a
+-- taken-over job never touches the new owner's stage. A fragment (the FROM item and the WHERE
+-- clause of an UPDATE of s).
+FROM {job_claim}
      WHERE s.context_id = :context_id
-       AND {keyword_savable}
-    RETURNING s.context_id
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'keyword', 'PROCESSING', 'COMPLETED', 'ai', :reason
-      FROM completed
-)
-SELECT context_id FROM completed;
+       AND s.{stage} = 'PROCESSING'
+       AND {owns_claim}
 
 
 -- name: fail_stage
 -- Rule: SPEC §3 fail, §5.5 permanent error — PROCESSING → FAILED only, and only by the job that
--- still owns the claim (owns_claim, §7.3.1: a taken-over job never fails the new owner's
--- stage). The status guard is what keeps CANCELLED (and COMPLETED) from ever being overwritten by
--- a job's failure. Records last_error with the status change (updated_at = now(): this IS a
--- status change) and writes the event. The batch path fails its rows one by one with this
--- statement, each with its own claim.
+-- still owns the claim (job_owns_stage, §7.3.1: a taken-over job never fails the new owner's
+-- stage; never over CANCELLED or COMPLETED). Records last_error with the status change
+-- (updated_at = now(): this IS a status change) and writes the event. The batch path fails its
+-- rows one by one with this statement, each with its own claim.
 WITH failed AS (
     UPDATE ai.context_ai_state s
        SET {stage} = 'FAILED',
            updated_at = now(),
            last_error = :error,
            last_error_at = now()
-      FROM {job_claim}
-     WHERE s.context_id = :context_id
-       AND s.{stage} = 'PROCESSING'
-       AND {owns_claim}
+      {job_owns_stage}
     RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
@@ -431,17 +439,15 @@ SELECT context_id FROM failed;
 -- Rule: SPEC §5.5 transient error — the stage stays PROCESSING (the rescan re-sends after the
 -- expiry); only last_error / last_error_at are written, NEVER updated_at (§2.2: updated_at is the
 -- time of the last status change, and the ai re-claim measures from it). Only against a stage this
--- job still owns (PROCESSING and owns_claim, §7.3.1), so an error never lands on a cancelled
--- context nor on a stage another job took over. One event row (no status change: from/to null,
--- reason filled). The batch path records its rows' errors one by one with this statement.
+-- job still owns (job_owns_stage: PROCESSING and owns_claim, §7.3.1), so an error never lands on
+-- a cancelled context nor on a stage another job took over. One event row (no status change:
+-- from/to null, reason filled). The batch path records its rows' errors one by one with this
+-- statement.
 WITH recorded AS (
     UPDATE ai.context_ai_state s
        SET last_error = :error,
            last_error_at = now()
-      FROM {job_claim}
-     WHERE s.context_id = :context_id
-       AND s.{stage} = 'PROCESSING'
-       AND {owns_claim}
+      {job_owns_stage}
     RETURNING s.context_id
 ), event AS (
     INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
@@ -479,9 +485,12 @@ SELECT embedding, embedding_profile, text_sha256
 -- Results are ordered by context_id.
 
 
--- name: precheck_batch
--- Rule: SPEC §5.2 step 1 — precheck for many contexts (no lock): both statuses and what is stored
--- for the embedding, one row per existing state row (a missing row is absent).
+-- name: precheck
+-- Rule: SPEC §5.2 step 1 — cheap pre-check, no lock, of one context or many (the single job's
+-- and the batch's alike: :context_ids). Reads both statuses and what is stored for the embedding
+-- (profile, text hash; never a row core marked deleted) so the job can stop early, reuse a stored
+-- vector (§5.2 step 2) or detect a contract violation (§5.6): one row per existing state row (a
+-- missing row is absent). Saves model cost only; correctness comes from the guards.
 SELECT s.context_id,
        s.embedding_status,
        s.keyword_status,
@@ -494,82 +503,25 @@ SELECT s.context_id,
  ORDER BY s.context_id;
 
 
--- name: start_embedding_batch
--- Rule: SPEC §3 start (embedding), §7.3.1, §7.4 — claim the embedding stage of many contexts:
--- each row is picked only while startable holds, locked FOR UPDATE SKIP LOCKED (a row another
--- transaction holds — a concurrent start, save or cancellation — is skipped, never waited for;
--- two batches never claim the same row), and the UPDATE repeats startable under the lock.
--- Records the claim as start_embedding does (embedding_start_retry, owner = live_owner,
--- owned_at = updated_at = now()). Returns each started row with its status BEFORE the update
--- (PENDING = fresh start, PROCESSING = re-claim) and its claim (owner, claimed_at); one event
--- row per started row, naming why a re-claim happened.
+-- name: start_stage_batch
+-- Rule: SPEC §3 start, §7.3.1, §7.4 — the start of one stage ({stage}) for many contexts: each
+-- row is picked only while the single start's predicate ({@startable}: embedding_startable /
+-- keyword_startable) holds, locked FOR UPDATE SKIP LOCKED (a row another transaction holds — a
+-- concurrent start, save or cancellation — is skipped, never waited for; two batches never claim
+-- the same row), and stage_started repeats the predicate under the lock and records the claim as
+-- start_stage does ({label}_start_retry, owner = live_owner, owned_at = updated_at = now()).
+-- Returns each started row with its status BEFORE the update (PENDING = fresh start, PROCESSING
+-- = re-claim) and its claim (owner, claimed_at); one event row per started row.
 WITH picked AS (
-    SELECT s.context_id, s.embedding_status AS previous_status,
+    SELECT s.context_id, s.{stage} AS previous_status,
            s.updated_at < now() - :expiry AS expired,
            coalesce({owner_gone}, false) AS owner_gone
       FROM ai.context_ai_state s
      WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
-       AND {startable}
+       AND {@startable}
      ORDER BY s.context_id
        FOR UPDATE SKIP LOCKED
-), started AS (
-    UPDATE ai.context_ai_state s
-       SET embedding_status = 'PROCESSING',
-           updated_at = now(),
-           embedding_start_retry = s.retry_count,
-           owner = {live_owner},
-           owned_at = now()
-      FROM picked p
-     WHERE s.context_id = p.context_id
-       AND {startable}
-    RETURNING s.context_id, p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'embedding', previous_status, 'PROCESSING', 'ai',
-           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
-                WHEN expired THEN 'reclaimed after processing expiry'
-                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
-                ELSE 'reclaimed: retry_count rose since the stage started' END
-      FROM started
-)
-SELECT context_id, previous_status, owner, owned_at AS claimed_at
-  FROM started ORDER BY context_id;
-
-
--- name: start_keyword_batch
--- Rule: SPEC §3 start (keyword), §7.3.1, §7.4 — as start_embedding_batch for the keyword stage,
--- with {keyword_startable} (embedding COMPLETED) in the pick and again in the UPDATE; records
--- keyword_start_retry and the claim (owner = live_owner, owned_at); returns each row's claim;
--- one event row per started row.
-WITH picked AS (
-    SELECT s.context_id, s.keyword_status AS previous_status,
-           s.updated_at < now() - :expiry AS expired,
-           coalesce({owner_gone}, false) AS owner_gone
-      FROM ai.context_ai_state s
-     WHERE s.context_id = ANY(CAST(:context_ids AS bigint[]))
-       AND {keyword_startable}
-     ORDER BY s.context_id
-       FOR UPDATE SKIP LOCKED
-), started AS (
-    UPDATE ai.context_ai_state s
-       SET keyword_status = 'PROCESSING',
-           updated_at = now(),
-           keyword_start_retry = s.retry_count,
-           owner = {live_owner},
-           owned_at = now()
-      FROM picked p
-     WHERE s.context_id = p.context_id
-       AND {keyword_startable}
-    RETURNING s.context_id, p.previous_status, p.expired, p.owner_gone, s.owner, s.owned_at
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'keyword', previous_status, 'PROCESSING', 'ai',
-           CASE WHEN previous_status <> 'PROCESSING' THEN 'started'
-                WHEN expired THEN 'reclaimed after processing expiry'
-                WHEN owner_gone THEN 'reclaimed: its owner is gone (no heartbeat)'
-                ELSE 'reclaimed: retry_count rose since the stage started' END
-      FROM started
-)
+), {stage_started}
 SELECT context_id, previous_status, owner, owned_at AS claimed_at
   FROM started ORDER BY context_id;
 
@@ -591,7 +543,7 @@ SELECT context_id
 -- profile's vectors of the rows this replica embedded for it), inside the save transaction after
 -- lock_profiles_shared and lock_states_batch and BEFORE save_embeddings_batch completes the
 -- rows: each row only while embedding_savable with its own claim (c) and while :profile is the
--- building one (profile_is_building). Vectors as in save_embeddings_batch. Its row count never
+-- building one (shadow_replaced). Vectors as in save_embeddings_batch. Its row count never
 -- decides the save.
 WITH c AS (
     SELECT i.context_id, i.owner, i.claimed_at, i.text_sha256,
@@ -607,11 +559,7 @@ SELECT c.context_id, :profile, c.embedding, c.text_sha256, now()
   FROM c
   JOIN ai.context_ai_state s ON s.context_id = c.context_id
  WHERE {embedding_savable}
-   AND {profile_is_building}
-ON CONFLICT (context_id, embedding_profile) DO UPDATE
-   SET embedding = EXCLUDED.embedding,
-       text_sha256 = EXCLUDED.text_sha256,
-       updated_at = now();
+   AND {shadow_replaced};
 
 
 -- name: upsert_lexical_batch
@@ -637,10 +585,10 @@ SELECT c.context_id, c.user_id, c.record_id, array_to_tsvector(c.note_terms),
 -- Rule: SPEC §5.2 step 2 save, §3 complete (embedding), §7.3.1, §9.1 — inside the save
 -- transaction after lock_profiles_shared and lock_states_batch: store each row's vector while
 -- embedding_savable holds with the row's own claim (c) and :profile is the active profile
--- (profile_is_active; the upsert of upsert_embedding: its update list never includes
--- is_deleted and a row core marked deleted is never overwritten), then complete exactly the
--- rows whose vector was stored, again only while embedding_savable, with one event row each
--- (owned_at moves with updated_at, as complete_embedding). A row whose guard fails writes
+-- (embedding_replaced, as upsert_embedding: its update list never includes is_deleted and a
+-- row core marked deleted is never overwritten), then complete exactly the
+-- rows whose vector was stored, again only while embedding_savable, with embedding_completion
+-- and one event row each (completed_event, :reason), as complete_stage. A row whose guard fails writes
 -- nothing and stays as it is (discarded), so the transaction always commits what it wrote. The
 -- vectors come as one float4 array of n × :dimension values, row i at offset (i-1) ×
 -- :dimension (bound in binary: pinlog.ai.vectors.Float4Array).
@@ -661,33 +609,17 @@ WITH c AS (
       FROM c
       JOIN ai.context_ai_state s ON s.context_id = c.context_id
      WHERE {embedding_savable}
-       AND {profile_is_active}
-    ON CONFLICT (context_id) DO UPDATE
-       SET user_id = EXCLUDED.user_id,
-           record_id = EXCLUDED.record_id,
-           embedding = EXCLUDED.embedding,
-           embedding_profile = EXCLUDED.embedding_profile,
-           text_sha256 = EXCLUDED.text_sha256,
-           updated_at = now()
-     WHERE NOT ai.context_embedding.is_deleted
+       AND {embedding_replaced}
     RETURNING context_id
 ), completed AS (
     UPDATE ai.context_ai_state s
-       SET embedding_status = 'COMPLETED',
-           updated_at = now(),
-           owned_at = now(),
-           last_error = CASE WHEN keyword_status = 'FAILED' THEN last_error END,
-           last_error_at = CASE WHEN keyword_status = 'FAILED' THEN last_error_at END
+       SET {embedding_completion}
       FROM upserted u
       JOIN c ON c.context_id = u.context_id
      WHERE s.context_id = u.context_id
        AND {embedding_savable}
     RETURNING s.context_id
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'embedding', 'PROCESSING', 'COMPLETED', 'ai', 'completed'
-      FROM completed
-)
+), {completed_event}
 SELECT context_id FROM completed ORDER BY context_id;
 
 
@@ -742,29 +674,6 @@ SELECT s.context_id, :preset_version, a.unmatched_concepts, a.model_profile, a.e
   JOIN ai.context_ai_state s ON s.context_id = a.context_id
  WHERE {keyword_savable}
 {analysis_replaced};
-
-
--- name: complete_keyword_batch
--- Rule: SPEC §3 complete (keyword), §7.3.1 — as complete_keyword for many contexts: each only
--- while keyword_savable with its own claim (batch_claims); last_error cleared; one event row
--- per completed row. Under the batch's lock the keyword writes above used the same guard, so a
--- row is completed exactly when its keyword rows and analysis row were written.
-WITH completed AS (
-    UPDATE ai.context_ai_state s
-       SET keyword_status = 'COMPLETED',
-           updated_at = now(),
-           last_error = NULL,
-           last_error_at = NULL
-      FROM {batch_claims}
-     WHERE s.context_id = c.context_id
-       AND {keyword_savable}
-    RETURNING s.context_id
-), event AS (
-    INSERT INTO ai.context_ai_event (context_id, stage, from_status, to_status, actor, reason)
-    SELECT context_id, 'keyword', 'PROCESSING', 'COMPLETED', 'ai', 'completed'
-      FROM completed
-)
-SELECT context_id FROM completed ORDER BY context_id;
 
 
 -- name: ai_tables_present

@@ -30,14 +30,27 @@ UPDATE core.member SET deleted_at = now()
 WHERE id = :member_id AND deleted_at IS NULL
 RETURNING id;
 
--- name: soft_delete_member_records
+-- name: records_deleted
+-- SPEC §4 — how records are soft-deleted (a record delete, a member's withdrawal): deleted_at and
+-- updated_at = now(), only while active (guarded: a second delete changes nothing). A fragment:
+-- the UPDATE before its filter; each statement adds which records (AND …) and RETURNING id.
 UPDATE core.record SET deleted_at = now(), updated_at = now()
-WHERE member_id = :member_id AND deleted_at IS NULL
+WHERE deleted_at IS NULL
+
+-- name: contexts_deleted
+-- SPEC §4 — how notes are soft-deleted (a note delete or edit, a record delete, a member's
+-- withdrawal): deleted_at = now(), only while active (guarded). A fragment, as records_deleted.
+UPDATE core.context SET deleted_at = now()
+WHERE deleted_at IS NULL
+
+-- name: soft_delete_member_records
+-- SPEC §4 withdrawal: every active record of the member (records_deleted).
+{records_deleted} AND member_id = :member_id
 RETURNING id;
 
 -- name: soft_delete_member_contexts
-UPDATE core.context SET deleted_at = now()
-WHERE member_id = :member_id AND deleted_at IS NULL
+-- SPEC §4 withdrawal: every active note of the member (contexts_deleted).
+{contexts_deleted} AND member_id = :member_id
 RETURNING id;
 
 -- name: mark_member_embeddings_deleted
@@ -95,13 +108,13 @@ FOR UPDATE;
 UPDATE core.record SET updated_at = now() WHERE id = :record_id AND deleted_at IS NULL;
 
 -- name: soft_delete_record
-UPDATE core.record SET deleted_at = now(), updated_at = now()
-WHERE id = :record_id AND deleted_at IS NULL
+-- SPEC §4 record delete: the record, while active (records_deleted).
+{records_deleted} AND id = :record_id
 RETURNING id;
 
 -- name: soft_delete_record_contexts
-UPDATE core.context SET deleted_at = now()
-WHERE record_id = :record_id AND deleted_at IS NULL
+-- SPEC §4 record delete: every active note of the record (contexts_deleted).
+{contexts_deleted} AND record_id = :record_id
 RETURNING id;
 
 -- name: record_removal_summary
@@ -163,8 +176,8 @@ FROM ins CROSS JOIN (VALUES ('embedding'), ('keyword')) AS v(stage)
 RETURNING context_id;
 
 -- name: soft_delete_contexts
-UPDATE core.context SET deleted_at = now()
-WHERE id = ANY(CAST(:context_ids AS bigint[])) AND deleted_at IS NULL
+-- SPEC §4 note delete / edit: the named notes, while active (contexts_deleted).
+{contexts_deleted} AND id = ANY(CAST(:context_ids AS bigint[]))
 RETURNING id;
 
 -- ===== invalidation (SPEC §4), always inside the caller's transaction ========================

@@ -1,10 +1,11 @@
 -- Rescan, FAILED finalizer and operational reprocessing (SPEC §7). Owned by core.
 --
--- Fragments. `age`, `unfinished` and `expired` are not statements: they are written ONCE here
--- and spliced by name into the statements below by pinlog.db.sql.SqlStatements (`{age}`,
--- `{unfinished}`, `{expired}` markers; static SQL text from this file only — never data; the
--- Stage enum stays the only runtime value interpolated into SQL, SPEC §3). The claim and the
--- finalizer therefore share literally the same expiry predicate.
+-- Fragments. `age`, `unfinished`, `expired` and `oldest_batch` are not statements: they are
+-- written ONCE here and spliced by name into the statements below by pinlog.db.sql.Queries
+-- (`{age}`, `{unfinished}`, `{expired}`, `{oldest_batch}` markers; static SQL text from this
+-- file only — never data; the Stage enum stays the only runtime value interpolated into SQL,
+-- SPEC §3). The claim and the finalizer therefore share literally the same expiry predicate and
+-- the same ordered, limited, locked scan.
 --
 -- Bound parameters used by the fragments: :pending_expiry, :processing_expiry (intervals,
 -- from PINLOG_PENDING_EXPIRY / PINLOG_PROCESSING_EXPIRY). Clock: the database's now().
@@ -59,6 +60,17 @@ greatest(updated_at, coalesce(rescanned_at, updated_at))
     )
 )
 
+-- name: oldest_batch
+-- Rule: SPEC §7.2, §7.4 — how every locked scan of the rescan and the finalizer ends (the two scans
+-- of claim, finalize_exhausted, finalize_dead_ends, finalize_half_cancelled): oldest first by the
+-- rescan age ({age}: verbatim the key of context_ai_state_rescan_idx, so the ordered LIMIT scan
+-- runs on the index), at most :batch_size rows, FOR UPDATE SKIP LOCKED (several rescan loops
+-- share the work: a row another one holds is skipped, never waited for). A fragment (it ends a
+-- SELECT's WHERE).
+ORDER BY {age}
+    LIMIT :batch_size
+    FOR UPDATE SKIP LOCKED
+
 -- name: sendable
 -- Rule: SPEC §7.2, §7.3 — the row has work the rescan can re-send: no CANCELLED stage, and an
 -- unfinished stage that can progress (embedding PENDING or PROCESSING, keyword PROCESSING, or
@@ -96,9 +108,7 @@ WITH picked AS (
     SELECT context_id
     FROM ai.context_ai_state
     WHERE {unfinished} AND keyword_status = 'PENDING' AND embedding_status = 'FAILED'
-    ORDER BY {age}
-    LIMIT :batch_size
-    FOR UPDATE SKIP LOCKED
+    {oldest_batch}
 ), failed AS (
     UPDATE ai.context_ai_state AS s
     SET keyword_status = 'FAILED', updated_at = now()
@@ -124,9 +134,7 @@ WITH picked AS (
     SELECT context_id, embedding_status AS embedding_before, keyword_status AS keyword_before
     FROM ai.context_ai_state
     WHERE {unfinished} AND (embedding_status = 'CANCELLED' OR keyword_status = 'CANCELLED')
-    ORDER BY {age}
-    LIMIT :batch_size
-    FOR UPDATE SKIP LOCKED
+    {oldest_batch}
 ), cancelled AS (
     UPDATE ai.context_ai_state AS s
     SET embedding_status = 'CANCELLED', keyword_status = 'CANCELLED', updated_at = now()
@@ -159,9 +167,7 @@ WITH picked AS (
     SELECT context_id, embedding_status AS embedding_before, keyword_status AS keyword_before
     FROM ai.context_ai_state
     WHERE retry_count >= :max_retries AND {expired}
-    ORDER BY {age}
-    LIMIT :batch_size
-    FOR UPDATE SKIP LOCKED
+    {oldest_batch}
 ), failed AS (
     UPDATE ai.context_ai_state AS s
     SET embedding_status = CASE WHEN s.embedding_status IN ('PENDING','PROCESSING')
@@ -204,16 +210,12 @@ WITH by_age AS (
     SELECT context_id, {age} AS age
     FROM ai.context_ai_state
     WHERE retry_count < :max_retries AND {expired}
-    ORDER BY {age}
-    LIMIT :batch_size
-    FOR UPDATE SKIP LOCKED
+    {oldest_batch}
 ), by_owner AS (
     SELECT context_id, {age} AS age
     FROM ai.context_ai_state
     WHERE retry_count < :max_retries AND {released}
-    ORDER BY {age}
-    LIMIT :batch_size
-    FOR UPDATE SKIP LOCKED
+    {oldest_batch}
 ), picked AS (
     SELECT context_id
     FROM (SELECT context_id, age FROM by_age UNION SELECT context_id, age FROM by_owner) AS due

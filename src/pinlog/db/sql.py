@@ -15,7 +15,10 @@ from data (SPEC §3):
 - ``{fragment}``: the name of another block of the same file (e.g. core's ``{expired}``
   predicate in ``rescan.sql``) or of a file named in ``fragments_from``, spliced in
   recursively without its comment lines, so a predicate shared by several statements (and
-  files) is written once.
+  files) is written once;
+- ``{@fragment}``: the stage's own variant of a fragment, the block ``<label>_fragment`` (e.g.
+  ``{@startable}`` → ``embedding_startable`` / ``keyword_startable``), so one statement serves
+  both stages where only a per-stage guard differs (needs a Stage, as ``{stage}``).
 
 Markers are resolved in SQL lines only; in a comment line (``-- …``) they stay as written, so a
 comment may name the fragment a statement uses.
@@ -38,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pinlog.states import Stage
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
-_MARKER = re.compile(r"\{([a-z_]+)\}")
+_MARKER = re.compile(r"\{(@?[a-z_]+)\}")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"^\s*--.*$", re.MULTILINE)
 _STAGE_MARKERS = ("stage", "other", "label")
@@ -95,8 +98,8 @@ class Queries:
 
         Raises:
             KeyError: unknown name, or a ``{fragment}`` naming no block of the file.
-            TypeError: the statement uses ``{stage}``/``{other}``/``{label}`` and ``stage`` is
-                not a Stage.
+            TypeError: the statement uses ``{stage}``/``{other}``/``{label}``/``{@fragment}`` and
+                ``stage`` is not a Stage.
             ValueError: fragments nested more than 8 deep.
         """
         if _depth > 8:
@@ -108,9 +111,11 @@ class Queries:
 
         def resolve(match: re.Match[str]) -> str:
             marker = match.group(1)
-            if marker in _STAGE_MARKERS:
+            if marker in _STAGE_MARKERS or marker.startswith("@"):
                 if not isinstance(stage, Stage):
                     raise TypeError(f"{name} needs a Stage, got {type(stage).__name__}")
+                if marker.startswith("@"):  # the stage's own fragment: <label>_<name>
+                    return self.sql(f"{stage.label}_{marker[1:]}", stage, _depth + 1)
                 if marker == "label":
                     return stage.label
                 return stage.value if marker == "stage" else stage.other.value

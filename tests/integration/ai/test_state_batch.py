@@ -250,7 +250,7 @@ async def test_two_batch_claims_at_once_share_no_row_and_never_wait(engine, db_u
     try:
         async with holder.transaction():
             cursor = await holder.execute(
-                state.native_sql("start_embedding_batch", Stage.EMBEDDING),
+                state.native_sql("start_stage_batch", Stage.EMBEDDING),
                 {"context_ids": [1, 2, 3, 4], "expiry": EXPIRY, "owner": None})
             first = {row[0] for row in await cursor.fetchall()}
             async with engine.connect() as conn:  # B fails instead of waiting on A's locks

@@ -186,7 +186,7 @@ async def test_embedding_upsert_never_revives_is_deleted(engine, sync_conn):
 
 
 async def test_embedding_upsert_replaces_a_live_row_but_keeps_is_deleted_out_of_its_update():
-    sql = sql_code(state.Q.raw("upsert_embedding"))  # comments name is_deleted too
+    sql = sql_code(state.Q.sql("upsert_embedding"))  # comments name is_deleted too
     update_list = sql.split("DO UPDATE", 1)[1].split("WHERE", 1)[0]
     assert "is_deleted" not in update_list
     assert "embedding = EXCLUDED.embedding" in update_list
