@@ -7,7 +7,7 @@ many process requests at once with the same rules as :meth:`pinlog.ai.pipeline.P
 step by step:
 
 1. pre-check and guarded embedding start of every context in one round trip
-   (``precheck_batch`` + ``start_embedding_batch``: every row repeats the single start's
+   (``precheck`` + ``start_stage_batch`` for the embedding: every row repeats the single start's
    predicate, ``FOR UPDATE SKIP LOCKED``, so two batches never claim one row);
 2. the started texts embedded through the provider outside any transaction, all at once and
    each as the live path sends it (attempts, backoff, budget, vector checks), so the
