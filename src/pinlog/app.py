@@ -244,7 +244,13 @@ def create_app(
         app.state.ai = running.running.ai
         app.state.core = running.running.core
         log.info("pinlog started", extra=startup_fields(config, components, running.url))
-        yield
+        try:
+            yield
+        finally:
+            # the console's long actions end while the engine they use is still open
+            actions = getattr(app.state, "console_actions", None)
+            if actions is not None:
+                await actions.stop()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

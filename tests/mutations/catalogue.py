@@ -3045,6 +3045,33 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # ---- the operator console and the command's server client (issue 29) ---------------------
     Mutation(
+        "console_actions_outlive_the_app",
+        "issue 29: the app's shutdown stops the console's running actions while its engine is "
+        "open (a reprocess task that outlived it left a session in a transaction)",
+        APP,
+        "            if actions is not None:\n                await actions.stop()\n",
+        "            if actions is not None:\n                pass\n",
+        (f"{CONSOLE_T}::test_a_running_console_reprocess_is_stopped_and_recorded_at_shutdown",),
+    ),
+    Mutation(
+        "console_actions_stop_does_not_wait",
+        "issue 29: stopping the console's actions waits until each has ended (its cleanup runs "
+        "before the engine is disposed)",
+        CONSOLE_ROUTES,
+        "        await asyncio.gather(*tasks, return_exceptions=True)\n\n\ndef build_router(",
+        "\n\n\ndef build_router(",
+        ("tests/unit/test_console_actions.py::test_stop_cancels_a_running_action_and_waits_for_its_cleanup",
+         f"{CONSOLE_T}::test_a_running_console_reprocess_is_stopped_and_recorded_at_shutdown"),
+    ),
+    Mutation(
+        "console_stopped_reprocess_not_recorded",
+        "issue 29: a console reprocess stopped by the shutdown says so in the action log",
+        CONSOLE_ROUTES,
+        '                await reads.finish_action(runtime.engine, action_id, {"state": "stopped"})\n',
+        "",
+        (f"{CONSOLE_T}::test_a_running_console_reprocess_is_stopped_and_recorded_at_shutdown",),
+    ),
+    Mutation(
         "console_on_without_a_token",
         "issue 29: the console is off (404) unless a console token is configured",
         CONSOLE_ACCESS,

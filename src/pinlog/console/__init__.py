@@ -29,8 +29,10 @@ def mount(app: FastAPI, settings: Settings) -> bool:
     config = ConsoleConfig.from_settings(settings)
     if not config.enabled:
         return False
-    from pinlog.console.routes import STATIC, build_router
+    from pinlog.console.routes import STATIC, BackgroundActions, build_router
 
-    app.include_router(build_router(config))
+    # stopped by the app's lifespan before its components (pinlog.app.create_app)
+    app.state.console_actions = BackgroundActions()
+    app.include_router(build_router(config, app.state.console_actions))
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
     return True

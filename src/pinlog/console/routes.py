@@ -123,10 +123,43 @@ class Denied(Exception):
         self.response = response
 
 
-def build_router(config: ConsoleConfig) -> APIRouter:
-    """The ``/console`` router for ``config`` (mounted by :func:`pinlog.console.mount`)."""
+class BackgroundActions:
+    """The console's long actions that run after their answer (a reprocess), one per name, tied
+    to the app's lifetime: :meth:`stop` (the app's shutdown, before its database engine is
+    disposed) cancels those still running and waits for them, so none outlives the engine
+    holding a connection in a transaction."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def names(self) -> list[str]:
+        """The names of the actions still running, sorted."""
+        return sorted(name for name, task in self._tasks.items() if not task.done())
+
+    def busy(self, name: str) -> bool:
+        """Whether the action ``name`` started here is still running."""
+        task = self._tasks.get(name)
+        return task is not None and not task.done()
+
+    def start(self, name: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background as the action ``name``."""
+        self._tasks[name] = asyncio.ensure_future(work)
+        self._tasks[name].set_name(f"console-{name}")
+
+    async def stop(self) -> None:
+        """Cancel the running actions and wait until each has ended (their own ``finally`` /
+        ``except CancelledError`` included). Idempotent; raises nothing."""
+        tasks = [t for t in self._tasks.values() if not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def build_router(config: ConsoleConfig, actions: BackgroundActions | None = None) -> APIRouter:
+    """The ``/console`` router for ``config`` (mounted by :func:`pinlog.console.mount`); its
+    long actions run in ``actions`` (the app stops them at shutdown)."""
     router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
-    running: dict[str, asyncio.Task[None]] = {}
+    running = actions if actions is not None else BackgroundActions()
     minutes = reads.MinuteCounts()
 
     # --- helpers ---------------------------------------------------------------------------
@@ -351,7 +384,7 @@ def build_router(config: ConsoleConfig) -> APIRouter:
     async def actions_page(request: Request, session: Session) -> Response:
         return page(request, session, "actions.html", active="actions",
                     actions=await reads.recent_actions(core(request).engine),
-                    running=sorted(name for name, t in running.items() if not t.done()),
+                    running=running.names(),
                     profile=core(request).config.search.profile)
 
     @handles("GET", "/actions/rescan", admin=True)
@@ -425,7 +458,7 @@ def build_router(config: ConsoleConfig) -> APIRouter:
                 or not signed_ok(config, session, ticket, fields.get("signature"))):
             return page(request, session, "denied.html", status_code=409,
                         reason="Run the dry-run first (or again: it is older than 15 minutes).")
-        if "reprocess" in running and not running["reprocess"].done():
+        if running.busy("reprocess"):
             return page(request, session, "denied.html", status_code=409,
                         reason="A reprocess started from the console is still running.")
         runtime = core(request)
@@ -442,12 +475,17 @@ def build_router(config: ConsoleConfig) -> APIRouter:
                 outcome = {"state": "done", "moved": report.moved, "batches": report.batches,
                            "dispatched": len(report.dispatch.dispatched),
                            "failed_calls": len(report.dispatch.failed_calls)}
+            except asyncio.CancelledError:
+                # the app stops (BackgroundActions.stop): the batches committed so far stay
+                # moved, the rescan sends the rest; the action log says it was stopped
+                await reads.finish_action(runtime.engine, action_id, {"state": "stopped"})
+                raise
             except Exception as exc:  # noqa: BLE001 - recorded, and the rescan recovers the rest
                 outcome = {"state": "failed", "error_class": type(exc).__name__}
                 log.warning("console reprocess failed", extra={"error_class": type(exc).__name__})
             await reads.finish_action(runtime.engine, action_id, outcome)
 
-        running["reprocess"] = asyncio.create_task(work(), name="console-reprocess")
+        running.start("reprocess", work())
         log.info("console action", extra={"route": "/console/actions/reprocess",
                                           "role": session.role})
         return RedirectResponse(f"/console/actions?done={action_id}", status_code=303)

@@ -264,3 +264,59 @@ async def test_logout_needs_csrf_and_ends_the_session(settings, db_url, provider
         out = await app.http.post("/console/logout", data={"csrf": csrf})
         assert out.status_code == 303
         assert (await app.http.get("/console")).status_code == 303
+
+
+class HeldClient:
+    """A process client at the contract whose sends wait on ``release`` (``entered`` is set
+    once a send waits); records whether a waiting send was cancelled."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.entered, self.release = asyncio.Event(), asyncio.Event()
+        self.cancelled = False
+
+    async def _hold(self, n: int) -> list[int]:
+        import asyncio
+
+        self.entered.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return [202] * n
+
+    async def send(self, request) -> int:
+        return (await self._hold(1))[0]
+
+    async def send_batch(self, requests) -> list[int]:
+        return await self._hold(len(requests))
+
+
+async def test_a_running_console_reprocess_is_stopped_and_recorded_at_shutdown(
+        settings, db_url, provider, judge, presets, sync_conn):
+    """The app's shutdown stops a console reprocess still running (its dispatch held) while the
+    engine is open: the task has ended and the action log says ``stopped`` (a task that outlived
+    the engine left its session idle in a transaction at the lowest allowed versions, and the
+    next test's TRUNCATE waited on it for good)."""
+    held = HeldClient()
+    async with console_app(settings, db_url, provider, judge) as app:
+        await create_notes(app, ["하나", "둘"])
+        sync_conn.execute("UPDATE ai.context_keyword_analysis SET preset_version = 0")
+        app.core.client = held  # the reprocess's re-sends wait on the hook
+        await login(app.http, ADMIN_TOKEN)
+        csrf = csrf_of((await app.http.get("/console/actions")).text)
+        dry = await app.http.get("/console/actions/reprocess?mode=presets")
+        fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', dry.text))
+        run = await app.http.post("/console/actions/reprocess", data={
+            "csrf": csrf, "confirm": "yes", "mode": "presets", "ticket": fields["ticket"],
+            "signature": fields["signature"]})
+        assert run.status_code == 303
+        await held.entered.wait()  # the reprocess runs: its first batch's re-send waits
+        actions = app.app.state.console_actions
+        assert actions.names() == ["reprocess"]
+    assert held.cancelled and actions.names() == []
+    (outcome,) = sync_conn.execute(
+        "SELECT outcome FROM core.console_action WHERE action = 'reprocess'").fetchone()
+    assert outcome == {"state": "stopped"}
