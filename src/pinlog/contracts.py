@@ -268,10 +268,22 @@ class SearchResponse(_Camel):
     shows (with ``matchedBy``); mode ``vector``: only records the vector channel vouches for;
     mode ``score``: none. An off-topic or filler query gets none. ``scored``: one entry per
     searchable context of the requested ``recordIds``, with its cosine and strength (any order).
+
+    ``doubt_strength`` (``doubtStrength``, modes ``vector`` and ``score``): the strength a record
+    the lexical channel doubts needs, under the profile whose vectors answered (its calibration;
+    ``null``: that profile has no calibrated strength, so no doubt). The strengths in ``score``
+    are that profile's, so the caller's decision takes the doubt from here, not from its own
+    start-up rule, and stays right through a profile switch (SPEC §9.1, §10). Absent (an older
+    ai side): the caller's rule.
     """
 
     results: list[SearchHit]
     scored: list[SearchHit] = Field(default_factory=list)
+    doubt_strength: float | None = None
+
+    def doubt_or(self, fallback: float | None) -> float | None:
+        """``doubt_strength`` when the answer carries one (even ``null``), else ``fallback``."""
+        return self.doubt_strength if "doubt_strength" in self.model_fields_set else fallback
 
 
 class ProcessClient(Protocol):

@@ -123,3 +123,41 @@ async def test_a_failing_channel_cancels_the_vector_search_and_raises_as_it_is()
     with pytest.raises(LookupError, match="database gone"):
         await search(SearchQuery(1, "카페"), [Broken(RULE)], Slow(), RULE, 20)
     assert Slow.cancelled
+
+
+class DoubtSeen(Channel):
+    """Records the doubt strength of the answer its evidence is given."""
+
+    names = ("words",)
+    seen: list
+
+    async def find(self, query):
+        return DoubtSeenFound(self.seen)
+
+
+class DoubtSeenFound(WordsFound):
+    def __init__(self, seen):
+        self.seen = seen
+
+    def evidence(self, response, cosines):
+        self.seen.append(response.doubt_or("caller's"))
+        return {}
+
+
+async def test_the_answers_doubt_strength_reaches_the_channels_after_the_score_request():
+    """SPEC §9.1/§10: the vector answer says whose strengths it carries (``doubtStrength``);
+    the kernel keeps it when it adds the scored contexts of the second request, so a channel's
+    doubt is the answering profile's."""
+    started = asyncio.Event()
+    started.set()
+
+    class Answering(FakeVector):
+        async def candidates(self, query, limit):
+            return (await super().candidates(query, limit)).model_copy(
+                update={"doubt_strength": 6.0})
+
+    channel = DoubtSeen(RULE)
+    channel.seen = []
+    await search(SearchQuery(1, "조용한 카페"), [VectorChannel(RULE), channel], Answering(started),
+                 RULE, 20)
+    assert channel.seen == [6.0]

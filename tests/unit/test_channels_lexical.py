@@ -138,6 +138,25 @@ def test_no_doubt_without_a_calibrated_strength():
     assert e.doubt is None
 
 
+def test_the_doubt_is_the_answering_profiles_not_the_callers():
+    """SPEC §9.1/§10: after a profile switch the vector answer's strengths are the new profile's,
+    so a doubted record needs that profile's doubt strength (``doubtStrength`` of the answer),
+    not the one core's rule was built with at start-up; an answer without the field (an older
+    ai side) leaves the caller's."""
+    f = found("중고 노트북 매장", {10: "노트북 들고 와서 작업했다"})
+    cosines = {1: {10: 0.8}}
+    [e] = f.evidence(SearchResponse(results=[], doubt_strength=7.25), cosines).values()
+    assert e.doubt == 7.25
+    [e] = f.evidence(SearchResponse(results=[], doubt_strength=None), cosines).values()
+    assert e.doubt is None  # the answering profile has no calibrated strength: no doubt
+    [e] = f.evidence(SearchResponse.model_validate({"results": []}), cosines).values()
+    assert e.doubt == RULE.doubt_strength
+    # the kernel keeps the answer's doubt when it adds the scored contexts
+    answer = SearchResponse(results=[], doubt_strength=7.25)
+    merged = answer.model_copy(update={"scored": []})
+    assert merged.doubt_or(1.0) == 7.25
+
+
 def test_place_words_are_reported_as_place():
     [e] = found("피넛커피", {10: "소파가 편한 카페"}, "피넛커피 충북혁신도시점").evidence(
         SearchResponse(results=[]), {1: {10: 0.5}}).values()

@@ -93,11 +93,15 @@ class AiSearch:
         self.vectors = vectors if vectors is not None else QueryVectors()
 
     async def vector(self, request: SearchRequest, *, keywords: bool = True) -> SearchResponse:
-        """Modes ``vector``/``score`` (:func:`pinlog.ai.search.search`)."""
-        return await search(self.engine, self.provider, request, self.cuts, rewrite=self.rewrite,
-                            keyword_floor=self.keyword_floor if keywords else None,
-                            background=self.background, vectors=self.vectors,
-                            accepted_profiles=self.accepted_profiles)
+        """Modes ``vector``/``score`` (:func:`pinlog.ai.search.search`), with this profile's
+        doubt strength (``doubtStrength``: the caller's decision doubts with the strengths of
+        the profile that answered, SPEC §9.1)."""
+        response = await search(self.engine, self.provider, request, self.cuts,
+                                rewrite=self.rewrite,
+                                keyword_floor=self.keyword_floor if keywords else None,
+                                background=self.background, vectors=self.vectors,
+                                accepted_profiles=self.accepted_profiles)
+        return response.model_copy(update={"doubt_strength": self.rule.doubt_strength})
 
     def _request(self, query: SearchQuery, mode: SearchMode, limit: int = 20,
                  record_ids: Sequence[int] = ()) -> SearchRequest:

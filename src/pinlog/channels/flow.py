@@ -119,7 +119,7 @@ async def _run(query: SearchQuery, channels: Sequence[Channel], vector: VectorSe
     wanted = records_to_score(found, answer)
     if wanted:
         extra = await vector.score(query, wanted)
-        answer = SearchResponse(results=answer.results, scored=[*answer.scored, *extra.scored])
+        answer = answer.model_copy(update={"scored": [*answer.scored, *extra.scored]})
     return found, answer
 
 

@@ -285,6 +285,8 @@ class LexicalFound:
         coverage to rank by, vouched at ``min_coverage``, doubting below ``doubt_coverage``
         (module docstring)."""
         rule, query = self.rule, self.query
+        # the doubt of the profile whose strengths answered (SPEC §9.1): the answer's, else ours
+        doubt_strength = response.doubt_or(rule.doubt_strength)
         out: dict[int, Evidence] = {}
         for record_id, match in self.matches.items():
             scored = cosines.get(record_id, {})
@@ -296,7 +298,7 @@ class LexicalFound:
             notes = {cid: n for cid, n in notes.items() if n}
             names = ((TEXT,) if notes else ()) + ((PLACE,) if query.matched(match.place_terms) else ())
             shown = max(notes, key=lambda cid: (notes[cid], scored[cid], -cid)) if notes else None
-            doubt = rule.doubt_strength if cov < rule.doubt_coverage else None
+            doubt = doubt_strength if cov < rule.doubt_coverage else None
             out[record_id] = Evidence(cov, cov >= rule.min_coverage, names or (TEXT,), shown,
                                       doubt=doubt)
         return out

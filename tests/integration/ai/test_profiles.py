@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from pinlog.ai import profiles
+from pinlog.ai.calibration import calibration_defaults
 from pinlog.ai.profiles import ProfileError, activate_profile, build_profile, drop_profile
 from pinlog.ai.routing import ProfileNotServed
 from pinlog.ai.runtime import AiRuntime
@@ -281,8 +282,33 @@ async def test_activation_switches_every_search_and_keeps_the_old_vectors(
         assert runtime.profile == PROFILE_B
         # the vector channel alone (mode "vector", a backend's own fusion) accepts A's name too
         vector_only = search_request(1).model_copy(update={"mode": "vector"})
-        assert [h.record_id for h in (await runtime.search(vector_only)).results] == \
-            expected(1, N, PROFILE_B)
+        answer = await runtime.search(vector_only)
+        assert [h.record_id for h in answer.results] == expected(1, N, PROFILE_B)
+        # ... and its strengths are B's, so the caller doubts with B's doubt strength
+        assert answer.doubt_or(-1.0) == calibration_defaults(PROFILE_B).search_doubt_strength
+    finally:
+        await runtime.stop()
+
+
+async def test_the_doubt_strength_follows_the_active_profile_through_a_switch(
+        tmp_path, db_url, engine, world):
+    """SPEC §9.1/§10: core's search rule is built once, with the first profile's doubt strength;
+    the ai side's answers (modes vector and score) say whose strengths they carry, so after an
+    activation a doubted record needs the new profile's doubt strength, not the old one's."""
+    a, b = provider_a(N), provider_b(N)
+    await _build(engine)
+    runtime = await _runtime(tmp_path, db_url, engine, a, b,
+                             settings=next_settings(tmp_path, db_url, search_doubt_strength=4.5))
+    try:
+        for mode in ("vector", "score"):
+            asked = search_request(1).model_copy(update={"mode": mode, "record_ids": [1]})
+            assert (await runtime.search(asked)).doubt_or(-1.0) == 4.5  # A's (the setting)
+        await activate_profile(engine, PROFILE_B, current=ACTIVE_A)
+        after = calibration_defaults(PROFILE_B).search_doubt_strength
+        assert after != 4.5
+        for mode in ("vector", "score"):
+            asked = search_request(1).model_copy(update={"mode": mode, "record_ids": [1]})
+            assert (await runtime.search(asked)).doubt_or(-1.0) == after
     finally:
         await runtime.stop()
 
