@@ -161,15 +161,40 @@ def migrated_db_url(pg_server_url: str) -> str:
     return url
 
 
+#: How long the TRUNCATE between tests waits for a lock before it reports the session holding it
+#: (a leaked transaction of an earlier test; normally it waits for nothing).
+TRUNCATE_LOCK_TIMEOUT = "30s"
+
+
 def truncate_all(url: str) -> None:
-    """Empty every core.* and ai.* table (identities restarted) but our version table."""
+    """Empty every core.* and ai.* table (identities restarted) but our version table.
+
+    Raises:
+        RuntimeError: another session held a lock on them for :data:`TRUNCATE_LOCK_TIMEOUT` — a
+            transaction an earlier test leaked. The message names those sessions (pid,
+            application, state, its last statement's start); they are terminated, so this one
+            test fails loudly instead of every later one waiting out pytest's timeout.
+    """
     with psycopg.connect(url, autocommit=True) as conn:
         tables = conn.execute(
             "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables "
             "WHERE schemaname IN ('core', 'ai') AND tablename <> 'alembic_version'"
         ).fetchall()
-        if tables:
+        if not tables:
+            return
+        conn.execute(f"SET lock_timeout = '{TRUNCATE_LOCK_TIMEOUT}'")
+        try:
             conn.execute("TRUNCATE " + ", ".join(t[0] for t in tables) + " RESTART IDENTITY CASCADE")
+        except psycopg.errors.LockNotAvailable:
+            leaked = conn.execute(
+                "SELECT pid, application_name, state, left(query, 120), "
+                "pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND state IN ('idle in transaction', 'idle in transaction (aborted)', 'active') "
+                "AND backend_type = 'client backend'").fetchall()
+            raise RuntimeError(
+                f"an earlier test left a transaction holding a lock for {TRUNCATE_LOCK_TIMEOUT} "
+                f"(sessions terminated: {[row[:4] for row in leaked]})") from None
 
 
 @pytest.fixture
