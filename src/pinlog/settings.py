@@ -190,8 +190,10 @@ class Settings(BaseSettings):
     rescan_batch_size: int = Field(100, ge=1, le=10_000)
     rescan_concurrency: int = Field(4, ge=1, le=64, description="Parallel re-sends per round.")
     rescan_busy_wait: float = Field(
-        60.0, ge=0, le=3600, description="Seconds one re-send keeps retrying (capped backoff) "
-        "while the ai side answers 503 (queue full), so back-to-back rounds never flood it.")
+        60.0, ge=0, le=3600, description="Seconds one send (the live dispatch, a re-send, a "
+        "batch) keeps retrying (capped backoff) while the ai side answers 503 (queue full): a "
+        "refused note is processed as soon as there is room, and back-to-back rounds never "
+        "flood it; 0 = once.")
     heartbeat_timeout: float = Field(
         30.0, ge=3, le=3600, description="Seconds a process may go without a heartbeat before "
         "it counts as gone (SPEC §7.3.1): its PROCESSING stages and the PENDING rows it was to "

@@ -7,6 +7,7 @@ import psycopg
 import pytest
 from tests import conftest
 
+
 def test_a_leaked_transaction_is_reported_and_ended(db_url, monkeypatch):
     monkeypatch.setattr(conftest, "TRUNCATE_LOCK_TIMEOUT", "200ms")
     leak = psycopg.connect(db_url)

@@ -1663,9 +1663,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "busy_resend_given_up_at_once",
         "SPEC §7.2 recovery speed: a busy 503 is re-sent within the round (paced), never dropped",
-        RESCAN_PY,
-        "                while status == 503 and time.monotonic() + pause < deadline:",
-        "                while False:",
+        DISPATCH_PY,
+        "    while status == 503 and time.monotonic() + pause < deadline:",
+        "    while False:",
         (f"{SPEED_T}::test_a_busy_ai_side_paces_the_round_instead_of_losing_the_resend",),
     ),
     # ---- the preset file (ai/presets.py, SPEC §8) ---------------------------------------------
@@ -3189,5 +3189,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        answer = SearchResponse(results=answer.results, scored=[*answer.scored, *extra.scored])",
         ("tests/unit/test_channels_flow.py::"
          "test_the_answers_doubt_strength_reaches_the_channels_after_the_score_request",),
+    ),
+    Mutation(
+        "live_dispatch_gives_up_when_busy",
+        "SPEC §5.1/§7.2: the live dispatch re-sends a refused (503) request, paced, until accepted",
+        DISPATCH_PY,
+        "                    await send_paced(self.client, request, busy_wait=self.busy_wait,\n"
+        "                                     sleep=self._sleep)",
+        "                    await self.client.send(request)",
+        ("tests/unit/core/test_dispatcher.py::"
+         "test_a_busy_ai_side_gets_the_live_request_again_once_its_queue_has_room",
+         f"{IMPORT_T}::test_a_refused_live_dispatch_is_sent_again_once_the_queue_has_room"),
+    ),
+    Mutation(
+        "live_dispatch_not_given_the_busy_wait",
+        "SPEC §5.1/§7.2: the runtime's dispatcher gets PINLOG_RESCAN_BUSY_WAIT",
+        "src/pinlog/core/runtime.py",
+        "                                     workers=config.dispatch.workers,\n"
+        "                                     busy_wait=config.dispatch.busy_wait)",
+        "                                     workers=config.dispatch.workers)",
+        ("tests/unit/core/test_dispatcher.py::test_the_runtime_dispatcher_waits_out_a_busy_ai_side",
+         f"{IMPORT_T}::test_a_refused_live_dispatch_is_sent_again_once_the_queue_has_room"),
     ),
 )

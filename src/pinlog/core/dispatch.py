@@ -383,14 +383,32 @@ class UnconfiguredClient:
         """Nothing to close."""
 
 
-#: First and longest pause between re-sends of one busy (503) context, seconds (the rescan's
-#: one-request-per-context path).
+#: First and longest pause between re-sends of one busy (503) context, seconds (the live
+#: dispatch and the rescan's one-request-per-context path).
 BUSY_BACKOFF = (0.05, 2.0)
 #: First and longest pause (seconds) before the busy (503) items of a batch are sent again: a batch
 #: re-send is one call for many contexts, and the ai side empties its queue in well under a
 #: second at backfill speed, so a long pause only leaves it idle (issue 25: with
 #: :data:`BUSY_BACKOFF` a 4,000-context backfill spent half its time waiting).
 BATCH_BUSY_BACKOFF = (0.02, 0.25)
+
+
+async def send_paced(client: ProcessClient, request: ProcessRequest, *, busy_wait: float,
+                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> int:
+    """``client.send(request)``, sent again while the ai side answers 503 (its work queue is
+    full) with capped exponential backoff (:data:`BUSY_BACKOFF`) for up to ``busy_wait``
+    seconds (0 → once), so a context is processed as soon as that queue has room instead of
+    waiting for the rescan's PENDING expiry, and the senders are paced by the queue instead of
+    flooding it (SPEC §5.1, §7.2 "Recovery speed"). Returns the last status; never raises for
+    an ai-side failure."""
+    status = await client.send(request)
+    deadline = time.monotonic() + busy_wait
+    pause = BUSY_BACKOFF[0]
+    while status == 503 and time.monotonic() + pause < deadline:
+        await sleep(pause)
+        pause = min(BUSY_BACKOFF[1], pause * 2)
+        status = await client.send(request)
+    return status
 
 
 async def send_batch_paced(client: BatchProcessClient, requests: Sequence[ProcessRequest], *,
@@ -461,17 +479,24 @@ class Dispatcher:
         queue_size: capacity of the waiting queue (``PINLOG_DISPATCH_QUEUE_SIZE``, default 100);
             requests being sent by a worker are not counted.
         workers: concurrent senders (``PINLOG_DISPATCH_WORKERS``).
+        busy_wait: seconds a worker keeps re-sending a request the ai side answers 503 (its
+            work queue is full) — :func:`send_paced` (``PINLOG_RESCAN_BUSY_WAIT``; 0 → once).
+        sleep: the pause between those re-sends (tests pass a hook).
 
     Only call :meth:`enqueue` with ids whose transaction has **committed**. A full queue drops
-    the request (counted as outcome ``dropped``); the rescan recovers it.
+    the request (counted as outcome ``dropped``); the rescan recovers it. A request still busy
+    after ``busy_wait`` stays PENDING for the rescan too.
     """
 
-    def __init__(self, client: ProcessClient, queue_size: int = 100, workers: int = 4) -> None:
-        if queue_size < 1 or workers < 1:
-            raise ValueError("queue_size and workers must be >= 1")
+    def __init__(self, client: ProcessClient, queue_size: int = 100, workers: int = 4, *,
+                 busy_wait: float = 0.0,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if queue_size < 1 or workers < 1 or busy_wait < 0:
+            raise ValueError("queue_size and workers must be >= 1, busy_wait >= 0")
         self.client = client
         self.queue_size = queue_size
         self.workers = workers
+        self.busy_wait, self._sleep = busy_wait, sleep
         self._queue: asyncio.Queue[tuple[ProcessRequest, Mapping[str, object]]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -540,7 +565,8 @@ class Dispatcher:
             # sent in the context it was enqueued in (not the worker task's own)
             with log_context(ids):
                 try:
-                    await self.client.send(request)
+                    await send_paced(self.client, request, busy_wait=self.busy_wait,
+                                     sleep=self._sleep)
                 except Exception:  # noqa: BLE001 - a client bug must not kill the worker
                     log.exception("process client raised",
                                   extra={"context_id": request.context_id})

@@ -52,7 +52,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinlog import metrics
 from pinlog.contracts import BatchProcessClient, ProcessClient, ProcessRequest
-from pinlog.core.dispatch import BUSY_BACKOFF, BulkSends, send_batch_paced
+from pinlog.core.dispatch import BulkSends, send_batch_paced, send_paced
 from pinlog.core.services import place_meta
 from pinlog.db.background import stop_task
 from pinlog.db.sql import SqlStatements
@@ -280,15 +280,9 @@ async def resend(
                 if request is None:
                     return outcome, context_id
                 with log_context(request_id=f"{actor}-{uuid.uuid4().hex[:16]}"):  # X-Request-Id
-                    status = await client.send(request)
                     # busy (503: the ai side's queue is full) → wait and re-send, so the rescan
                     # is paced by that queue instead of flooding it (SPEC §7.2 "Recovery speed")
-                    deadline = time.monotonic() + busy_wait
-                    pause = BUSY_BACKOFF[0]
-                    while status == 503 and time.monotonic() + pause < deadline:
-                        await asyncio.sleep(pause)
-                        pause = min(BUSY_BACKOFF[1], pause * 2)
-                        status = await client.send(request)
+                    status = await send_paced(client, request, busy_wait=busy_wait)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one failure never stops the round

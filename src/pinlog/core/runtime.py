@@ -125,7 +125,8 @@ class CoreRuntime:
         self.run_rescan = config.rescan.enabled if rescan is None else rescan
         self.client = build_client(config.dispatch, in_process_submit, in_process_submit_batch)
         self.dispatcher = Dispatcher(self.client, queue_size=config.dispatch.queue_size,
-                                     workers=config.dispatch.workers)
+                                     workers=config.dispatch.workers,
+                                     busy_wait=config.dispatch.busy_wait)
         self.service = CoreService(engine, self.dispatcher, config.service, owner=owner)
         if config.dispatch.ai_base_url:
             from pinlog.core.search import HttpSearchClient

@@ -166,3 +166,58 @@ async def test_a_request_is_sent_with_the_request_id_of_the_context_it_was_enque
     assert seen[1] == "rid-public"
     assert len({seen[1], seen[2], seen[3], "rid-starter"}) == 4
     assert all(isinstance(seen[c], str) and len(str(seen[c])) == 32 for c in (2, 3))
+
+
+class BusyThenAccepting:
+    """Answers 503 (the ai side's work queue is full) ``busy`` times, then 202."""
+
+    def __init__(self, busy: int) -> None:
+        self.busy, self.sent = busy, []
+
+    async def send(self, request: ProcessRequest) -> int:
+        self.sent.append(request.context_id)
+        return 503 if len(self.sent) <= self.busy else 202
+
+
+async def test_a_busy_ai_side_gets_the_live_request_again_once_its_queue_has_room():
+    """SPEC §5.1/§7.2: a 503 is re-sent with capped backoff (the worker is paced by the ai
+    side's queue) instead of leaving the committed row PENDING until the rescan's expiry."""
+    client, pauses = BusyThenAccepting(busy=3), []
+
+    async def pause(seconds: float) -> None:  # the hook instead of a real wait
+        pauses.append(seconds)
+
+    dispatcher = Dispatcher(client, queue_size=5, workers=1, busy_wait=60.0, sleep=pause)
+    dispatcher.start()
+    dispatcher.enqueue(req(1))
+    await dispatcher.join()
+    assert client.sent == [1, 1, 1, 1]  # sent until accepted
+    assert pauses == [0.05, 0.1, 0.2]  # BUSY_BACKOFF: 50 ms, doubling
+    await dispatcher.stop()
+
+
+async def test_without_a_busy_wait_a_busy_request_is_sent_once():
+    client, pauses = BusyThenAccepting(busy=3), []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    dispatcher = Dispatcher(client, queue_size=5, workers=1, busy_wait=0.0, sleep=pause)
+    dispatcher.start()
+    dispatcher.enqueue(req(1))
+    await dispatcher.join()
+    assert (client.sent, pauses) == ([1], [])  # left PENDING for the rescan
+    await dispatcher.stop()
+
+
+def test_the_runtime_dispatcher_waits_out_a_busy_ai_side(tmp_path):
+    """The live dispatcher gets PINLOG_RESCAN_BUSY_WAIT (one setting for every send)."""
+    from pinlog.core.runtime import CoreRuntime
+
+    config = config_of(make_settings(tmp_path, rescan_busy_wait=12.5)).core
+
+    async def submit(request: ProcessRequest) -> int:
+        return 202
+
+    runtime = CoreRuntime(None, config, in_process_submit=submit)  # type: ignore[arg-type]
+    assert runtime.dispatcher.busy_wait == 12.5

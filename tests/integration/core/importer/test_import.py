@@ -5,6 +5,7 @@ the ai runtime (fake model providers at their Protocols), ``wait_for_stages`` wa
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -20,6 +21,7 @@ from tests.fakes import FakeEmbeddingProvider, FakeJudge
 from tests.integration.core.importer.conftest import (
     FRIENDS_TEXT, QUIET_TEXT, count, db_counts, import_settings, note, quiet_console, write_jsonl)
 from tests.conftest import config_of
+from tests.integration.core.support import dispatch_count
 
 WAIT = 30.0  # seconds; a generous ceiling, the tests end as soon as the work is done
 
@@ -303,9 +305,12 @@ async def test_wait_for_stages_gives_up_at_the_timeout(tmp_path, parts, engine, 
 
 # --- the nudge ---------------------------------------------------------------------------------
 
-def _four_notes_one_job_at_a_time(tmp_path, db_url):
-    """Settings whose ai side queues one job and runs one at a time, and a file of 4 notes."""
-    settings = import_settings(tmp_path, db_url, work_queue_size=1, worker_concurrency=1)
+def _four_notes_one_job_at_a_time(tmp_path, db_url, busy_wait: float = 0.0):
+    """Settings whose ai side queues one job and runs one at a time, and a file of 4 notes.
+    ``busy_wait``: how long the live dispatch re-sends a refused (503) request (default: once,
+    so a refused context stays PENDING)."""
+    settings = import_settings(tmp_path, db_url, work_queue_size=1, worker_concurrency=1,
+                               rescan_busy_wait=busy_wait)
     lines = [note("alice", f"r{i}", f"ext-{i}", f"메모 {i}") for i in range(4)]
     return settings, parse_import_file(write_jsonl(tmp_path / "n.jsonl", lines),
                                        max_text_chars=settings.max_text_chars)
@@ -361,6 +366,34 @@ async def test_wait_without_a_nudge_leaves_a_refused_context_pending(
         assert await wait_for_stages(engine, report.context_ids, timeout=1.0, poll=0.05) is False
     assert count(sync_conn, "SELECT count(*) FROM ai.context_ai_state "
                  "WHERE embedding_status = 'PENDING'") >= 2
+
+
+async def test_a_refused_live_dispatch_is_sent_again_once_the_queue_has_room(
+        tmp_path, db_url, engine, presets, sync_conn, provider, judge):
+    """SPEC §5.1/§7.2: with the busy wait (PINLOG_RESCAN_BUSY_WAIT) the live dispatch re-sends
+    a request the full ai side refused (503), paced by that queue, so every context finishes
+    as soon as there is room — no rescan runs here, no nudge, and no context waits for the
+    PENDING expiry."""
+    settings, parsed = _four_notes_one_job_at_a_time(tmp_path, db_url, busy_wait=60.0)
+    busy = dispatch_count("busy")
+    async with running_components(config_of(settings), engine,
+                                  ai_kwargs={"provider": provider, "judge": judge}) as parts:
+        gate = provider.hold()
+        report = await import_lines(parts.core.service, parsed)
+        await gate.wait_entered()  # one job runs (held), one waits: the others are refused
+
+        async def refused_twice() -> None:  # the outcome counter as the hook
+            while dispatch_count("busy") < busy + 2:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(refused_twice(), WAIT)
+        gate.open()
+        await parts.core.dispatcher.join()  # the refused ones were sent again and accepted
+        await parts.ai.join()
+        ids = report.context_ids
+    assert {cid: state(sync_conn, cid) for cid in ids} == {
+        cid: ("COMPLETED", "COMPLETED", 0) for cid in ids}
+    assert sorted(provider.texts) == sorted(f"메모 {i}" for i in range(4))  # each embedded once
 
 
 async def test_an_import_sends_its_contexts_as_process_batches(tmp_path, db_url, engine, presets,
