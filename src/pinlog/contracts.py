@@ -220,6 +220,11 @@ class SearchRequest(_StrictCamel):
     side returns in ``scored`` with their cosine and strength (same filters as the search:
     member, not deleted, COMPLETED, profile), whether or not the vector channel vouches for
     them (modes ``vector`` and ``score``).
+
+    ``withDoubtStrength`` (optional, default false; modes ``vector`` and ``score``): answer with
+    :attr:`SearchResponse.doubt_strength` too. Asked for, not sent unasked, so a core of the
+    previous release (which refuses unknown answer fields) keeps working against this ai side
+    during a rolling upgrade, and an ai side of the previous release ignores the question.
     """
 
     user_id: MemberId
@@ -228,8 +233,9 @@ class SearchRequest(_StrictCamel):
     embedding_profile: str = Field(min_length=1)
     record_ids: list[RecordId] = Field(default_factory=list, max_length=MAX_SCORED_RECORDS)
     mode: SearchMode = "hybrid"
+    with_doubt_strength: bool = False
 
-    @field_validator("limit", "record_ids", "mode", mode="before")
+    @field_validator("limit", "record_ids", "mode", "with_doubt_strength", mode="before")
     @classmethod
     def _null_is_absent(cls, value: Any, info: ValidationInfo) -> Any:
         """A JSON ``null`` for an optional field means "not given": the default applies (a
@@ -269,7 +275,8 @@ class SearchResponse(_Camel):
     mode ``score``: none. An off-topic or filler query gets none. ``scored``: one entry per
     searchable context of the requested ``recordIds``, with its cosine and strength (any order).
 
-    ``doubt_strength`` (``doubtStrength``, modes ``vector`` and ``score``): the strength a record
+    ``doubt_strength`` (``doubtStrength``, modes ``vector`` and ``score``, when the request asks
+    ``withDoubtStrength``): the strength a record
     the lexical channel doubts needs, under the profile whose vectors answered (its calibration;
     ``null``: that profile has no calibrated strength, so no doubt). The strengths in ``score``
     are that profile's, so the caller's decision takes the doubt from here, not from its own

@@ -161,3 +161,13 @@ async def test_the_answers_doubt_strength_reaches_the_channels_after_the_score_r
     await search(SearchQuery(1, "조용한 카페"), [VectorChannel(RULE), channel], Answering(started),
                  RULE, 20)
     assert channel.seen == [6.0]
+
+    class Switched(Answering):  # the profile moved between the two requests
+        async def score(self, query, record_ids):
+            return (await super().score(query, record_ids)).model_copy(
+                update={"doubt_strength": None})
+
+    channel.seen = []
+    await search(SearchQuery(1, "조용한 카페"), [VectorChannel(RULE), channel], Switched(started),
+                 RULE, 20)
+    assert channel.seen == [None]  # the later answer's, whose strengths the named records carry

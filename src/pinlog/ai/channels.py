@@ -94,20 +94,22 @@ class AiSearch:
 
     async def vector(self, request: SearchRequest, *, keywords: bool = True) -> SearchResponse:
         """Modes ``vector``/``score`` (:func:`pinlog.ai.search.search`), with this profile's
-        doubt strength (``doubtStrength``: the caller's decision doubts with the strengths of
-        the profile that answered, SPEC §9.1)."""
+        doubt strength when the request asks ``withDoubtStrength`` (the caller's decision doubts
+        with the strengths of the profile that answered, SPEC §9.1)."""
         response = await search(self.engine, self.provider, request, self.cuts,
                                 rewrite=self.rewrite,
                                 keyword_floor=self.keyword_floor if keywords else None,
                                 background=self.background, vectors=self.vectors,
                                 accepted_profiles=self.accepted_profiles)
+        if not request.with_doubt_strength:
+            return response
         return response.model_copy(update={"doubt_strength": self.rule.doubt_strength})
 
     def _request(self, query: SearchQuery, mode: SearchMode, limit: int = 20,
                  record_ids: Sequence[int] = ()) -> SearchRequest:
         return SearchRequest(user_id=query.member_id, query=query.text, limit=limit,
                              embedding_profile=self.provider.profile, record_ids=list(record_ids),
-                             mode=mode)
+                             mode=mode, with_doubt_strength=True)
 
     # the kernel's VectorSearch, in process
     async def candidates(self, query: SearchQuery, limit: int) -> SearchResponse:

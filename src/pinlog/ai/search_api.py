@@ -48,4 +48,7 @@ async def search(request: Request) -> JSONResponse:
             return JSONResponse(answer, status_code=status,
                                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         return JSONResponse(answer, status_code=status)
-    return JSONResponse(response.model_dump(by_alias=True, exclude_none=True))
+    answer = response.model_dump(by_alias=True, exclude_none=True)
+    if "doubt_strength" in response.model_fields_set:  # null included: "this profile has none"
+        answer["doubtStrength"] = response.doubt_strength
+    return JSONResponse(answer)

@@ -119,7 +119,11 @@ async def _run(query: SearchQuery, channels: Sequence[Channel], vector: VectorSe
     wanted = records_to_score(found, answer)
     if wanted:
         extra = await vector.score(query, wanted)
-        answer = answer.model_copy(update={"scored": [*answer.scored, *extra.scored]})
+        # the doubt strength of the later answer, whose strengths the named records carry
+        update: dict[str, Any] = {"scored": [*answer.scored, *extra.scored]}
+        if "doubt_strength" in extra.model_fields_set:
+            update["doubt_strength"] = extra.doubt_strength
+        answer = answer.model_copy(update=update)
     return found, answer
 
 

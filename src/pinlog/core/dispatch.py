@@ -24,6 +24,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,12 +74,20 @@ def record_outcome(outcome: str, *, context_id: int, http_status: int | None = N
                  {"context_id": context_id, "outcome": outcome, "http_status": http_status})
 
 
+#: True while :func:`send_paced` sends: its busy (503) answers are logged at DEBUG, and it logs
+#: one WARNING itself if the ai side is still busy when it gives up (not one per re-send).
+_PACED: ContextVar[bool] = ContextVar("pinlog_dispatch_paced", default=False)
+
+
 def _log_outcome(what: str, outcome: str, extra: dict[str, object]) -> None:
     """The one log line of a dispatch outcome, at the level its class deserves: accepted at
     DEBUG, a refused secret and other 4xx/bugs at ERROR, the rest (busy, 5xx, no answer) at
-    WARNING."""
+    WARNING — but busy at DEBUG inside a paced send (:data:`_PACED`)."""
     if outcome == ACCEPTED:
         log.debug(f"{what} accepted", extra=extra)
+    elif outcome == BUSY and _PACED.get():
+        log.debug(f"{what} not delivered: the ai side is busy (503), sending it again",
+                  extra=extra)
     elif outcome == UNAUTHORIZED:
         log.error(f"{what} rejected by the ai side: internal secret not accepted "
                   "(check PINLOG_INTERNAL_SECRETS on both sides)", extra=extra)
@@ -394,20 +403,34 @@ BATCH_BUSY_BACKOFF = (0.02, 0.25)
 
 
 async def send_paced(client: ProcessClient, request: ProcessRequest, *, busy_wait: float,
-                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> int:
+                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                     clock: Callable[[], float] = time.monotonic,
+                     stopping: Callable[[], bool] = lambda: False) -> int:
     """``client.send(request)``, sent again while the ai side answers 503 (its work queue is
     full) with capped exponential backoff (:data:`BUSY_BACKOFF`) for up to ``busy_wait``
     seconds (0 → once), so a context is processed as soon as that queue has room instead of
     waiting for the rescan's PENDING expiry, and the senders are paced by the queue instead of
-    flooding it (SPEC §5.1, §7.2 "Recovery speed"). Returns the last status; never raises for
-    an ai-side failure."""
-    status = await client.send(request)
-    deadline = time.monotonic() + busy_wait
-    pause = BUSY_BACKOFF[0]
-    while status == 503 and time.monotonic() + pause < deadline:
-        await sleep(pause)
-        pause = min(BUSY_BACKOFF[1], pause * 2)
+    flooding it (SPEC §5.1, §7.2 "Recovery speed"). ``stopping()`` true (a shutdown) ends the
+    re-sends at the next pause. The busy answers of the re-sends are logged at DEBUG; one
+    WARNING when the last answer is still busy. Returns the last status; never raises for an
+    ai-side failure."""
+    if busy_wait <= 0:
+        return await client.send(request)
+    token = _PACED.set(True)
+    try:
         status = await client.send(request)
+        deadline = clock() + busy_wait
+        pause = BUSY_BACKOFF[0]
+        while status == 503 and not stopping() and clock() + pause < deadline:
+            await sleep(pause)
+            pause = min(BUSY_BACKOFF[1], pause * 2)
+            status = await client.send(request)
+    finally:
+        _PACED.reset(token)
+    if status == 503:
+        log.warning("process request not delivered: the ai side stayed busy (503) through the "
+                    "busy wait; the rescan will retry",
+                    extra={"context_id": request.context_id, "outcome": BUSY})
     return status
 
 
@@ -481,22 +504,30 @@ class Dispatcher:
         workers: concurrent senders (``PINLOG_DISPATCH_WORKERS``).
         busy_wait: seconds a worker keeps re-sending a request the ai side answers 503 (its
             work queue is full) — :func:`send_paced` (``PINLOG_RESCAN_BUSY_WAIT``; 0 → once).
-        sleep: the pause between those re-sends (tests pass a hook).
+            Once a request stayed busy through the whole wait (the ai side is not just full:
+            stopped, or serving another profile, SPEC §9.1), the next ones are sent once each
+            until one is accepted again, so the queue is not held up a busy wait per request.
+        sleep, clock: the pause between those re-sends and the clock of the wait (tests pass
+            hooks).
 
     Only call :meth:`enqueue` with ids whose transaction has **committed**. A full queue drops
     the request (counted as outcome ``dropped``); the rescan recovers it. A request still busy
-    after ``busy_wait`` stays PENDING for the rescan too.
+    after ``busy_wait`` stays PENDING for the rescan too. :meth:`stop` ends the re-sends.
     """
 
     def __init__(self, client: ProcessClient, queue_size: int = 100, workers: int = 4, *,
                  busy_wait: float = 0.0,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if queue_size < 1 or workers < 1 or busy_wait < 0:
             raise ValueError("queue_size and workers must be >= 1, busy_wait >= 0")
         self.client = client
         self.queue_size = queue_size
         self.workers = workers
-        self.busy_wait, self._sleep = busy_wait, sleep
+        self.busy_wait, self._sleep, self._clock = busy_wait, sleep, clock
+        #: a request stayed busy through the whole wait: send once until one is accepted
+        self.busy_gave_up = False
+        self._stopping = False
         self._queue: asyncio.Queue[tuple[ProcessRequest, Mapping[str, object]]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -542,8 +573,11 @@ class Dispatcher:
         await self.queue.join()
 
     async def stop(self, drain_timeout: float = 5.0) -> None:
-        """Let the workers finish the queue for up to ``drain_timeout`` seconds, then cancel
-        them. Requests still queued are abandoned (their rows are PENDING; the rescan recovers)."""
+        """Let the workers finish the queue for up to ``drain_timeout`` seconds — each request
+        sent once from now on (a busy one is not re-sent: the shutdown does not wait out busy
+        waits) — then cancel them. Requests still queued are abandoned (their rows are PENDING;
+        the rescan recovers)."""
+        self._stopping = True
         if not self._tasks:
             return
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
@@ -557,6 +591,16 @@ class Dispatcher:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
+    async def _send(self, request: ProcessRequest) -> None:
+        """One request through :func:`send_paced` (busy wait, or once: see the class)."""
+        wait = 0.0 if self.busy_gave_up or self._stopping else self.busy_wait
+        status = await send_paced(self.client, request, busy_wait=wait, sleep=self._sleep,
+                                  clock=self._clock, stopping=lambda: self._stopping)
+        if status == 503 and wait > 0 and not self._stopping:
+            self.busy_gave_up = True
+        elif 200 <= status < 300:
+            self.busy_gave_up = False
+
     async def _work(self) -> None:
         queue = self.queue
         while True:
@@ -565,8 +609,7 @@ class Dispatcher:
             # sent in the context it was enqueued in (not the worker task's own)
             with log_context(ids):
                 try:
-                    await send_paced(self.client, request, busy_wait=self.busy_wait,
-                                     sleep=self._sleep)
+                    await self._send(request)
                 except Exception:  # noqa: BLE001 - a client bug must not kill the worker
                     log.exception("process client raised",
                                   extra={"context_id": request.context_id})

@@ -181,7 +181,8 @@ class AiVectorSearch:
     def _request(self, query: SearchQuery, mode: SearchMode, limit: int = 20,
                  record_ids: Sequence[int] = ()) -> SearchRequest:
         return SearchRequest(user_id=query.member_id, query=query.text, limit=limit,
-                             embedding_profile=self._profile, record_ids=list(record_ids), mode=mode)
+                             embedding_profile=self._profile, record_ids=list(record_ids), mode=mode,
+                             with_doubt_strength=True)
 
     async def candidates(self, query: SearchQuery, limit: int) -> SearchResponse:
         return await self._search(self._request(query, "vector", limit))

@@ -284,8 +284,10 @@ async def test_activation_switches_every_search_and_keeps_the_old_vectors(
         vector_only = search_request(1).model_copy(update={"mode": "vector"})
         answer = await runtime.search(vector_only)
         assert [h.record_id for h in answer.results] == expected(1, N, PROFILE_B)
-        # ... and its strengths are B's, so the caller doubts with B's doubt strength
-        assert answer.doubt_or(-1.0) == calibration_defaults(PROFILE_B).search_doubt_strength
+        # ... and its strengths are B's, so a caller (core asks) doubts with B's doubt strength
+        asked = vector_only.model_copy(update={"with_doubt_strength": True})
+        assert (await runtime.search(asked)).doubt_or(-1.0) == \
+            calibration_defaults(PROFILE_B).search_doubt_strength
     finally:
         await runtime.stop()
 
@@ -301,13 +303,15 @@ async def test_the_doubt_strength_follows_the_active_profile_through_a_switch(
                              settings=next_settings(tmp_path, db_url, search_doubt_strength=4.5))
     try:
         for mode in ("vector", "score"):
-            asked = search_request(1).model_copy(update={"mode": mode, "record_ids": [1]})
+            asked = search_request(1).model_copy(update={"mode": mode, "record_ids": [1],
+                                                         "with_doubt_strength": True})
             assert (await runtime.search(asked)).doubt_or(-1.0) == 4.5  # A's (the setting)
         await activate_profile(engine, PROFILE_B, current=ACTIVE_A)
         after = calibration_defaults(PROFILE_B).search_doubt_strength
         assert after != 4.5
         for mode in ("vector", "score"):
-            asked = search_request(1).model_copy(update={"mode": mode, "record_ids": [1]})
+            asked = search_request(1).model_copy(update={"mode": mode, "record_ids": [1],
+                                                         "with_doubt_strength": True})
             assert (await runtime.search(asked)).doubt_or(-1.0) == after
     finally:
         await runtime.stop()

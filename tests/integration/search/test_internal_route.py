@@ -143,3 +143,32 @@ async def test_503_when_the_query_cannot_be_embedded(search_settings, db_url, pr
     assert response.json() == {"error": "SEARCH_UNAVAILABLE",
                                "message": "search unavailable, retry later"}
     assert "sk-secret" not in response.text
+
+
+@pytest.mark.parametrize("doubt", [None, 4.5])
+async def test_the_doubt_strength_is_answered_only_when_asked_and_null_survives_the_wire(
+        tmp_path, db_url, provider, judge, presets, sync_conn, doubt):
+    """SPEC §9.1/§10: modes vector and score answer ``doubtStrength`` (the answering profile's;
+    ``null``: it has none, which is not "absent") when the request asks ``withDoubtStrength``;
+    unasked, the answer has no such field, so a core of the previous release (which refuses
+    unknown answer fields) keeps working during a rolling upgrade."""
+    from pinlog.contracts import SearchResponse
+
+    settings = search_settings_for(tmp_path, db_url, search_doubt_strength=doubt)
+    seed(sync_conn, 1, 70, 0.9)
+    headers = {SECRET_HEADER: TEST_SECRET}
+    async with running_app(settings, db_url, provider, judge, ("ai",)) as app:
+        answers = {(mode, asked): await app.http.post(
+            SEARCH_PATH, json={**body(), "mode": mode, "recordIds": [70],
+                               **({"withDoubtStrength": True} if asked else {})}, headers=headers)
+            for mode in ("vector", "score") for asked in (False, True)}
+    for (mode, asked), response in answers.items():
+        assert response.status_code == 200
+        answer = response.json()
+        assert ("doubtStrength" in answer) is asked, (mode, asked)
+        if asked:
+            assert answer["doubtStrength"] == doubt
+            # core's reading: the answer's value, null included, not core's own rule
+            assert SearchResponse.model_validate(answer).doubt_or(-1.0) == doubt
+        else:
+            assert SearchResponse.model_validate(answer).doubt_or(-1.0) == -1.0

@@ -221,3 +221,104 @@ def test_the_runtime_dispatcher_waits_out_a_busy_ai_side(tmp_path):
 
     runtime = CoreRuntime(None, config, in_process_submit=submit)  # type: ignore[arg-type]
     assert runtime.dispatcher.busy_wait == 12.5
+
+
+class Clock:
+    """A fake monotonic clock that the pause hook advances (no real waiting)."""
+
+    def __init__(self) -> None:
+        self.now, self.pauses = 0.0, []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+class AlwaysBusy:
+    """Answers 503 until ``accepting`` is set; records the ids sent."""
+
+    def __init__(self) -> None:
+        self.sent, self.accepting = [], False
+
+    async def send(self, request: ProcessRequest) -> int:
+        self.sent.append(request.context_id)
+        return 202 if self.accepting else 503
+
+
+async def test_after_one_full_busy_wait_requests_go_once_until_one_is_accepted():
+    """An ai side that stays 503 through a whole busy wait (stopped, or not serving the active
+    profile: SPEC §9.1) does not hold the queue a busy wait per request: the next requests are
+    sent once each (PENDING for the rescan) until one is accepted; then busy waits resume."""
+    client, clock = AlwaysBusy(), Clock()
+    dispatcher = Dispatcher(client, queue_size=5, workers=1, busy_wait=10.0, sleep=clock.sleep,
+                            clock=clock)
+    dispatcher.start()
+    dispatcher.enqueue(req(1))
+    await dispatcher.join()
+    assert set(client.sent) == {1} and len(client.sent) > 3  # paced through the whole wait
+    assert sum(clock.pauses) <= 10.0 and dispatcher.busy_gave_up
+    client.sent, clock.pauses = [], []
+    dispatcher.enqueue(req(2))
+    dispatcher.enqueue(req(3))
+    await dispatcher.join()
+    assert (client.sent, clock.pauses) == ([2, 3], [])  # once each
+    client.accepting = True
+    dispatcher.enqueue(req(4))
+    await dispatcher.join()
+    assert not dispatcher.busy_gave_up  # accepted: the next busy request is paced again
+    client.accepting, client.sent = False, []
+    dispatcher.enqueue(req(5))
+    await dispatcher.join()
+    assert len(client.sent) > 3
+    await dispatcher.stop()
+
+
+async def test_stop_ends_the_busy_re_sends_instead_of_waiting_them_out():
+    """A shutdown does not wait out busy waits: the re-sends end at the next pause and the
+    queued requests go once each."""
+    client, clock = AlwaysBusy(), Clock()
+    paused, release = asyncio.Event(), asyncio.Event()
+
+    async def pause(seconds: float) -> None:
+        paused.set()
+        await release.wait()
+        await clock.sleep(seconds)  # the fake clock: a wait that is not ended ends by itself
+        await asyncio.sleep(0)
+
+    dispatcher = Dispatcher(client, queue_size=5, workers=1, busy_wait=3600.0, sleep=pause,
+                            clock=clock)
+    dispatcher.start()
+    dispatcher.enqueue(req(1))
+    dispatcher.enqueue(req(2))
+    await paused.wait()  # request 1 was refused once and is being paced
+    stopping = asyncio.create_task(dispatcher.stop(drain_timeout=3600.0))
+    await asyncio.sleep(0)  # stop() has begun (it marks the dispatcher first)
+    release.set()
+    await stopping  # no drain timeout waited out: the loop left at its pause
+    assert client.sent == [1, 1, 2]
+
+
+async def test_a_paced_busy_send_logs_one_warning_not_one_per_re_send(caplog):
+    async def submit(request: ProcessRequest) -> int:
+        return 503
+
+    clock = Clock()
+    dispatcher = Dispatcher(InProcessClient(submit), queue_size=5, workers=1, busy_wait=5.0,
+                            sleep=clock.sleep, clock=clock)
+    dispatcher.start()
+    before = dispatch_count("busy")
+    with caplog.at_level(logging.DEBUG, logger="pinlog.core.dispatch"):
+        dispatcher.enqueue(req(1))
+        await dispatcher.join()
+    await dispatcher.stop()
+    sends = dispatch_count("busy") - before
+    assert sends > 3  # every refusal is still counted
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        "process request not delivered: the ai side stayed busy (503) through the busy wait; "
+        "the rescan will retry"]
+    assert sum(r.levelno == logging.DEBUG and "not delivered" in r.getMessage()
+               for r in caplog.records) == sends
