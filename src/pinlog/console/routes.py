@@ -143,8 +143,7 @@ class BackgroundActions:
 
     def start(self, name: str, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` in the background as the action ``name``."""
-        self._tasks[name] = asyncio.ensure_future(work)
-        self._tasks[name].set_name(f"console-{name}")
+        self._tasks[name] = asyncio.create_task(work, name=f"console-{name}")
 
     async def stop(self) -> None:
         """Cancel the running actions and wait until each has ended (their own ``finally`` /

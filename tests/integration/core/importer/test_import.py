@@ -374,7 +374,8 @@ async def test_a_refused_live_dispatch_is_sent_again_once_the_queue_has_room(
     a request the full ai side refused (503), paced by that queue, so every context finishes
     as soon as there is room — no rescan runs here, no nudge, and no context waits for the
     PENDING expiry."""
-    settings, parsed = _four_notes_one_job_at_a_time(tmp_path, db_url, busy_wait=60.0)
+    # the longest busy wait allowed: the re-sends never give up on a slow machine
+    settings, parsed = _four_notes_one_job_at_a_time(tmp_path, db_url, busy_wait=3600.0)
     busy = dispatch_count("busy")
     async with running_components(config_of(settings), engine,
                                   ai_kwargs={"provider": provider, "judge": judge}) as parts:
