@@ -3269,4 +3269,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/core/test_dispatcher.py::test_the_runtime_dispatcher_waits_out_a_busy_ai_side",
          f"{IMPORT_T}::test_a_refused_live_dispatch_is_sent_again_once_the_queue_has_room"),
     ),
+    Mutation(
+        "batch_start_ignores_a_take_over_in_flight",
+        "SPEC §7.3.1: a batch start waits for this process's take-over statement in flight",
+        AI_RUNTIME,
+        "        async with self._take_over_lock:  # a statement in flight: wait for its commit\n"
+        "            pass\n",
+        "        pass\n",
+        (f"{API_BATCH_T}::test_a_take_over_in_flight_never_splits_the_batch_its_rows_join",),
+    ),
+    Mutation(
+        "claimed_rows_still_taken_over",
+        "SPEC §7.3.1: rows a worker claims leave the take-over list",
+        AI_RUNTIME,
+        "        self._taken = [cid for cid in self._taken if cid not in claimed]\n",
+        "        pass\n",
+        (f"{API_BATCH_T}::test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back",),
+    ),
 )

@@ -195,6 +195,7 @@ class AiRuntime:
         # in batches by a background task (state.take_over_sending)
         self._taken: list[int] = []
         self._take_over_wake = asyncio.Event()
+        self._take_over_lock = asyncio.Lock()  # held while a take_over_sending statement runs
         self._take_over_task: asyncio.Task[None] | None = None
 
     @property
@@ -467,18 +468,33 @@ class AiRuntime:
     async def _flush_take_overs(self) -> None:
         """One ``take_over_sending`` for the ids accepted since the last one. A failure only
         loses the records (the sender's record and the expiry stay the backstop; WARNING)."""
-        ids, self._taken = self._taken, []
-        if not ids or self.owner is None:
+        async with self._take_over_lock:
+            ids, self._taken = self._taken, []
+            if not ids or self.owner is None:
+                return
+            try:
+                async with self.engine.begin() as conn:
+                    await state.take_over_sending(conn, ids, self.owner)
+            except asyncio.CancelledError:  # stopping: the final flush in stop() writes them
+                self._taken[:0] = ids
+                raise
+            except Exception as exc:  # noqa: BLE001 - an optimisation of recovery, never fatal
+                log.warning("could not record the requests this process took over",
+                            extra={"count": len(ids), "error_class": type(exc).__name__})
+
+    async def _before_batch_start(self, jobs: Sequence[Job]) -> None:
+        """Before a worker's batch start claims ``jobs``' rows (SPEC §7.3.1, docs/ARCHITECTURE.md
+        "Batch path"): their ids leave the take-over list (the claim records this process as
+        the owner itself), and a ``take_over_sending`` statement in flight commits first. Its
+        row locks would make the batch start's ``SKIP LOCKED`` pass those rows over, and each
+        would then run alone as a single job: the batch split, never wrong, but one model call
+        and one write per context."""
+        if not self._taken and not self._take_over_lock.locked():
             return
-        try:
-            async with self.engine.begin() as conn:
-                await state.take_over_sending(conn, ids, self.owner)
-        except asyncio.CancelledError:  # stopping: the final flush in stop() writes them
-            self._taken[:0] = ids
-            raise
-        except Exception as exc:  # noqa: BLE001 - an optimisation of recovery, never fatal
-            log.warning("could not record the requests this process took over",
-                        extra={"count": len(ids), "error_class": type(exc).__name__})
+        claimed = {job.request.context_id for job in jobs}
+        self._taken = [cid for cid in self._taken if cid not in claimed]
+        async with self._take_over_lock:  # a statement in flight: wait for its commit
+            pass
 
     async def submit_batch(self, requests: Sequence[ProcessRequest], *,
                            take_over: bool = False) -> list[int]:
@@ -519,6 +535,7 @@ class AiRuntime:
 
     async def _run_batch(self, jobs: Sequence[Job]) -> list[JobResult]:
         assert self.batches is not None
+        await self._before_batch_start(jobs)
         return await self.batches.run([job.request for job in jobs],
                                       [job.log_context for job in jobs])
 

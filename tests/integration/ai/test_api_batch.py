@@ -4,9 +4,12 @@ in-process adapter (``AiRuntime.submit_batch``) with the same semantics."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from pinlog import metrics
+from pinlog.ai import state
 from pinlog.contracts import MAX_BATCH_CONTEXTS, PROCESS_BATCH_PATH, SECRET_HEADER
 from pinlog.core.dispatch import InProcessClient
 from tests.conftest import TEST_SECRET
@@ -73,6 +76,100 @@ async def test_401_before_the_body_is_read(ai_settings, db_url, provider, judge,
     assert response.status_code == invalid.status_code == 401
     assert response.json()["error"] == invalid.json()["error"] == "UNAUTHORIZED"
     assert statuses(sync_conn, 1) == ("PENDING", "PENDING") and provider.calls == 0
+
+
+async def test_a_take_over_in_flight_never_splits_the_batch_its_rows_join(
+        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch, caplog):
+    """SPEC §7.3.1 with the batch path: the ``take_over_sending`` statement of queued requests
+    holds their row locks until it commits; a batch start meanwhile (``SKIP LOCKED``) would pass
+    every row over to a single job. The worker waits for that statement, then claims the batch
+    whole. Ordered by hooks: the statement is held after it ran (its locks taken) until the
+    worker waits for it, or (without the wait) until the batch start has returned."""
+    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
+                               embedding_batch_size=64)
+    for cid in range(1, 7):
+        insert_state(sync_conn, cid)
+    taken_over, release = asyncio.Event(), asyncio.Event()
+    real_take_over, real_start = state.take_over_sending, state.precheck_and_start_embedding_batch
+
+    async def holding_take_over(conn, ids, owner):
+        result = await real_take_over(conn, ids, owner)
+        if 2 in ids:  # the queued batch's statement: its row locks are held until release
+            taken_over.set()
+            await release.wait()
+        return result
+
+    async def signalling_start(*args, **kwargs):
+        result = await real_start(*args, **kwargs)
+        release.set()  # without the wait: the rows were passed over under the held locks
+        return result
+
+    class SignallingLock(asyncio.Lock):
+        async def acquire(self):
+            if self.locked():
+                release.set()  # the worker waits for the statement in flight
+            return await super().acquire()
+
+    monkeypatch.setattr(state, "take_over_sending", holding_take_over)
+    monkeypatch.setattr(state, "precheck_and_start_embedding_batch", signalling_start)
+    caplog.set_level("INFO", logger="pinlog.ai.batch")
+    async with running_app(settings, db_url, provider, judge) as (client, ai):
+        ai._take_over_lock = SignallingLock()
+        gate = provider.hold()
+        first = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={"contexts": [item(1)]})
+        await gate.wait_entered()  # the only worker is busy with context 1
+        queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
+            "contexts": [item(cid, f"메모 {cid}") for cid in range(2, 7)]})
+        await asyncio.wait_for(taken_over.wait(), 10)  # rows 2..6 locked by the take-over
+        gate.open()
+        await ai.join()
+    assert first.json() == {"statuses": [202]} and queued.json() == {"statuses": [202] * 5}
+    assert provider.batches == [1, 5]  # context 1 alone, then 2..6 in one call
+    assert [r.batch for r in caplog.records if r.getMessage() == "batch processed"] == [5]
+    assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(1, 7))
+
+
+async def test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back(
+        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch, caplog):
+    """SPEC §7.3.1 with the batch path: requests a worker has taken from the queue leave the
+    take-over list (the claim records the owner itself), so no ``take_over_sending`` statement
+    can lock their rows under the batch start. Ordered by a hook: the test holds the take-over
+    lock until both the worker and the take-over task wait for it."""
+    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
+                               embedding_batch_size=64)
+    for cid in range(2, 7):
+        insert_state(sync_conn, cid)
+    both_wait, recorded = asyncio.Event(), []
+    real_take_over = state.take_over_sending
+
+    async def recording_take_over(conn, ids, owner):
+        recorded.extend(ids)
+        return await real_take_over(conn, ids, owner)
+
+    class CountingLock(asyncio.Lock):
+        blocked = 0
+
+        async def acquire(self):
+            if self.locked():
+                self.blocked += 1
+                if self.blocked == 2:  # the worker's batch start and the take-over task
+                    both_wait.set()
+            return await super().acquire()
+
+    monkeypatch.setattr(state, "take_over_sending", recording_take_over)
+    caplog.set_level("INFO", logger="pinlog.ai.batch")
+    async with running_app(settings, db_url, provider, judge) as (client, ai):
+        lock = ai._take_over_lock = CountingLock()
+        await lock.acquire()
+        queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
+            "contexts": [item(cid, f"메모 {cid}") for cid in range(2, 7)]})
+        await asyncio.wait_for(both_wait.wait(), 10)
+        lock.release()
+        await ai.join()
+    assert queued.json() == {"statuses": [202] * 5}
+    assert recorded == [] and provider.batches == [5]
+    assert [r.batch for r in caplog.records if r.getMessage() == "batch processed"] == [5]
+    assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(2, 7))
 
 
 async def test_a_full_queue_refuses_the_items_that_do_not_fit_and_503_when_none_does(
