@@ -288,9 +288,16 @@ class SearchResponse(_Camel):
     scored: list[SearchHit] = Field(default_factory=list)
     doubt_strength: float | None = None
 
+    @property
+    def carries_doubt_strength(self) -> bool:
+        """The answer says whose doubt strength its strengths need: ``doubt_strength`` was set,
+        even to ``null`` ("this profile has none"); unset when the request did not ask for it
+        (SPEC §10, a previous-release peer)."""
+        return "doubt_strength" in self.model_fields_set
+
     def doubt_or(self, fallback: float | None) -> float | None:
         """``doubt_strength`` when the answer carries one (even ``null``), else ``fallback``."""
-        return self.doubt_strength if "doubt_strength" in self.model_fields_set else fallback
+        return self.doubt_strength if self.carries_doubt_strength else fallback
 
 
 class ProcessClient(Protocol):

@@ -3194,7 +3194,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "later_answers_doubt_ignored",
         "SPEC §9.1/§10: the score answer's doubt strength (its strengths') wins over the first one's",
         FLOW,
-        "        if \"doubt_strength\" in extra.model_fields_set:\n",
+        "        if extra.carries_doubt_strength:\n",
         "        if False:\n",
         ("tests/unit/test_channels_flow.py::"
          "test_the_answers_doubt_strength_reaches_the_channels_after_the_score_request",),

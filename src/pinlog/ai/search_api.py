@@ -49,6 +49,6 @@ async def search(request: Request) -> JSONResponse:
                                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         return JSONResponse(answer, status_code=status)
     answer = response.model_dump(by_alias=True, exclude_none=True)
-    if "doubt_strength" in response.model_fields_set:  # null included: "this profile has none"
+    if response.carries_doubt_strength:  # null included: "this profile has none"
         answer["doubtStrength"] = response.doubt_strength
     return JSONResponse(answer)

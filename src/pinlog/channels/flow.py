@@ -121,7 +121,7 @@ async def _run(query: SearchQuery, channels: Sequence[Channel], vector: VectorSe
         extra = await vector.score(query, wanted)
         # the doubt strength of the later answer, whose strengths the named records carry
         update: dict[str, Any] = {"scored": [*answer.scored, *extra.scored]}
-        if "doubt_strength" in extra.model_fields_set:
+        if extra.carries_doubt_strength:
             update["doubt_strength"] = extra.doubt_strength
         answer = answer.model_copy(update=update)
     return found, answer
