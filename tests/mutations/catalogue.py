@@ -855,8 +855,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "busy_batch_items_paced_like_single_resends",
         "issue 25: a batch's busy items are re-sent after pauses of at most 250 ms",
         DISPATCH_PY,
-        "        pause = min(BATCH_BUSY_BACKOFF[1], pause * 2)",
-        "        pause = min(BUSY_BACKOFF[1], pause * 2)",
+        "    for pause in _pauses(BATCH_BUSY_BACKOFF, busy_wait, clock):",
+        "    for pause in _pauses(BUSY_BACKOFF, busy_wait, clock):",
         ("tests/unit/core/test_batch_pacing.py::"
          "test_busy_items_are_re_sent_with_pauses_capped_well_under_a_second",),
     ),
@@ -864,8 +864,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "busy_batch_items_given_up_at_once",
         "SPEC §7.2 recovery speed: the busy (503) items of a batch are re-sent, paced",
         DISPATCH_PY,
-        "    while busy and time.monotonic() + pause < deadline:",
-        "    while False:",
+        "        if not busy:\n",
+        "        if True:\n",
         (f"{BATCH_RESEND_T}::test_busy_items_of_a_batch_are_re_sent_within_the_round",),
     ),
     Mutation(
@@ -1664,8 +1664,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "busy_resend_given_up_at_once",
         "SPEC §7.2 recovery speed: a busy 503 is re-sent within the round (paced), never dropped",
         DISPATCH_PY,
-        "        while status == 503 and not stopping() and clock() + pause < deadline:",
-        "        while False:",
+        "            if status != 503 or stopping():\n",
+        "            if True:\n",
         (f"{SPEED_T}::test_a_busy_ai_side_paces_the_round_instead_of_losing_the_resend",),
     ),
     # ---- the preset file (ai/presets.py, SPEC §8) ---------------------------------------------
@@ -3247,8 +3247,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "shutdown_waits_out_busy_re_sends",
         "SPEC §4/§7.2: a shutdown ends the busy re-sends at their next pause",
         DISPATCH_PY,
-        "        while status == 503 and not stopping() and clock() + pause < deadline:",
-        "        while status == 503 and clock() + pause < deadline:",
+        "            if status != 503 or stopping():\n",
+        "            if status != 503:\n",
         (f"{DISPATCHER_T}::test_stop_ends_the_busy_re_sends_instead_of_waiting_them_out",),
     ),
     Mutation(

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -402,6 +402,19 @@ BUSY_BACKOFF = (0.05, 2.0)
 BATCH_BUSY_BACKOFF = (0.02, 0.25)
 
 
+def _pauses(backoff: tuple[float, float], busy_wait: float,
+            clock: Callable[[], float]) -> Iterator[float]:
+    """The pauses (seconds) between the re-sends of one paced send: ``backoff[0]`` doubling up
+    to ``backoff[1]``, for as long as the next pause still ends within ``busy_wait`` seconds of
+    the first ``next()`` (taken just after the first send). The caller stops early when nothing
+    is busy any more (SPEC §7.2 "Recovery speed")."""
+    deadline = clock() + busy_wait
+    pause = backoff[0]
+    while clock() + pause < deadline:
+        yield pause
+        pause = min(backoff[1], pause * 2)
+
+
 async def send_paced(client: ProcessClient, request: ProcessRequest, *, busy_wait: float,
                      sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                      clock: Callable[[], float] = time.monotonic,
@@ -419,11 +432,10 @@ async def send_paced(client: ProcessClient, request: ProcessRequest, *, busy_wai
     token = _PACED.set(True)
     try:
         status = await client.send(request)
-        deadline = clock() + busy_wait
-        pause = BUSY_BACKOFF[0]
-        while status == 503 and not stopping() and clock() + pause < deadline:
+        for pause in _pauses(BUSY_BACKOFF, busy_wait, clock):
+            if status != 503 or stopping():
+                break
             await sleep(pause)
-            pause = min(BUSY_BACKOFF[1], pause * 2)
             status = await client.send(request)
     finally:
         _PACED.reset(token)
@@ -436,19 +448,19 @@ async def send_paced(client: ProcessClient, request: ProcessRequest, *, busy_wai
 
 async def send_batch_paced(client: BatchProcessClient, requests: Sequence[ProcessRequest], *,
                            busy_wait: float,
-                           sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> list[int]:
+                           sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                           clock: Callable[[], float] = time.monotonic) -> list[int]:
     """``client.send_batch(requests)``, then the requests answered 503 (the ai side's queue is
     full) again with capped exponential backoff (:data:`BATCH_BUSY_BACKOFF`) for up to ``busy_wait``
     seconds, so bulk work is paced by that queue instead of flooding it (SPEC §7.2 "Recovery
     speed"). Returns the last status of each request, in order; never raises for an ai-side
     failure."""
     statuses = list(await client.send_batch(requests))
-    deadline = time.monotonic() + busy_wait
-    pause = BATCH_BUSY_BACKOFF[0]
     busy = [i for i, status in enumerate(statuses) if status == 503]
-    while busy and time.monotonic() + pause < deadline:
+    for pause in _pauses(BATCH_BUSY_BACKOFF, busy_wait, clock):
+        if not busy:
+            break
         await sleep(pause)
-        pause = min(BATCH_BUSY_BACKOFF[1], pause * 2)
         again = await client.send_batch([requests[i] for i in busy])
         for i, status in zip(busy, again, strict=True):
             statuses[i] = status
