@@ -2628,8 +2628,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "coverage_per_bigram_not_per_word",
         "SPEC §10 (issue 28): coverage is the mean share per content word (a long word counts once)",
         LEXICAL,
-        "        units = self.units or tuple(frozenset((t,)) for t in self.content)",
-        "        units = tuple(frozenset((t,)) for t in self.content)",
+        "            units = self.units or tuple(frozenset((t,)) for t in self.content)",
+        "            units = tuple(frozenset((t,)) for t in self.content)",
         (f"{CHANNEL_RULES_T}::test_coverage_is_per_word_not_per_bigram",),
     ),
     Mutation(

@@ -135,12 +135,21 @@ class LexicalQuery:
         """Share (0..1) of the query's content a record with these ``terms`` covers: the mean
         over the content words (:attr:`units`) of the share of each word's terms covered — so a
         word counts once however many bigrams it has ("노트북 수리" covered only by a note
-        about a 노트북 is 0.5, not 2/3)."""
+        about a 노트북 is 0.5, not 2/3). Memoised per covered set, as :meth:`matched` is: a
+        search asks it for every matched record, twice (its ``to_score`` and its evidence)."""
         if not self.content:
             return 0.0
         matched = self.matched(terms)
-        units = self.units or tuple(frozenset((t,)) for t in self.content)
-        return sum(len(u & matched) / len(u) for u in units) / len(units)
+        cached = self._coverage.get(matched)
+        if cached is None:
+            units = self.units or tuple(frozenset((t,)) for t in self.content)
+            cached = self._coverage[matched] = sum(len(u & matched) / len(u)
+                                                   for u in units) / len(units)
+        return cached
+
+    @cached_property
+    def _coverage(self) -> dict[frozenset[str], float]:
+        return {}
 
 
 def _search_terms(query: LexicalQuery) -> tuple[tuple[str, ...], tuple[Named, ...]]:
