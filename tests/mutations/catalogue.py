@@ -3273,17 +3273,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         "batch_start_ignores_a_take_over_in_flight",
         "SPEC §7.3.1: a batch start waits for this process's take-over statement in flight",
         AI_RUNTIME,
-        "        async with self._take_over_lock:  # a statement in flight: wait for its commit\n"
-        "            pass\n",
-        "        pass\n",
+        "            async with self._take_over_lock:  # the statement in flight: wait for its commit\n"
+        "                return self._unlist(claimed)\n",
+        "            return self._unlist(claimed)\n",
         (f"{API_BATCH_T}::test_a_take_over_in_flight_never_splits_the_batch_its_rows_join",),
     ),
     Mutation(
         "claimed_rows_still_taken_over",
         "SPEC §7.3.1: rows a worker claims leave the take-over list",
         AI_RUNTIME,
-        "        self._taken = [cid for cid in self._taken if cid not in claimed]\n",
-        "        pass\n",
+        "        dropped = claimed.intersection(self._taken)\n",
+        "        dropped = set()\n",
         (f"{API_BATCH_T}::test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back",),
+    ),
+    Mutation(
+        "batch_stopped_before_its_claim_not_taken_over",
+        "SPEC §7.3.1: rows a batch stopped before its claim are listed again for the take-over",
+        AI_RUNTIME,
+        "        if again:\n",
+        "        if False:\n",
+        (f"{API_BATCH_T}::test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all",),
     ),
 )

@@ -195,7 +195,10 @@ class AiRuntime:
         # in batches by a background task (state.take_over_sending)
         self._taken: list[int] = []
         self._take_over_wake = asyncio.Event()
-        self._take_over_lock = asyncio.Lock()  # held while a take_over_sending statement runs
+        # held while a take_over_sending statement runs (for the ids in _taking); a worker whose
+        # batch shares ids with it takes it briefly to wait for its commit
+        self._take_over_lock = asyncio.Lock()
+        self._taking: frozenset[int] = frozenset()
         self._take_over_task: asyncio.Task[None] | None = None
 
     @property
@@ -472,6 +475,7 @@ class AiRuntime:
             ids, self._taken = self._taken, []
             if not ids or self.owner is None:
                 return
+            self._taking = frozenset(ids)
             try:
                 async with self.engine.begin() as conn:
                     await state.take_over_sending(conn, ids, self.owner)
@@ -481,20 +485,48 @@ class AiRuntime:
             except Exception as exc:  # noqa: BLE001 - an optimisation of recovery, never fatal
                 log.warning("could not record the requests this process took over",
                             extra={"count": len(ids), "error_class": type(exc).__name__})
+            finally:
+                self._taking = frozenset()
 
-    async def _before_batch_start(self, jobs: Sequence[Job]) -> None:
+    async def _before_batch_start(self, jobs: Sequence[Job]) -> set[int]:
         """Before a worker's batch start claims ``jobs``' rows (SPEC §7.3.1, docs/ARCHITECTURE.md
-        "Batch path"): their ids leave the take-over list (the claim records this process as
-        the owner itself), and a ``take_over_sending`` statement in flight commits first. Its
-        row locks would make the batch start's ``SKIP LOCKED`` pass those rows over, and each
-        would then run alone as a single job: the batch split, never wrong, but one model call
-        and one write per context."""
-        if not self._taken and not self._take_over_lock.locked():
-            return
+        "Re-claim by owner"): a ``take_over_sending`` statement in flight for any of them commits
+        first — its row locks would make the batch start's ``SKIP LOCKED`` pass those rows over,
+        and each would run alone as a single job (never wrong, but one model call and one write
+        per context) — and then their ids leave the take-over list, since the claim records this
+        process as the owner itself. A worker cancelled while it waits leaves them listed (the
+        final flush of :meth:`stop` writes them).
+
+        Returns:
+            the ids taken off the list (:meth:`_after_batch` lists again those the batch did
+            not start).
+        """
+        if not self._taken and not self._taking:
+            return set()
         claimed = {job.request.context_id for job in jobs}
-        self._taken = [cid for cid in self._taken if cid not in claimed]
-        async with self._take_over_lock:  # a statement in flight: wait for its commit
-            pass
+        if self._taking & claimed:
+            async with self._take_over_lock:  # the statement in flight: wait for its commit
+                return self._unlist(claimed)
+        return self._unlist(claimed)
+
+    def _unlist(self, claimed: set[int]) -> set[int]:
+        """Take ``claimed`` off the take-over list; returns those that were on it."""
+        dropped = claimed.intersection(self._taken)
+        if dropped:
+            self._taken = [cid for cid in self._taken if cid not in dropped]
+        return dropped
+
+    def _after_batch(self, dropped: set[int], jobs: Sequence[Job],
+                     results: Sequence[JobResult]) -> None:
+        """List again for the take-over the ``dropped`` ids whose job the batch's pre-check
+        stopped before any claim (a database failure, or this replica not serving the active
+        profile, SPEC §9.1): their rows stay PENDING, and this process accepted them, so it
+        records itself as their owner as the single path does."""
+        again = [job.request.context_id for job, result in zip(jobs, results, strict=True)
+                 if result.stopped is not None and job.request.context_id in dropped]
+        if again:
+            self._taken.extend(again)
+            self._take_over_wake.set()
 
     async def submit_batch(self, requests: Sequence[ProcessRequest], *,
                            take_over: bool = False) -> list[int]:
@@ -535,9 +567,11 @@ class AiRuntime:
 
     async def _run_batch(self, jobs: Sequence[Job]) -> list[JobResult]:
         assert self.batches is not None
-        await self._before_batch_start(jobs)
-        return await self.batches.run([job.request for job in jobs],
-                                      [job.log_context for job in jobs])
+        dropped = await self._before_batch_start(jobs)
+        results = await self.batches.run([job.request for job in jobs],
+                                         [job.log_context for job in jobs])
+        self._after_batch(dropped, jobs, results)
+        return results
 
     async def join(self) -> None:
         """Wait until the work queue is drained and every accepted job has finished (tests)."""

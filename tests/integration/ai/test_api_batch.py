@@ -90,6 +90,7 @@ async def test_a_take_over_in_flight_never_splits_the_batch_its_rows_join(
     for cid in range(1, 7):
         insert_state(sync_conn, cid)
     taken_over, release = asyncio.Event(), asyncio.Event()
+    events: list[str] = []
     real_take_over, real_start = state.take_over_sending, state.precheck_and_start_embedding_batch
 
     async def holding_take_over(conn, ids, owner):
@@ -101,12 +102,14 @@ async def test_a_take_over_in_flight_never_splits_the_batch_its_rows_join(
 
     async def signalling_start(*args, **kwargs):
         result = await real_start(*args, **kwargs)
+        events.append(f"claimed {len(result[1])}")
         release.set()  # without the wait: the rows were passed over under the held locks
         return result
 
     class SignallingLock(asyncio.Lock):
         async def acquire(self):
             if self.locked():
+                events.append("waited")
                 release.set()  # the worker waits for the statement in flight
             return await super().acquire()
 
@@ -124,8 +127,8 @@ async def test_a_take_over_in_flight_never_splits_the_batch_its_rows_join(
         gate.open()
         await ai.join()
     assert first.json() == {"statuses": [202]} and queued.json() == {"statuses": [202] * 5}
+    assert events == ["waited", "claimed 5"]  # one claim of the whole batch, after the commit
     assert provider.batches == [1, 5]  # context 1 alone, then 2..6 in one call
-    assert [r.batch for r in caplog.records if r.getMessage() == "batch processed"] == [5]
     assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(1, 7))
 
 
@@ -134,42 +137,68 @@ async def test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back(
     """SPEC §7.3.1 with the batch path: requests a worker has taken from the queue leave the
     take-over list (the claim records the owner itself), so no ``take_over_sending`` statement
     can lock their rows under the batch start. Ordered by a hook: the test holds the take-over
-    lock until both the worker and the take-over task wait for it."""
+    lock, so the take-over task cannot take the list before the batch has run."""
     settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
                                embedding_batch_size=64)
     for cid in range(2, 7):
         insert_state(sync_conn, cid)
-    both_wait, recorded = asyncio.Event(), []
+    recorded: list[int] = []
     real_take_over = state.take_over_sending
 
     async def recording_take_over(conn, ids, owner):
         recorded.extend(ids)
         return await real_take_over(conn, ids, owner)
 
-    class CountingLock(asyncio.Lock):
-        blocked = 0
-
-        async def acquire(self):
-            if self.locked():
-                self.blocked += 1
-                if self.blocked == 2:  # the worker's batch start and the take-over task
-                    both_wait.set()
-            return await super().acquire()
-
     monkeypatch.setattr(state, "take_over_sending", recording_take_over)
     caplog.set_level("INFO", logger="pinlog.ai.batch")
     async with running_app(settings, db_url, provider, judge) as (client, ai):
-        lock = ai._take_over_lock = CountingLock()
-        await lock.acquire()
+        await ai._take_over_lock.acquire()
         queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
             "contexts": [item(cid, f"메모 {cid}") for cid in range(2, 7)]})
-        await asyncio.wait_for(both_wait.wait(), 10)
-        lock.release()
-        await ai.join()
+        await ai.join()  # the batch ran while the take-over task waited for the lock
+        ai._take_over_lock.release()
+        await ai._flush_take_overs()  # the lock is first-come: the task's flush ran first
     assert queued.json() == {"statuses": [202] * 5}
     assert recorded == [] and provider.batches == [5]
     assert [r.batch for r in caplog.records if r.getMessage() == "batch processed"] == [5]
     assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(2, 7))
+
+
+async def test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all(
+        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch):
+    """SPEC §7.3.1: rows whose batch the pre-check stopped before any claim (here the
+    statement fails) stay PENDING, and this process accepted them: they are listed again for
+    the take-over, so it records itself as their owner as the single path does."""
+    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
+                               embedding_batch_size=64)
+    for cid in range(2, 7):
+        insert_state(sync_conn, cid)
+    recorded: list[int] = []
+    real_take_over = state.take_over_sending
+
+    async def recording_take_over(conn, ids, owner):
+        recorded.extend(ids)
+        return await real_take_over(conn, ids, owner)
+
+    async def failing_start(*args, **kwargs):
+        raise RuntimeError("the batch start failed")
+
+    monkeypatch.setattr(state, "take_over_sending", recording_take_over)
+    monkeypatch.setattr(state, "precheck_and_start_embedding_batch", failing_start)
+    async with running_app(settings, db_url, provider, judge) as (client, ai):
+        await ai._take_over_lock.acquire()
+        queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
+            "contexts": [item(cid, f"메모 {cid}") for cid in range(2, 7)]})
+        await ai.join()  # the batch stopped while the take-over task waited for the lock
+        ai._take_over_lock.release()
+        await ai._flush_take_overs()  # the lock is first-come: the task's statement ran first
+        owner = ai.owner
+    assert queued.json() == {"statuses": [202] * 5} and provider.calls == 0
+    assert sorted(recorded) == [2, 3, 4, 5, 6]
+    owners = {row[0] for row in sync_conn.execute(
+        "SELECT owner FROM ai.context_ai_state WHERE context_id BETWEEN 2 AND 6").fetchall()}
+    assert owners == {owner} and all(statuses(sync_conn, cid) == ("PENDING", "PENDING")
+                                     for cid in range(2, 7))
 
 
 async def test_a_full_queue_refuses_the_items_that_do_not_fit_and_503_when_none_does(
