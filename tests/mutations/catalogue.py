@@ -3274,8 +3274,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §7.3.1: a batch start waits for this process's take-over statement in flight",
         AI_RUNTIME,
         "            async with self._take_over_lock:  # the statement in flight: wait for its commit\n"
-        "                return self._unlist(claimed)\n",
-        "            return self._unlist(claimed)\n",
+        "                pass\n",
+        "            pass\n",
         (f"{API_BATCH_T}::test_a_take_over_in_flight_never_splits_the_batch_its_rows_join",),
     ),
     Mutation(
@@ -3292,6 +3292,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         AI_RUNTIME,
         "        if again:\n",
         "        if False:\n",
-        (f"{API_BATCH_T}::test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all",),
+        (f"{API_BATCH_T}::test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all[pre_check]",),
+    ),
+    Mutation(
+        "crashed_batch_not_taken_over",
+        "SPEC §7.3.1: the rows of a batch that raised (or was cancelled) are listed again for the take-over",
+        AI_RUNTIME,
+        "            self._after_batch(dropped, jobs, None)\n",
+        "            pass\n",
+        (f"{API_BATCH_T}::test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all[whole_batch]",),
+    ),
+    Mutation(
+        "finished_rows_taken_over_late",
+        "SPEC §7.3.1: a row with no PENDING work left (missing, finished) is not listed again",
+        AI_RUNTIME,
+        "_NOTHING_TO_OWN = frozenset({None, \"missing\", \"finished\"})",
+        "_NOTHING_TO_OWN = frozenset({None})",
+        (f"{API_BATCH_T}::test_a_finished_row_of_a_batch_is_not_taken_over_late",),
     ),
 )

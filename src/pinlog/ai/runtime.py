@@ -139,6 +139,10 @@ class AiConfig:
         return [secret.get_secret_value() for secret in self.internal_secrets]
 
 
+#: Stop reasons (:class:`~pinlog.ai.pipeline.JobResult` ``stopped``) after which a row has no
+#: PENDING work to take over: ``None`` (the job ran) is one of them.
+_NOTHING_TO_OWN = frozenset({None, "missing", "finished"})
+
 class AiRuntime:
     """The ai component of one process.
 
@@ -498,15 +502,16 @@ class AiRuntime:
         final flush of :meth:`stop` writes them).
 
         Returns:
-            the ids taken off the list (:meth:`_after_batch` lists again those the batch did
-            not start).
+            the ids taken off the list (:meth:`_after_batch` lists again those whose rows the
+            batch left PENDING without a claim).
         """
         if not self._taken and not self._taking:
             return set()
         claimed = {job.request.context_id for job in jobs}
         if self._taking & claimed:
             async with self._take_over_lock:  # the statement in flight: wait for its commit
-                return self._unlist(claimed)
+                pass
+        # no suspension since the wait: the next flush cannot take the list in between
         return self._unlist(claimed)
 
     def _unlist(self, claimed: set[int]) -> set[int]:
@@ -517,13 +522,22 @@ class AiRuntime:
         return dropped
 
     def _after_batch(self, dropped: set[int], jobs: Sequence[Job],
-                     results: Sequence[JobResult]) -> None:
-        """List again for the take-over the ``dropped`` ids whose job the batch's pre-check
-        stopped before any claim (a database failure, or this replica not serving the active
-        profile, SPEC §9.1): their rows stay PENDING, and this process accepted them, so it
-        records itself as their owner as the single path does."""
-        again = [job.request.context_id for job, result in zip(jobs, results, strict=True)
-                 if result.stopped is not None and job.request.context_id in dropped]
+                     results: Sequence[JobResult] | None) -> None:
+        """List again for the take-over the ``dropped`` ids whose job stopped without a claim,
+        their row still PENDING (the batch's pre-check failed — a database failure, or this
+        replica not serving the active profile, SPEC §9.1 — or a contract violation), or all of
+        them when the batch raised or was cancelled (``results`` None): this process accepted
+        them, so it records itself as their owner as the single path does (the statement skips
+        rows whose work is no longer PENDING). Not the ``missing`` and ``finished`` ones: no
+        PENDING work is left to own."""
+        if not dropped:
+            return
+        if results is None:
+            again = [cid for cid in (job.request.context_id for job in jobs) if cid in dropped]
+        else:
+            again = [job.request.context_id for job, result in zip(jobs, results, strict=True)
+                     if result.stopped not in _NOTHING_TO_OWN
+                     and job.request.context_id in dropped]
         if again:
             self._taken.extend(again)
             self._take_over_wake.set()
@@ -568,8 +582,12 @@ class AiRuntime:
     async def _run_batch(self, jobs: Sequence[Job]) -> list[JobResult]:
         assert self.batches is not None
         dropped = await self._before_batch_start(jobs)
-        results = await self.batches.run([job.request for job in jobs],
-                                         [job.log_context for job in jobs])
+        try:
+            results = await self.batches.run([job.request for job in jobs],
+                                             [job.log_context for job in jobs])
+        except BaseException:  # crashed or cancelled (a stop): the final flush writes them
+            self._after_batch(dropped, jobs, None)
+            raise
         self._after_batch(dropped, jobs, results)
         return results
 

@@ -79,7 +79,7 @@ async def test_401_before_the_body_is_read(ai_settings, db_url, provider, judge,
 
 
 async def test_a_take_over_in_flight_never_splits_the_batch_its_rows_join(
-        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch, caplog):
+        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch):
     """SPEC §7.3.1 with the batch path: the ``take_over_sending`` statement of queued requests
     holds their row locks until it commits; a batch start meanwhile (``SKIP LOCKED``) would pass
     every row over to a single job. The worker waits for that statement, then claims the batch
@@ -115,7 +115,6 @@ async def test_a_take_over_in_flight_never_splits_the_batch_its_rows_join(
 
     monkeypatch.setattr(state, "take_over_sending", holding_take_over)
     monkeypatch.setattr(state, "precheck_and_start_embedding_batch", signalling_start)
-    caplog.set_level("INFO", logger="pinlog.ai.batch")
     async with running_app(settings, db_url, provider, judge) as (client, ai):
         ai._take_over_lock = SignallingLock()
         gate = provider.hold()
@@ -136,8 +135,8 @@ async def test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back(
         tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch, caplog):
     """SPEC §7.3.1 with the batch path: requests a worker has taken from the queue leave the
     take-over list (the claim records the owner itself), so no ``take_over_sending`` statement
-    can lock their rows under the batch start. Ordered by a hook: the test holds the take-over
-    lock, so the take-over task cannot take the list before the batch has run."""
+    can lock their rows under the batch start. The test holds the take-over lock, so the
+    take-over task cannot take the list before the batch has run."""
     settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
                                embedding_batch_size=64)
     for cid in range(2, 7):
@@ -155,7 +154,7 @@ async def test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back(
         await ai._take_over_lock.acquire()
         queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
             "contexts": [item(cid, f"메모 {cid}") for cid in range(2, 7)]})
-        await ai.join()  # the batch ran while the take-over task waited for the lock
+        await asyncio.wait_for(ai.join(), 30)  # the batch ran while the take-over task waited
         ai._take_over_lock.release()
         await ai._flush_take_overs()  # the lock is first-come: the task's flush ran first
     assert queued.json() == {"statuses": [202] * 5}
@@ -164,11 +163,12 @@ async def test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back(
     assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(2, 7))
 
 
+@pytest.mark.parametrize("failing", ["pre_check", "whole_batch"])
 async def test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all(
-        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch):
-    """SPEC §7.3.1: rows whose batch the pre-check stopped before any claim (here the
-    statement fails) stay PENDING, and this process accepted them: they are listed again for
-    the take-over, so it records itself as their owner as the single path does."""
+        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch, failing):
+    """SPEC §7.3.1: rows whose batch stopped before any claim (its pre-check statement fails,
+    or the whole batch raises) stay PENDING, and this process accepted them: they are listed
+    again for the take-over, so it records itself as their owner as the single path does."""
     settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
                                embedding_batch_size=64)
     for cid in range(2, 7):
@@ -184,12 +184,16 @@ async def test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all(
         raise RuntimeError("the batch start failed")
 
     monkeypatch.setattr(state, "take_over_sending", recording_take_over)
-    monkeypatch.setattr(state, "precheck_and_start_embedding_batch", failing_start)
+    if failing == "pre_check":
+        monkeypatch.setattr(state, "precheck_and_start_embedding_batch", failing_start)
+    else:
+        from pinlog.ai.batch import BatchRunner
+        monkeypatch.setattr(BatchRunner, "run", failing_start)
     async with running_app(settings, db_url, provider, judge) as (client, ai):
         await ai._take_over_lock.acquire()
         queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
             "contexts": [item(cid, f"메모 {cid}") for cid in range(2, 7)]})
-        await ai.join()  # the batch stopped while the take-over task waited for the lock
+        await asyncio.wait_for(ai.join(), 30)  # the batch stopped while the take-over task waited
         ai._take_over_lock.release()
         await ai._flush_take_overs()  # the lock is first-come: the task's statement ran first
         owner = ai.owner
@@ -199,6 +203,35 @@ async def test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all(
         "SELECT owner FROM ai.context_ai_state WHERE context_id BETWEEN 2 AND 6").fetchall()}
     assert owners == {owner} and all(statuses(sync_conn, cid) == ("PENDING", "PENDING")
                                      for cid in range(2, 7))
+
+
+async def test_a_finished_row_of_a_batch_is_not_taken_over_late(
+        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch):
+    """SPEC §7.3.1: a batch's rows with no PENDING work to own (no state row: ``missing``; a
+    cancelled context: ``finished``) are not listed again for the take-over after the batch —
+    a late record could only overwrite the owner of whoever took such a row over since."""
+    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
+                               embedding_batch_size=64)
+    for cid in (4, 5):
+        insert_state(sync_conn, cid, "CANCELLED", "CANCELLED")
+    recorded: list[int] = []
+    real_take_over = state.take_over_sending
+
+    async def recording_take_over(conn, ids, owner):
+        recorded.extend(ids)
+        return await real_take_over(conn, ids, owner)
+
+    monkeypatch.setattr(state, "take_over_sending", recording_take_over)
+    async with running_app(settings, db_url, provider, judge) as (client, ai):
+        await ai._take_over_lock.acquire()
+        queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
+            "contexts": [item(cid, f"메모 {cid}") for cid in (2, 3, 4, 5)]})
+        await asyncio.wait_for(ai.join(), 30)  # the batch stopped while the take-over task waited
+        ai._take_over_lock.release()
+        await ai._flush_take_overs()  # the lock is first-come: the task's flush ran first
+    assert queued.json() == {"statuses": [202] * 4} and provider.calls == 0
+    assert recorded == []
+    assert statuses(sync_conn, 4) == ("CANCELLED", "CANCELLED")
 
 
 async def test_a_full_queue_refuses_the_items_that_do_not_fit_and_503_when_none_does(
