@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -19,12 +20,13 @@ from pinlog.db.embedded import EmbeddedDatabase
 @contextmanager
 def scratch_database() -> Iterator[str]:
     """Yield the libpq URL of a fresh, migrated database; drop it (and stop the embedded server
-    started for it) on exit. Uses ``PINLOG_TEST_DATABASE_URL``'s server when set, else an
+    started for it, removing its directory) on exit. Uses ``PINLOG_TEST_DATABASE_URL``'s server when set, else an
     embedded server in a temporary directory."""
-    server = None
+    server, directory = None, None
     base = os.environ.get("PINLOG_TEST_DATABASE_URL")
     if not base:
-        server = EmbeddedDatabase(Path(tempfile.mkdtemp(prefix="pinlog-bench-")))
+        directory = Path(tempfile.mkdtemp(prefix="pinlog-bench-"))
+        server = EmbeddedDatabase(directory)
         server.start()
         base = server.url("postgres")
     name = f"pinlog_bench_{uuid.uuid4().hex[:8]}"
@@ -41,3 +43,5 @@ def scratch_database() -> Iterator[str]:
         finally:
             if server is not None:
                 server.stop()
+            if directory is not None:  # the server's files (about 1 GB after a search bench)
+                shutil.rmtree(directory, ignore_errors=True)
