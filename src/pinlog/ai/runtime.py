@@ -143,6 +143,7 @@ class AiConfig:
 #: PENDING work to take over: ``None`` (the job ran) is one of them.
 _NOTHING_TO_OWN = frozenset({None, "missing", "finished"})
 
+
 class AiRuntime:
     """The ai component of one process.
 
@@ -533,7 +534,7 @@ class AiRuntime:
         if not dropped:
             return
         if results is None:
-            again = [cid for cid in (job.request.context_id for job in jobs) if cid in dropped]
+            again = list(dropped)
         else:
             again = [job.request.context_id for job, result in zip(jobs, results, strict=True)
                      if result.stopped not in _NOTHING_TO_OWN
