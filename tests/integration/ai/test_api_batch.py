@@ -28,6 +28,15 @@ def _count(outcome: str) -> float:
     return metrics.PROCESS_REQUESTS.labels(outcome=outcome)._value.get()
 
 
+def one_worker_batches_of_5(tmp_path, db_url, sync_conn, context_ids):  # type: ignore[no-untyped-def]
+    """Settings of an ai side with one worker taking up to 5 waiting jobs as a batch, with a
+    PENDING state row inserted for each of ``context_ids``."""
+    for cid in context_ids:
+        insert_state(sync_conn, cid)
+    return ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
+                           embedding_batch_size=64)
+
+
 async def test_one_status_per_item_and_a_bad_item_refused_alone(tmp_path, db_url, provider,
                                                                 judge, presets, sync_conn):
     settings = ai_settings_for(tmp_path, db_url, max_text_chars=50)
@@ -85,10 +94,7 @@ async def test_a_take_over_in_flight_never_splits_the_batch_its_rows_join(
     every row over to a single job. The worker waits for that statement, then claims the batch
     whole. Ordered by hooks: the statement is held after it ran (its locks taken) until the
     worker waits for it, or (without the wait) until the batch start has returned."""
-    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
-                               embedding_batch_size=64)
-    for cid in range(1, 7):
-        insert_state(sync_conn, cid)
+    settings = one_worker_batches_of_5(tmp_path, db_url, sync_conn, range(1, 7))
     taken_over, release = asyncio.Event(), asyncio.Event()
     events: list[str] = []
     real_take_over, real_start = state.take_over_sending, state.precheck_and_start_embedding_batch
@@ -131,32 +137,44 @@ async def test_a_take_over_in_flight_never_splits_the_batch_its_rows_join(
     assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in range(1, 7))
 
 
+@pytest.fixture
+def recorded(monkeypatch) -> list[int]:
+    """The ids of every ``take_over_sending`` statement, in order (the statement still runs)."""
+    ids_seen: list[int] = []
+    real_take_over = state.take_over_sending
+
+    async def recording_take_over(conn, ids, owner):
+        ids_seen.extend(ids)
+        return await real_take_over(conn, ids, owner)
+
+    monkeypatch.setattr(state, "take_over_sending", recording_take_over)
+    return ids_seen
+
+
+async def post_while_the_take_over_waits(client, ai, context_ids):  # type: ignore[no-untyped-def]
+    """POST a batch of ``context_ids`` and let it run while the test holds the take-over lock,
+    so the take-over task cannot take the list before the batch has run; then release it and
+    flush once more (the lock is first-come: the task's own flush has run when this returns).
+    Returns the response."""
+    await ai._take_over_lock.acquire()
+    response = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
+        "contexts": [item(cid, f"메모 {cid}") for cid in context_ids]})
+    await asyncio.wait_for(ai.join(), 30)
+    ai._take_over_lock.release()
+    await ai._flush_take_overs()
+    return response
+
+
 async def test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back(
-        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch, caplog):
+        tmp_path, db_url, provider, judge, presets, sync_conn, recorded, caplog):
     """SPEC §7.3.1 with the batch path: requests a worker has taken from the queue leave the
     take-over list (the claim records the owner itself), so no ``take_over_sending`` statement
     can lock their rows under the batch start. The test holds the take-over lock, so the
     take-over task cannot take the list before the batch has run."""
-    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
-                               embedding_batch_size=64)
-    for cid in range(2, 7):
-        insert_state(sync_conn, cid)
-    recorded: list[int] = []
-    real_take_over = state.take_over_sending
-
-    async def recording_take_over(conn, ids, owner):
-        recorded.extend(ids)
-        return await real_take_over(conn, ids, owner)
-
-    monkeypatch.setattr(state, "take_over_sending", recording_take_over)
+    settings = one_worker_batches_of_5(tmp_path, db_url, sync_conn, range(2, 7))
     caplog.set_level("INFO", logger="pinlog.ai.batch")
     async with running_app(settings, db_url, provider, judge) as (client, ai):
-        await ai._take_over_lock.acquire()
-        queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
-            "contexts": [item(cid, f"메모 {cid}") for cid in range(2, 7)]})
-        await asyncio.wait_for(ai.join(), 30)  # the batch ran while the take-over task waited
-        ai._take_over_lock.release()
-        await ai._flush_take_overs()  # the lock is first-come: the task's flush ran first
+        queued = await post_while_the_take_over_waits(client, ai, range(2, 7))
     assert queued.json() == {"statuses": [202] * 5}
     assert recorded == [] and provider.batches == [5]
     assert [r.batch for r in caplog.records if r.getMessage() == "batch processed"] == [5]
@@ -165,37 +183,21 @@ async def test_the_rows_a_worker_claims_are_not_taken_over_behind_its_back(
 
 @pytest.mark.parametrize("failing", ["pre_check", "whole_batch"])
 async def test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all(
-        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch, failing):
+        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch, recorded, failing):
     """SPEC §7.3.1: rows whose batch stopped before any claim (its pre-check statement fails,
     or the whole batch raises) stay PENDING, and this process accepted them: they are listed
     again for the take-over, so it records itself as their owner as the single path does."""
-    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
-                               embedding_batch_size=64)
-    for cid in range(2, 7):
-        insert_state(sync_conn, cid)
-    recorded: list[int] = []
-    real_take_over = state.take_over_sending
-
-    async def recording_take_over(conn, ids, owner):
-        recorded.extend(ids)
-        return await real_take_over(conn, ids, owner)
-
+    settings = one_worker_batches_of_5(tmp_path, db_url, sync_conn, range(2, 7))
     async def failing_start(*args, **kwargs):
         raise RuntimeError("the batch start failed")
 
-    monkeypatch.setattr(state, "take_over_sending", recording_take_over)
     if failing == "pre_check":
         monkeypatch.setattr(state, "precheck_and_start_embedding_batch", failing_start)
     else:
         from pinlog.ai.batch import BatchRunner
         monkeypatch.setattr(BatchRunner, "run", failing_start)
     async with running_app(settings, db_url, provider, judge) as (client, ai):
-        await ai._take_over_lock.acquire()
-        queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
-            "contexts": [item(cid, f"메모 {cid}") for cid in range(2, 7)]})
-        await asyncio.wait_for(ai.join(), 30)  # the batch stopped while the take-over task waited
-        ai._take_over_lock.release()
-        await ai._flush_take_overs()  # the lock is first-come: the task's statement ran first
+        queued = await post_while_the_take_over_waits(client, ai, range(2, 7))
         owner = ai.owner
     assert queued.json() == {"statuses": [202] * 5} and provider.calls == 0
     assert sorted(recorded) == [2, 3, 4, 5, 6]
@@ -206,29 +208,15 @@ async def test_a_batch_stopped_before_its_claim_takes_its_rows_over_after_all(
 
 
 async def test_a_finished_row_of_a_batch_is_not_taken_over_late(
-        tmp_path, db_url, provider, judge, presets, sync_conn, monkeypatch):
+        tmp_path, db_url, provider, judge, presets, sync_conn, recorded):
     """SPEC §7.3.1: a batch's rows with no PENDING work to own (no state row: ``missing``; a
     cancelled context: ``finished``) are not listed again for the take-over after the batch —
     a late record could only overwrite the owner of whoever took such a row over since."""
-    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
-                               embedding_batch_size=64)
+    settings = one_worker_batches_of_5(tmp_path, db_url, sync_conn, ())
     for cid in (4, 5):
         insert_state(sync_conn, cid, "CANCELLED", "CANCELLED")
-    recorded: list[int] = []
-    real_take_over = state.take_over_sending
-
-    async def recording_take_over(conn, ids, owner):
-        recorded.extend(ids)
-        return await real_take_over(conn, ids, owner)
-
-    monkeypatch.setattr(state, "take_over_sending", recording_take_over)
     async with running_app(settings, db_url, provider, judge) as (client, ai):
-        await ai._take_over_lock.acquire()
-        queued = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
-            "contexts": [item(cid, f"메모 {cid}") for cid in (2, 3, 4, 5)]})
-        await asyncio.wait_for(ai.join(), 30)  # the batch stopped while the take-over task waited
-        ai._take_over_lock.release()
-        await ai._flush_take_overs()  # the lock is first-come: the task's flush ran first
+        queued = await post_while_the_take_over_waits(client, ai, (2, 3, 4, 5))
     assert queued.json() == {"statuses": [202] * 4} and provider.calls == 0
     assert recorded == []
     assert statuses(sync_conn, 4) == ("CANCELLED", "CANCELLED")
@@ -266,10 +254,7 @@ async def test_the_items_of_a_batch_are_processed_together(tmp_path, db_url, pro
                                                            presets, sync_conn, caplog):
     """Queued in order without waiting, so a waiting worker takes them as batches of
     ``PINLOG_PROCESS_BATCH_SIZE``: one claim, one embedding call and one write per batch."""
-    settings = ai_settings_for(tmp_path, db_url, process_batch_size=5, worker_concurrency=1,
-                               embedding_batch_size=64)
-    for cid in range(1, 13):
-        insert_state(sync_conn, cid)
+    settings = one_worker_batches_of_5(tmp_path, db_url, sync_conn, range(1, 13))
     caplog.set_level("INFO", logger="pinlog.ai.batch")
     async with running_app(settings, db_url, provider, judge) as (client, ai):
         response = await client.post(PROCESS_BATCH_PATH, headers=HEADERS, json={
