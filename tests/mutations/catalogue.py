@@ -147,6 +147,7 @@ CONCURRENT_MIGRATE_T = "tests/integration/test_concurrent_migrations.py"
 PROCESS_SETTINGS_T = "tests/integration/test_process_settings.py"
 CUE_T = "tests/unit/ai/judges/test_cue_evidence.py"
 UNAVAILABLE_T = "tests/acceptance/test_db_unavailable.py"
+LIVENESS_T = "tests/integration/test_engine_liveness.py"
 SPEED_T = "tests/integration/core/rescan/test_recovery_speed.py"
 MIGRATION_FILES_T = "tests/unit/test_migration_files.py"
 PRESET_FILE_T = "tests/unit/ai/judges/test_preset_file.py"
@@ -3309,5 +3310,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         "_NOTHING_TO_OWN = frozenset({None, \"missing\", \"finished\"})",
         "_NOTHING_TO_OWN = frozenset({None})",
         (f"{API_BATCH_T}::test_a_finished_row_of_a_batch_is_not_taken_over_late",),
+    ),
+    Mutation(
+        "closed_connection_handed_out",
+        "SPEC §6: a pooled connection the server closed is noticed at checkout (its socket) and "
+        "replaced, not handed out to fail the statement",
+        ENGINE_PY,
+        "        return bool(poller.poll(0))\n",
+        "        return False\n",
+        (f"{LIVENESS_T}::test_a_connection_the_server_closed_is_replaced_before_it_is_used",),
+    ),
+    Mutation(
+        "failed_ping_not_a_disconnect",
+        "SPEC §6: a ping that finds the connection closed invalidates it (the pool opens another)",
+        ENGINE_PY,
+        "            raise exc.InvalidatePoolError() from err\n",
+        "            raise\n",
+        (f"{LIVENESS_T}::test_a_connection_the_server_closed_is_replaced_before_it_is_used",),
+    ),
+    Mutation(
+        "idle_connection_never_pinged",
+        "issue 25: a connection idle for PING_AFTER_IDLE or more is pinged before it is handed out",
+        ENGINE_PY,
+        "        if clock() - since < idle and not _may_be_closed(dbapi_connection):\n",
+        "        if not _may_be_closed(dbapi_connection):\n",
+        (f"{LIVENESS_T}::test_a_connection_used_moments_ago_is_not_pinged_one_idle_long_enough_is",),
+    ),
+    Mutation(
+        "every_checkout_pinged",
+        "issue 25: a connection used moments ago with a quiet socket is handed out without a ping",
+        ENGINE_PY,
+        "        if clock() - since < idle and not _may_be_closed(dbapi_connection):\n",
+        "        if False:\n",
+        (f"{LIVENESS_T}::test_a_connection_used_moments_ago_is_not_pinged_one_idle_long_enough_is",),
     ),
 )

@@ -6,11 +6,16 @@
 
 from __future__ import annotations
 
+import select
+import time
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from sqlalchemy import event, exc, text
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from pinlog.db.embedded import EmbeddedDatabase
 from pinlog.settings import Settings
@@ -59,21 +64,95 @@ def redacted_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+def create_engine(url: str, *, pool_size: int = 10,
+                  clock: Callable[[], float] = time.monotonic) -> AsyncEngine:
     """An async engine for ``url`` (libpq or SQLAlchemy form).
 
     ``pool_size`` bounds concurrent connections of this process; workers never exceed it.
+    A pooled connection is checked before it is handed out only when it may be dead
+    (:func:`watch_idle_connections`); ``clock`` (seconds, monotonic) is the hook tests move.
     """
-    return create_async_engine(
+    engine = create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
         max_overflow=0,
-        pool_pre_ping=True,
         pool_timeout=30,
         # statement parameters (note text is personal data, SPEC §6) never reach an
         # exception message, hence never a log line or a traceback
         hide_parameters=True,
     )
+    watch_idle_connections(engine, clock=clock)
+    return engine
+
+
+#: A pooled connection back in the pool for at least this long (seconds) is pinged before it
+#: is handed out again; one used more recently is pinged only when its socket says the server
+#: closed it (:func:`watch_idle_connections`).
+PING_AFTER_IDLE = 10.0
+
+_IDLE_SINCE = "pinlog_idle_since"
+
+
+def watch_idle_connections(engine: AsyncEngine, *, clock: Callable[[], float] = time.monotonic,
+                           idle: float = PING_AFTER_IDLE) -> None:
+    """Hand out only live connections, with a round trip only when one may be dead.
+
+    SQLAlchemy's ``pool_pre_ping`` sends ``SELECT 1`` before every checkout: one more round
+    trip for each short step (0.53 per context in a batch backfill, one per statement group of
+    every search; issues 25, 28) on a connection that, between two steps of the same process, is
+    almost always alive. Here a connection is pinged at checkout
+    only when it sat in the pool for ``idle`` seconds or more (by ``clock``), or when its socket
+    has something to read although no statement is running — the server closed it (a restart,
+    ``pg_terminate_backend``, an idle timeout) or sent a notice — or cannot be inspected. A
+    failed ping is a disconnect: the pool drops every connection older than now and hands out a
+    new one (exactly as a failed pre-ping: ``InvalidatePoolError``). A connection that has just
+    been opened is never pinged. A failure the socket does not show (a cable pulled within
+    ``idle`` seconds) surfaces as the statement's own error, which callers already treat as an
+    unavailable database (:func:`is_database_unavailable`; the pipeline retries, the API
+    answers 503).
+    """
+    pool = engine.sync_engine.pool
+    dialect = engine.sync_engine.dialect
+
+    @event.listens_for(pool, "checkin")
+    def _returned(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_IDLE_SINCE] = clock()
+
+    @event.listens_for(pool, "checkout")
+    def _lent(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is None:  # opened for this checkout (the record's info is cleared on connect)
+            return
+        if clock() - since < idle and not _may_be_closed(dbapi_connection):
+            return
+        _ping(dialect, dbapi_connection)
+
+
+def _may_be_closed(dbapi_connection: Any) -> bool:
+    """True when an idle connection's socket is readable or in error (the server closed it or
+    sent something), or the socket cannot be inspected; False for a quiet open socket."""
+    import psycopg  # loaded already: the connection is psycopg's (kept out of import time)
+
+    try:
+        pgconn = dbapi_connection.driver_connection.pgconn
+        if pgconn.status != psycopg.pq.ConnStatus.OK:
+            return True
+        poller = select.poll()
+        poller.register(pgconn.socket, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    except (AttributeError, OSError, ValueError, psycopg.Error):  # no socket: the ping decides
+        return True
+
+
+def _ping(dialect: Dialect, dbapi_connection: Any) -> None:
+    """``SELECT 1`` on ``dbapi_connection``; a disconnect raises ``InvalidatePoolError`` (the pool
+    replaces the connection and every older one), any other error propagates."""
+    try:
+        dialect.do_ping(dbapi_connection)
+    except dialect.loaded_dbapi.Error as err:
+        if dialect.is_disconnect(err, dbapi_connection, None):
+            raise exc.InvalidatePoolError() from err
+        raise
 
 
 #: SQLSTATE classes of an unavailable database: connection exception, insufficient resources
