@@ -14,7 +14,8 @@ In one run, on an embedded PostgreSQL (or ``PINLOG_TEST_DATABASE_URL``'s server)
    flight at the kill (target: duplicates ≤ one batch);
 4. **activate** B (``pinlog.ai.profiles.activate_profile``, while searches keep running), then
    ``--searches`` more: every answer after the switch must come from B (its query embedded by
-   B's provider; target: all) and none of the searches during the switch may be empty.
+   B's provider, each embedded afresh: no recent query vector is reused; target: all) and
+   none of the searches during the switch may be empty.
 
 Usage::
 
@@ -175,8 +176,9 @@ class ModelProcess:
 class Searches:
     """Searches back to back through the runtime: latency, answer, which profile answered."""
 
-    def __init__(self, runtime: AiRuntime, baseline: dict[tuple[int, int], list[int]]) -> None:
-        self.runtime, self.baseline = runtime, baseline
+    def __init__(self, runtime: AiRuntime, baseline: dict[tuple[int, int], list[int]], *,
+                 fresh: bool = False) -> None:
+        self.runtime, self.baseline, self.fresh = runtime, baseline, fresh
         self.latencies: list[float] = []
         self.answers = self.lost_answers = self.lost_results = self.empty = 0
         self.i = 0
@@ -184,6 +186,9 @@ class Searches:
     async def one(self) -> list[int]:
         member, k = 1 + self.i % MEMBERS, (self.i * 7) % TOPICS
         self.i += 1
+        if self.fresh:  # no vector of an earlier search: this answer's profile embeds its query
+            for searcher in self.runtime.searchers.values():
+                searcher.vectors.clear()
         started = time.perf_counter()
         answer = await self.runtime.search(SearchRequest(
             user_id=member, query=query(k), limit=20, embedding_profile=PROFILE_A))
@@ -344,7 +349,9 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
         report, activation = await switching.during(activate())
         a_before, b_before = a.kinds.count("query"), b.kinds.count("query")
-        after = Searches(runtime, {})
+        # every query embedded again, so the providers' call counts say which profile answered
+        # each search (the recent query vectors would answer a repeated text without a call)
+        after = Searches(runtime, {}, fresh=True)
         for _ in range(args.searches):
             await after.one()
         out["activate"] = {"seconds": activation, "copied": report.copied, "kept": report.kept,
