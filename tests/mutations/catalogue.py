@@ -3344,4 +3344,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:\n",
         (f"{LIVENESS_T}::test_a_connection_used_moments_ago_is_not_pinged_one_idle_long_enough_is",),
     ),
+    Mutation(
+        "disconnect_replaces_only_one_connection",
+        "SPEC §6: a ping that finds a disconnect replaces every pooled connection older than it "
+        "(after a restart all are dead), as the pre-ping does",
+        ENGINE_PY,
+        "            raise exc.InvalidatePoolError() from err\n",
+        "            raise exc.DisconnectionError() from err\n",
+        (f"{LIVENESS_T}::test_a_disconnect_found_by_a_ping_replaces_every_older_connection_too",),
+    ),
+    Mutation(
+        "every_ping_error_a_disconnect",
+        "SPEC §6: a ping error that is not a disconnect reaches the caller (the connection is "
+        "not silently replaced)",
+        ENGINE_PY,
+        "        if dialect.is_disconnect(err, dbapi_connection, None):\n",
+        "        if True:\n",
+        (f"{LIVENESS_T}::test_a_ping_error_that_is_not_a_disconnect_propagates",),
+    ),
+    Mutation(
+        "uninspectable_connection_trusted",
+        "SPEC §6: a connection whose socket cannot be inspected is pinged, not trusted",
+        ENGINE_PY,
+        "        return True\n\n\ndef _ping(",
+        "        return False\n\n\ndef _ping(",
+        (f"{LIVENESS_T}::test_a_connection_that_cannot_be_inspected_counts_as_maybe_closed",),
+    ),
 )

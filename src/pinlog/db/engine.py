@@ -104,12 +104,13 @@ def watch_idle_connections(engine: AsyncEngine, *, clock: Callable[[], float] = 
     only when it sat in the pool for ``idle`` seconds or more (by ``clock``), or when its socket
     has something to read although no statement is running — the server closed it (a restart,
     ``pg_terminate_backend``, an idle timeout) or sent a notice — or cannot be inspected. A
-    failed ping is a disconnect: the pool drops every connection older than now and hands out a
-    new one (exactly as a failed pre-ping: ``InvalidatePoolError``). A connection that has just
-    been opened is never pinged. A failure the socket does not show (a cable pulled within
-    ``idle`` seconds) surfaces as the statement's own error, which callers already treat as an
-    unavailable database (:func:`is_database_unavailable`; the pipeline retries, the API
-    answers 503).
+    ping that fails with a disconnect makes the pool drop every connection older than now and
+    hand out a new one (``InvalidatePoolError``, as a failed pre-ping does); any other error of
+    the ping propagates. A connection that has just been opened is never pinged. A failure the
+    socket does not show (a half-open TCP connection, within ``idle`` seconds of its last use)
+    surfaces as the statement's own error instead of being replaced first: the pipeline runs
+    the step again (:func:`is_database_unreachable`), the API answers 503
+    (:func:`is_database_unavailable`).
     """
     pool = engine.sync_engine.pool
     dialect = engine.sync_engine.dialect
@@ -134,11 +135,9 @@ def _may_be_closed(dbapi_connection: Any) -> bool:
     import psycopg  # loaded already: the connection is psycopg's (kept out of import time)
 
     try:
-        pgconn = dbapi_connection.driver_connection.pgconn
-        if pgconn.status != psycopg.pq.ConnStatus.OK:
-            return True
+        socket = dbapi_connection.driver_connection.pgconn.socket  # closed: OperationalError
         poller = select.poll()
-        poller.register(pgconn.socket, select.POLLIN | select.POLLPRI)
+        poller.register(socket, select.POLLIN | select.POLLPRI)
         return bool(poller.poll(0))
     except (AttributeError, OSError, ValueError, psycopg.Error):  # no socket: the ping decides
         return True
