@@ -100,9 +100,9 @@ def watch_idle_connections(engine: AsyncEngine, *, clock: Callable[[], float] = 
     SQLAlchemy's ``pool_pre_ping`` sends ``SELECT 1`` before every checkout: one more round
     trip for each short step (0.53 per context in a batch backfill, one per statement group of
     every search; issues 25, 28) on a connection that, between two steps of the same process, is
-    almost always alive. Here a connection is pinged at checkout
-    only when it sat in the pool for ``idle`` seconds or more (by ``clock``), or when its socket
-    has something to read although no statement is running — the server closed it (a restart,
+    almost always alive. Here a connection is pinged at checkout only when it sat in the pool
+    for ``idle`` seconds or more (by ``clock``), or when its socket has something to read
+    although no statement is running — the server closed it (a restart,
     ``pg_terminate_backend``, an idle timeout) or sent a notice — or cannot be inspected. A
     ping that fails with a disconnect makes the pool drop every connection older than now and
     hand out a new one (``InvalidatePoolError``, as a failed pre-ping does); any other error of

@@ -30,8 +30,8 @@ DEFAULTS = {"PINLOG_PROCESSING_EXPIRY": "600", "PINLOG_PENDING_EXPIRY": "300",
             "PINLOG_RESCAN_INTERVAL": "300"}
 #: one job at a time, so the rest of the notes wait in the queue; a short grace; the held call
 #: may wait a minute (one attempt; budget 60 s < the 600 s expiry) so it never times out first
-STOPPING = {"PINLOG_WORKER_CONCURRENCY": "1", "PINLOG_SHUTDOWN_GRACE": "1",
-            "PINLOG_EMBEDDING_TIMEOUT": "60", "PINLOG_MODEL_ATTEMPTS": "1"}
+MODEL = {"PINLOG_EMBEDDING_TIMEOUT": "60", "PINLOG_MODEL_ATTEMPTS": "1"}
+STOPPING = {"PINLOG_WORKER_CONCURRENCY": "1", "PINLOG_SHUTDOWN_GRACE": "1", **MODEL}
 NOTES = 4
 
 
@@ -121,7 +121,10 @@ async def test_sigterm_hands_queued_and_running_work_to_a_live_replica(
                     PINLOG_HEARTBEAT_TIMEOUT="6")
     loaded = run_pinlog(["presets", "load"], env, timeout=120)
     assert loaded.returncode == 0, loaded.stderr[-3000:]
-    replica = Server({**env, "PINLOG_PORT": str(free_port())}, tmp_path, "replica")
+    # the replica's model settings are the stopped process's (replicas agree on them): a row it
+    # takes over while the stopped process is still exiting meets the held model and waits for
+    # the release instead of timing out within a 0.5 s budget (then left for the 300 s rescan)
+    replica = Server({**env, **MODEL, "PINLOG_PORT": str(free_port())}, tmp_path, "replica")
     try:
         replica.wait_ready()
         (replica_id,) = sync_conn.execute(
