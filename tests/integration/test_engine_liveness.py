@@ -116,9 +116,7 @@ async def test_a_disconnect_found_by_a_ping_replaces_every_older_connection_too(
 
     first = await both()
     assert len(first) == 2
-    async with engine.connect() as conn:  # the connection handed out first: the terminated one
-        pid = int((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one())
-        fd = (await conn.get_raw_connection()).driver_connection.pgconn.socket
+    pid, fd = await backend(engine)  # the connection handed out first: the terminated one
     terminate(migrated_db_url, pid, fd)
 
     second = await both()  # the live one may be lent before the dead one is found
@@ -130,8 +128,8 @@ async def test_a_disconnect_found_by_a_ping_replaces_every_older_connection_too(
 
 
 async def test_a_ping_error_that_is_not_a_disconnect_propagates(pings, clock, monkeypatch):
-    engine, calls = pings
-    pid, _ = await backend(engine)
+    engine, _ = pings
+    await backend(engine)
     dialect = engine.sync_engine.dialect
 
     def refused(dbapi_connection: object) -> bool:
