@@ -3370,4 +3370,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        return False\n\n\ndef _ping(",
         (f"{LIVENESS_T}::test_a_connection_that_cannot_be_inspected_counts_as_maybe_closed",),
     ),
+    Mutation(
+        "batch_fill_ignores_its_batch",
+        "SPEC §5.4 (issue 25): a call is filled with its head request's batch before other "
+        "texts, so a backfill's model answer is saved in one transaction, not in fragments",
+        BATCHING,
+        "key=lambda r: (r.group is not head.group, r.chars,",
+        "key=lambda r: (False, r.chars,",
+        (f"{BATCHING_T}::test_a_call_is_filled_with_its_head_requests_batch_before_shorter_others",
+         f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole"),
+    ),
+    Mutation(
+        "batch_texts_not_grouped",
+        "SPEC §5.4 (issue 25): the batch path submits one batch's texts as one group "
+        "(EMBED_GROUP), so the micro-batcher keeps them in one call",
+        BATCH_PY,
+        "        batch_group = EMBED_GROUP.set(object())\n",
+        "        batch_group = EMBED_GROUP.set(None)\n",
+        (f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole",),
+    ),
+    Mutation(
+        "batch_lexical_terms_without_the_save_guard",
+        "SPEC §10 (issue 28), §3: the batch path's lexical terms are stored only under the "
+        "embedding save's guard (a context cancelled while its batch is embedded gets none)",
+        STATE_SQL,
+        "                place_terms text[]) ON t.context_id = c.context_id\n"
+        " WHERE {embedding_savable}\n",
+        "                place_terms text[]) ON t.context_id = c.context_id\n"
+        " WHERE true\n",
+        (f"{BATCH_T}::test_a_context_deleted_while_its_batch_is_embedded_is_never_stored",),
+    ),
 )

@@ -58,7 +58,7 @@ from pinlog.ai import state
 from pinlog.ai.candidates import select_candidates
 from pinlog.ai.pipeline import (NO_CANDIDATES_PROFILE, JobResult, Pipeline, _only_candidates,
                                classify, text_sha256)
-from pinlog.ai.ports import JudgeAnswer, Pick, PresetSnapshot
+from pinlog.ai.ports import EMBED_GROUP, JudgeAnswer, Pick, PresetSnapshot
 from pinlog.ai.routing import ProfileModels
 from pinlog.channels.lexical import place_meta_text
 from pinlog.contracts import ProcessRequest
@@ -205,8 +205,15 @@ class BatchRunner:
             texts = []
         primed = asyncio.create_task(asyncio.to_thread(prime, texts))
         active, building = p.profiles.active(), p.profiles.building()
-        embedding = {asyncio.ensure_future(self._embed(row.request.text, active, building)): row
-                     for row in to_embed}
+        # this batch's texts fill a model call together (EMBED_GROUP: the micro-batcher's fill
+        # takes the head's batch first), so an answer is saved in one transaction, not in
+        # fragments of several batches' calls (issue 25); each task copies the context here
+        batch_group = EMBED_GROUP.set(object())
+        try:
+            embedding = {asyncio.ensure_future(self._embed(row.request.text, active, building)):
+                         row for row in to_embed}
+        finally:
+            EMBED_GROUP.reset(batch_group)
         followers: list[asyncio.Task[None]] = []
         try:
             # rows with nothing to embed (reused, or their start matched 0 rows) go on at once

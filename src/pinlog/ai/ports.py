@@ -11,6 +11,7 @@ import hashlib
 import inspect
 import json
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -18,6 +19,14 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 EmbedKind = Literal["passage", "query"]
+
+#: The batch (SPEC §5.4 batch path) an ``embed`` call is made for: an opaque key, None outside a
+#: batch. :class:`pinlog.ai.batch.BatchRunner` sets it while it submits one batch's texts; a
+#: micro-batcher (:class:`pinlog.ai.providers.batching.MicroBatcher`) fills a call with the
+#: requests of its oldest request's batch before any other, so one model answer carries a batch
+#: whole and the batch path saves it in one transaction instead of one per fragment (issue 25).
+#: A hint only: a provider may ignore it, and nothing but the grouping of texts depends on it.
+EMBED_GROUP: ContextVar[object | None] = ContextVar("pinlog_embed_group", default=None)
 #: A preset category: the reference's COMPANION, ACTIVITY, ATMOSPHERE, SITUATION or any other
 #: UPPER_SNAKE_CASE name a preset file defines (SPEC §8).
 Category = str

@@ -566,13 +566,13 @@ def _shadow_batch_params(rows: Sequence[EmbeddingRow], profile: str,
 
 
 def _lexical_batch_params(rows: Sequence[EmbeddingRow]) -> dict[str, Any]:
-    """Parameters of ``upsert_lexical_batch``: every row's ids, claim and terms as one JSON
-    array."""
-    return {"rows": json.dumps([
-        {"context_id": r.context_id, "user_id": r.user_id, "record_id": r.record_id,
-         "owner": r.claim.owner, "claimed_at": r.claim.claimed_at.isoformat(),
-         "note_terms": list(r.note_terms), "place_terms": list(r.place_terms)} for r in rows],
-        ensure_ascii=False)}
+    """Parameters of ``upsert_lexical_batch``: the rows' claims (``batch_claims``) and every
+    row's ids and terms as one JSON array."""
+    return {"context_ids": [r.context_id for r in rows], **_claims_params([r.claim for r in rows]),
+            "rows": json.dumps([
+                {"context_id": r.context_id, "user_id": r.user_id, "record_id": r.record_id,
+                 "note_terms": list(r.note_terms), "place_terms": list(r.place_terms)}
+                for r in rows], ensure_ascii=False)}
 
 
 async def save_embeddings_batch(conn: AsyncConnection, rows: Sequence[EmbeddingRow], *,

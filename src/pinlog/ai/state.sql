@@ -566,17 +566,21 @@ SELECT c.context_id, :profile, c.embedding, c.text_sha256, now()
 -- Rule: SPEC §10 (issue 28), §7.3.1 — as upsert_lexical for many contexts, inside the batch save
 -- transaction after lock_states_batch and BEFORE save_embeddings_batch completes the rows: each
 -- row only while embedding_savable with its own claim (c) and while core has not marked its
--- embedding deleted. The rows come as one JSON array (:rows: context_id, user_id, record_id,
--- owner, claimed_at, note_terms, place_terms). A row written here whose vector the save then
+-- embedding deleted. The claims come as batch_claims, the terms as one JSON array (:rows:
+-- context_id, user_id, record_id, note_terms, place_terms). The state rows are reached from the
+-- claims (an unnest: each by its primary key), never by scanning ai.context_ai_state for the
+-- PROCESSING rows — a JSON recordset alone is estimated at 100 rows, and the plan then read the
+-- whole state table once per batch (issue 25). A row written here whose vector the save then
 -- discards (another active profile) is rewritten by the save that follows; until then it is read
 -- only through the embedding's filters (lexical_matches), so it matches nothing.
 INSERT INTO ai.context_lexical (context_id, user_id, record_id, note_terms, place_terms, updated_at)
-SELECT c.context_id, c.user_id, c.record_id, array_to_tsvector(c.note_terms),
-       array_to_tsvector(c.place_terms), now()
-  FROM jsonb_to_recordset(CAST(:rows AS jsonb))
-           AS c(context_id bigint, user_id bigint, record_id bigint, owner text,
-                claimed_at timestamptz, note_terms text[], place_terms text[])
+SELECT t.context_id, t.user_id, t.record_id, array_to_tsvector(t.note_terms),
+       array_to_tsvector(t.place_terms), now()
+  FROM {batch_claims}
   JOIN ai.context_ai_state s ON s.context_id = c.context_id
+  JOIN jsonb_to_recordset(CAST(:rows AS jsonb))
+           AS t(context_id bigint, user_id bigint, record_id bigint, note_terms text[],
+                place_terms text[]) ON t.context_id = c.context_id
  WHERE {embedding_savable}
    AND {lexical_replaced};
 

@@ -101,6 +101,7 @@ async def test_a_context_deleted_while_its_batch_is_embedded_is_never_stored(
     assert statuses(sync_conn, 2) == ("CANCELLED", "CANCELLED")
     assert embedding_rows(sync_conn, 2) == [] and keyword_rows(sync_conn, 2) == []
     assert analysis_row(sync_conn, 2) is None
+    assert _picture(sync_conn, 2)[-1] == []  # nor its lexical terms (SPEC §10, the same guard)
     assert all(e[2] != "COMPLETED" for e in events(sync_conn, 2))
     assert [seen[0] for seen in judge.seen] == [JUDGED[0], JUDGED[2]]  # no judge call for it
     for cid in (1, 3):
@@ -298,3 +299,39 @@ async def test_a_keyword_stage_a_batch_start_passed_over_for_a_lock_is_still_pro
                                            _requests([1, 2], JUDGED), locked=2)
     assert [(r.embedding, r.keyword) for r in results] == [("reused", "completed")] * 2
     assert all(statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED") for cid in (1, 2))
+
+
+async def test_two_batches_queued_together_are_each_embedded_and_saved_whole(
+        runner, batcher, provider, sync_conn):
+    """Issue 25: two batches (4 contexts each, the input cap) queue interleaved behind a busy
+    model call, the second's texts shorter. Each model call carries one batch whole — the fair
+    fill takes the head's batch first, not the shortest texts of any batch — so each batch's
+    embeddings are saved in ONE transaction (one ``now()`` in its completion events), not in
+    fragments of the other's calls."""
+    long_texts = [f"{text} — 다시 가고 싶은 곳" for text in TEXTS[:4]]
+    short_texts = ["국밥", "카페", "서점", "공원"]
+    for cid in [*range(1, 5), *range(11, 15)]:
+        insert_state(sync_conn, cid)
+    gate = provider.hold()
+    busy = asyncio.create_task(batcher.embed(["busy"], "passage"))
+    await gate.wait_entered()
+    provider.gate = None
+    jobs = []
+    for ids, texts in ((range(1, 5), long_texts), (range(11, 15), short_texts)):
+        jobs.append(asyncio.create_task(runner.run(_requests(ids, texts))))
+        while batcher.pending("passage") < 4 * len(jobs):  # the long batch queues first: an
+            await asyncio.sleep(0.01)  # order (its head is the oldest request), not a margin
+    gate.open()
+    await busy
+    results = [r for job in jobs for r in await job]
+    assert all(r.embedding == "completed" for r in results)
+    calls, at = [], 1  # after the busy call
+    for size in provider.batches[1:]:
+        calls.append(sorted(provider.texts[at:at + size]))
+        at += size
+    assert calls == [sorted(long_texts), sorted(short_texts)]
+    for ids in (range(1, 5), range(11, 15)):
+        saved = sync_conn.execute(
+            "SELECT count(DISTINCT at) FROM ai.context_ai_event WHERE context_id = ANY(%s) "
+            "AND stage = 'embedding' AND to_status = 'COMPLETED'", (list(ids),)).fetchone()[0]
+        assert saved == 1

@@ -10,7 +10,7 @@ import pytest
 
 from pinlog import metrics
 from pinlog.ai.errors import PermanentModelError, TransientModelError
-from pinlog.ai.ports import EmbeddingProvider
+from pinlog.ai.ports import EMBED_GROUP, EmbeddingProvider
 from pinlog.ai.providers.batching import MicroBatcher
 from pinlog.logs import current_log_context, log_context
 from tests.fakes import FakeEmbeddingProvider, fake_vector
@@ -87,6 +87,58 @@ async def test_kinds_are_never_mixed_in_one_call():
     # each call carries one kind; the query has its own lane and does not wait for the
     # passage batch behind the busy one (issue 16: search has priority)
     assert fake.kinds == ["passage", "query", "passage"] and fake.batches == [1, 1, 1]
+    await batcher.aclose()
+
+
+def _calls(fake) -> list[list[str]]:
+    """The texts of each provider call, in order (from the fake's flat record)."""
+    out, at = [], 0
+    for size in fake.batches:
+        out.append(fake.texts[at:at + size])
+        at += size
+    return out
+
+
+async def test_a_call_is_filled_with_its_head_requests_batch_before_shorter_others():
+    """Issue 25: two batches of the batch path (EMBED_GROUP) queue interleaved behind a busy
+    call, the second's texts shorter: each call carries one batch whole (the head's batch fills
+    it first), so each answer is saved in one transaction; the live path's requests (no batch)
+    still fill by shortness."""
+    fake = FakeEmbeddingProvider()
+    batcher = MicroBatcher(fake, batch_size=3, wait_ms=0)
+    gate = fake.hold()
+    head = asyncio.create_task(batcher.embed(["warm"], "passage"))
+    await gate.wait_entered()
+    fake.gate = None
+
+    def submit(text: str, group: object | None) -> asyncio.Task:
+        token = EMBED_GROUP.set(group)
+        try:
+            return asyncio.create_task(batcher.embed([text], "passage"))
+        finally:
+            EMBED_GROUP.reset(token)
+
+    first, second = object(), object()
+    tasks = [submit(text, group) for i in range(3)
+             for text, group in ((f"long note of the first batch {i}", first), (f"b{i}", second))]
+    await asyncio.sleep(0)  # let them enqueue (ordering, not timing: they are all ready)
+    assert batcher.pending() == 6
+    gate.open()
+    await asyncio.gather(head, *tasks)
+    assert _calls(fake)[1:] == [[f"long note of the first batch {i}" for i in range(3)],
+                                [f"b{i}" for i in range(3)]]
+    # outside any batch: the oldest, then the shortest others (the fair fill is unchanged)
+    fake.texts.clear()
+    fake.batches.clear()
+    gate = fake.hold()
+    head = asyncio.create_task(batcher.embed(["warm"], "passage"))
+    await gate.wait_entered()
+    fake.gate = None
+    tasks = [submit(text, None) for text in ("a long note 0", "s0", "a long note 1", "s1")]
+    await asyncio.sleep(0)
+    gate.open()
+    await asyncio.gather(head, *tasks)
+    assert _calls(fake)[1:] == [["a long note 0", "s0", "s1"], ["a long note 1"]]
     await batcher.aclose()
 
 

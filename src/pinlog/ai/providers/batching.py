@@ -12,7 +12,11 @@ Rules (issue "long notes starve short ones", "search waits behind the backlog"):
   A request larger than that is cut into chunks that each fit.
 * **Fair fill.** Each passage batch starts with the oldest waiting request (so nothing starves)
   and is filled with the shortest other waiting requests that still fit, so short notes ride
-  along with the next call instead of waiting behind the whole long backlog.
+  along with the next call instead of waiting behind the whole long backlog — first those of
+  the head's own batch (:data:`~pinlog.ai.ports.EMBED_GROUP`: the batch path's texts of one
+  batch, or the live path's single jobs), then the others: a backfill's call carries one batch
+  whole, so its answer is saved in one transaction, not in fragments spread over several
+  batches' calls (issue 25).
 * **Timeout scaled to the work.** A call carrying ``c`` characters gets
   ``timeout × max(MIN_TIMEOUT_SHARE, c / max_chars)`` seconds (``timeout`` is the limit for a full
   batch). A call that times out is **split in halves and each half retried** (never the whole
@@ -51,7 +55,7 @@ from pinlog import metrics
 from pinlog.ai.errors import (ModelTimeout, PermanentModelError, ThrottledError, TooManyInputs,
                               TransientModelError)
 from pinlog.ai.limits import AdaptiveLimit
-from pinlog.ai.ports import EmbeddingProvider, EmbedKind, close_resource
+from pinlog.ai.ports import EMBED_GROUP, EmbeddingProvider, EmbedKind, close_resource
 from pinlog.ai.vectors import check_embeddings
 from pinlog.logs import neutral_context
 from pinlog.settings import Settings
@@ -75,6 +79,8 @@ class _Request:
     alone: bool = False
     seq: int = 0
     arrived: float = 0.0
+    #: the batch it was submitted for (:data:`~pinlog.ai.ports.EMBED_GROUP`; None: none)
+    group: object | None = None
 
 
 @dataclass(frozen=True)
@@ -232,7 +238,7 @@ class MicroBatcher:
         self._seq += 1
         alone = len(texts) == 1 and _key(texts[0]) in self._suspects
         self._pending[kind].append(_Request(texts, kind, future, sum(map(len, texts)), alone,
-                                            self._seq, loop.time()))
+                                            self._seq, loop.time(), EMBED_GROUP.get()))
         self._wakeup[kind].set()
         return await future
 
@@ -294,12 +300,14 @@ class MicroBatcher:
                 or sum(r.chars for r in pending) >= self.max_chars)
 
     def _take(self, pending: list[_Request]) -> list[_Request]:
-        """The next batch: the oldest request, then the shortest others that still fit (a
-        suspect request — one that timed out alone before — always goes alone)."""
+        """The next batch: the oldest request, then the shortest others that still fit — those
+        of the head's batch (``group``) before any other — (a suspect request — one that timed
+        out alone before — always goes alone)."""
         head = min(pending, key=lambda r: r.seq)
         batch, count, chars = [head], len(head.texts), head.chars
         if not head.alone:
-            for request in sorted(pending, key=lambda r: (r.chars, r.seq)):
+            for request in sorted(pending, key=lambda r: (r.group is not head.group, r.chars,
+                                                          r.seq)):
                 if request is head or request.alone:
                     continue
                 if (count + len(request.texts) > self.max_inputs
