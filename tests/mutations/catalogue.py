@@ -3400,4 +3400,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         " WHERE true\n",
         (f"{BATCH_T}::test_a_context_deleted_while_its_batch_is_embedded_is_never_stored",),
     ),
+    Mutation(
+        "paced_batch_busy_logged_as_lost",
+        "SPEC §12: a busy answer a paced batch send sends again is DEBUG, not a WARNING that "
+        "the rescan will retry (issue 25: a backfill meets a full queue all the time)",
+        DISPATCH_PY,
+        "    token = _PACED.set(True)\n    try:\n        statuses = list(await client.send_batch(",
+        "    token = _PACED.set(False)\n    try:\n        statuses = list(await client.send_batch(",
+        ("tests/unit/core/test_batch_pacing.py::"
+         "test_busy_answers_that_are_sent_again_log_no_warning",),
+    ),
+    Mutation(
+        "paced_batch_still_busy_not_warned",
+        "SPEC §12: items still busy when a paced batch send gives up are one WARNING",
+        DISPATCH_PY,
+        "    if busy:\n        log.warning(\"process batch not delivered",
+        "    if False:\n        log.warning(\"process batch not delivered",
+        ("tests/unit/core/test_batch_pacing.py::"
+         "test_items_still_busy_when_the_busy_wait_ends_log_one_warning",),
+    ),
 )

@@ -453,18 +453,31 @@ async def send_batch_paced(client: BatchProcessClient, requests: Sequence[Proces
     """``client.send_batch(requests)``, then the requests answered 503 (the ai side's queue is
     full) again with capped exponential backoff (:data:`BATCH_BUSY_BACKOFF`) for up to ``busy_wait``
     seconds, so bulk work is paced by that queue instead of flooding it (SPEC §7.2 "Recovery
-    speed"). Returns the last status of each request, in order; never raises for an ai-side
-    failure."""
-    statuses = list(await client.send_batch(requests))
-    busy = [i for i, status in enumerate(statuses) if status == 503]
-    for pause in _pauses(BATCH_BUSY_BACKOFF, busy_wait, clock):
-        if not busy:
-            break
-        await sleep(pause)
-        again = await client.send_batch([requests[i] for i in busy])
-        for i, status in zip(busy, again, strict=True):
-            statuses[i] = status
-        busy = [i for i in busy if statuses[i] == 503]
+    speed"). As :func:`send_paced`, the busy answers of a paced send are logged at DEBUG (they
+    are sent again, not left for the rescan), and one WARNING names the requests still busy
+    when the busy wait ends. Returns the last status of each request, in order; never raises
+    for an ai-side failure."""
+    if busy_wait <= 0:
+        return list(await client.send_batch(requests))
+    token = _PACED.set(True)
+    try:
+        statuses = list(await client.send_batch(requests))
+        busy = [i for i, status in enumerate(statuses) if status == 503]
+        for pause in _pauses(BATCH_BUSY_BACKOFF, busy_wait, clock):
+            if not busy:
+                break
+            await sleep(pause)
+            again = await client.send_batch([requests[i] for i in busy])
+            for i, status in zip(busy, again, strict=True):
+                statuses[i] = status
+            busy = [i for i in busy if statuses[i] == 503]
+    finally:
+        _PACED.reset(token)
+    if busy:
+        log.warning("process batch not delivered: the ai side stayed busy (503) through the "
+                    "busy wait; the rescan will retry",
+                    extra={"context_id": requests[busy[0]].context_id, "count": len(busy),
+                           "outcome": BUSY})
     return statuses
 
 
