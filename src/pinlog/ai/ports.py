@@ -27,6 +27,7 @@ EmbedKind = Literal["passage", "query"]
 #: whole and the batch path saves it in one transaction instead of one per fragment (issue 25).
 #: A hint only: a provider may ignore it, and nothing but the grouping of texts depends on it.
 EMBED_GROUP: ContextVar[object | None] = ContextVar("pinlog_embed_group", default=None)
+
 #: A preset category: the reference's COMPANION, ACTIVITY, ATMOSPHERE, SITUATION or any other
 #: UPPER_SNAKE_CASE name a preset file defines (SPEC §8).
 Category = str
