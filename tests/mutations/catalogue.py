@@ -1810,11 +1810,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "batcher_runs_in_the_first_jobs_context",
         "SPEC §12: a shared micro-batch never carries the ids of the job that started the batcher",
         BATCHING,
-        "                                context=neutral_context()),",
-        "                                context=None),",
+        "    context = neutral_context()\n    context.run(EMBED_GROUP.set, None)\n",
+        "    context = contextvars.copy_context()\n    context.run(EMBED_GROUP.set, None)\n",
         (f"{BATCHING_T}::"
          "test_a_batch_never_runs_in_the_logging_context_of_the_job_that_started_the_batcher",),
-        occurrences=2,
     ),
     Mutation(
         "rescan_round_without_round_id",
@@ -3375,8 +3374,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §5.4 (issue 25): a call is filled with its head request's batch before other "
         "texts, so a backfill's model answer is saved in one transaction, not in fragments",
         BATCHING,
-        "key=lambda r: (r.group is not head.group, r.chars,",
-        "key=lambda r: (False, r.chars,",
+        "            return 0 if request.group is None else 1 if request.group is head.group else 2\n",
+        "            return 0\n",
         (f"{BATCHING_T}::test_a_call_is_filled_with_its_head_requests_batch_before_shorter_others",
          f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole"),
     ),
@@ -3418,5 +3417,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:\n        log.warning(\"process batch not delivered",
         ("tests/unit/core/test_batch_pacing.py::"
          "test_items_still_busy_when_the_busy_wait_ends_log_one_warning",),
+    ),
+    Mutation(
+        "batch_group_left_behind",
+        "SPEC §5.4 (issue 25): the batch group is set only while one batch's texts are "
+        "submitted; the worker's later single jobs run without it",
+        BATCH_PY,
+        "            EMBED_GROUP.reset(batch_group)\n",
+        "            pass\n",
+        (f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole",),
+    ),
+    Mutation(
+        "single_job_fills_after_batches",
+        "SPEC §5.4 fair fill: a single job's request rides along with the next call, before "
+        "the texts of any batch",
+        BATCHING,
+        "            return 0 if request.group is None else 1 if request.group is head.group else 2\n",
+        "            return 0 if request.group is head.group else 1 if request.group is None else 2\n",
+        (f"{BATCHING_T}::test_a_call_is_filled_with_its_head_requests_batch_before_shorter_others",),
     ),
 )

@@ -205,9 +205,10 @@ class BatchRunner:
             texts = []
         primed = asyncio.create_task(asyncio.to_thread(prime, texts))
         active, building = p.profiles.active(), p.profiles.building()
-        # this batch's texts fill a model call together (EMBED_GROUP: the micro-batcher's fill
-        # takes the head's batch first), so an answer is saved in one transaction, not in
-        # fragments of several batches' calls (issue 25); each task copies the context here
+        # this batch's texts fill model calls together (EMBED_GROUP: the micro-batcher's fill
+        # takes the head's batch before other batches), so its answers are saved in ⌈n / cap⌉
+        # transactions, not in fragments of other batches' calls (issue 25); each task copies
+        # the context here, and the worker's later single jobs run without the group again
         batch_group = EMBED_GROUP.set(object())
         try:
             embedding = {asyncio.ensure_future(self._embed(row.request.text, active, building)):

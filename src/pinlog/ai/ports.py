@@ -21,10 +21,11 @@ import numpy as np
 EmbedKind = Literal["passage", "query"]
 
 #: The batch (SPEC §5.4 batch path) an ``embed`` call is made for: an opaque key, None outside a
-#: batch. :class:`pinlog.ai.batch.BatchRunner` sets it while it submits one batch's texts; a
-#: micro-batcher (:class:`pinlog.ai.providers.batching.MicroBatcher`) fills a call with the
-#: requests of its oldest request's batch before any other, so one model answer carries a batch
-#: whole and the batch path saves it in one transaction instead of one per fragment (issue 25).
+#: batch (a single job). :class:`pinlog.ai.batch.BatchRunner` sets it while it submits one
+#: batch's texts; a micro-batcher (:class:`pinlog.ai.providers.batching.MicroBatcher`) fills a
+#: call with single jobs' requests, then with those of its oldest request's batch, before any
+#: other batch's, so a batch of n texts is answered — and saved by the batch path — in
+#: ⌈n / cap⌉ parts instead of a fragment per call of every batch queued beside it (issue 25).
 #: A hint only: a provider may ignore it, and nothing but the grouping of texts depends on it.
 EMBED_GROUP: ContextVar[object | None] = ContextVar("pinlog_embed_group", default=None)
 

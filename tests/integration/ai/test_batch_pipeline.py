@@ -17,6 +17,7 @@ import pytest
 from pinlog.ai.batch import BatchRunner
 from pinlog.ai.errors import PermanentModelError
 from pinlog.ai.pipeline import Pipeline
+from pinlog.ai.ports import EMBED_GROUP
 from pinlog.ai.providers import MicroBatcher
 from tests.conftest import config_of
 from tests.integration.ai.support import (FRIENDS_TEXT, PROFILE, QUIET_TEXT, analysis_row, basis,
@@ -335,3 +336,8 @@ async def test_two_batches_queued_together_are_each_embedded_and_saved_whole(
             "SELECT count(DISTINCT at) FROM ai.context_ai_event WHERE context_id = ANY(%s) "
             "AND stage = 'embedding' AND to_status = 'COMPLETED'", (list(ids),)).fetchone()[0]
         assert saved == 1
+    # the group is the batch's alone: run in this task (as a worker awaits its batches), the
+    # batch leaves no group behind for the worker's next single job
+    insert_state(sync_conn, 21)
+    results = await runner.run(_requests([21], ["혼자 간 국밥집"]))
+    assert results[0].embedding == "completed" and EMBED_GROUP.get() is None

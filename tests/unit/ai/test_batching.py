@@ -102,8 +102,8 @@ def _calls(fake) -> list[list[str]]:
 async def test_a_call_is_filled_with_its_head_requests_batch_before_shorter_others():
     """Issue 25: two batches of the batch path (EMBED_GROUP) queue interleaved behind a busy
     call, the second's texts shorter: each call carries one batch whole (the head's batch fills
-    it first), so each answer is saved in one transaction; the live path's requests (no batch)
-    still fill by shortness."""
+    it before other batches), so each answer is saved in one transaction; single jobs'
+    requests (no batch) still fill by shortness, and ride along before any batch's texts."""
     fake = FakeEmbeddingProvider()
     batcher = MicroBatcher(fake, batch_size=3, wait_ms=0)
     gate = fake.hold()
@@ -139,6 +139,21 @@ async def test_a_call_is_filled_with_its_head_requests_batch_before_shorter_othe
     gate.open()
     await asyncio.gather(head, *tasks)
     assert _calls(fake)[1:] == [["a long note 0", "s0", "s1"], ["a long note 1"]]
+    # a single job's note still rides along with the next call: before the head's batch, and
+    # before shorter texts of another batch
+    fake.texts.clear()
+    fake.batches.clear()
+    gate = fake.hold()
+    head = asyncio.create_task(batcher.embed(["warm"], "passage"))
+    await gate.wait_entered()
+    fake.gate = None
+    tasks = [submit("long note of the first batch 0", first), submit("x", second),
+             submit("a single job's note", None), submit("long note of the first batch 1", first)]
+    await asyncio.sleep(0)
+    gate.open()
+    await asyncio.gather(head, *tasks)
+    assert _calls(fake)[1:] == [["long note of the first batch 0", "a single job's note",
+                                 "long note of the first batch 1"], ["x"]]
     await batcher.aclose()
 
 

@@ -12,11 +12,12 @@ Rules (issue "long notes starve short ones", "search waits behind the backlog"):
   A request larger than that is cut into chunks that each fit.
 * **Fair fill.** Each passage batch starts with the oldest waiting request (so nothing starves)
   and is filled with the shortest other waiting requests that still fit, so short notes ride
-  along with the next call instead of waiting behind the whole long backlog — first those of
-  the head's own batch (:data:`~pinlog.ai.ports.EMBED_GROUP`: the batch path's texts of one
-  batch, or the live path's single jobs), then the others: a backfill's call carries one batch
-  whole, so its answer is saved in one transaction, not in fragments spread over several
-  batches' calls (issue 25).
+  along with the next call instead of waiting behind the whole long backlog. The fill goes by
+  origin first (:data:`~pinlog.ai.ports.EMBED_GROUP`): the single jobs' requests (no batch),
+  then those of the head's own batch, then other batches' — so a single job still rides along
+  with the next call, and a batch path's texts are not spread over other batches' calls: a
+  batch of n texts goes out in ⌈n / cap⌉ calls and is saved in as many transactions, not in a
+  fragment per call of every batch queued beside it (issue 25).
 * **Timeout scaled to the work.** A call carrying ``c`` characters gets
   ``timeout × max(MIN_TIMEOUT_SHARE, c / max_chars)`` seconds (``timeout`` is the limit for a full
   batch). A call that times out is **split in halves and each half retried** (never the whole
@@ -42,6 +43,7 @@ recorded (``pinlog_embedding_batch_size``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import logging
 import time
@@ -255,12 +257,12 @@ class MicroBatcher:
         self._slots = {"passage": self.limit,
                        "query": AdaptiveLimit(1, kind="embedding_query")}
         # shared by every job: started without the logging context of the job that happened to
-        # start them, so a batch's lines never carry that job's ids
+        # start them, so a batch's lines never carry that job's ids — nor its batch's group
         self._loop_tasks = [
             asyncio.create_task(self._loop("query"), name="embedding-query-lane",
-                                context=neutral_context()),
+                                context=_loop_context()),
             asyncio.create_task(self._loop("passage"), name="embedding-micro-batcher",
-                                context=neutral_context()),
+                                context=_loop_context()),
         ]
 
     async def _loop(self, kind: EmbedKind) -> None:
@@ -300,14 +302,17 @@ class MicroBatcher:
                 or sum(r.chars for r in pending) >= self.max_chars)
 
     def _take(self, pending: list[_Request]) -> list[_Request]:
-        """The next batch: the oldest request, then the shortest others that still fit — those
-        of the head's batch (``group``) before any other — (a suspect request — one that timed
-        out alone before — always goes alone)."""
+        """The next batch: the oldest request, then the shortest others that still fit — the
+        single jobs' (``group`` None) first, then the head's batch's, then other batches' (a
+        suspect request — one that timed out alone before — always goes alone)."""
         head = min(pending, key=lambda r: r.seq)
         batch, count, chars = [head], len(head.texts), head.chars
+
+        def origin(request: _Request) -> int:
+            return 0 if request.group is None else 1 if request.group is head.group else 2
+
         if not head.alone:
-            for request in sorted(pending, key=lambda r: (r.group is not head.group, r.chars,
-                                                          r.seq)):
+            for request in sorted(pending, key=lambda r: (origin(r), r.chars, r.seq)):
                 if request is head or request.alone:
                     continue
                 if (count + len(request.texts) > self.max_inputs
@@ -512,6 +517,14 @@ class MicroBatcher:
 
     def _checked(self, rows: np.ndarray, request: _Request) -> np.ndarray:
         return check_embeddings(rows, len(request.texts), self.dimension)
+
+
+def _loop_context() -> contextvars.Context:
+    """The context of a batching loop (:func:`pinlog.logs.neutral_context`: no job's logging
+    context) without the batch group of the job that started it (``EMBED_GROUP`` None)."""
+    context = neutral_context()
+    context.run(EMBED_GROUP.set, None)
+    return context
 
 
 def _key(text: str) -> bytes:
