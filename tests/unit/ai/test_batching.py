@@ -106,54 +106,43 @@ async def test_a_call_is_filled_with_its_head_requests_batch_before_shorter_othe
     requests (no batch) still fill by shortness, and ride along before any batch's texts."""
     fake = FakeEmbeddingProvider()
     batcher = MicroBatcher(fake, batch_size=3, wait_ms=0)
-    gate = fake.hold()
-    head = asyncio.create_task(batcher.embed(["warm"], "passage"))
-    await gate.wait_entered()
-    fake.gate = None
 
-    def submit(text: str, group: object | None) -> asyncio.Task:
-        token = EMBED_GROUP.set(group)
-        try:
-            return asyncio.create_task(batcher.embed([text], "passage"))
-        finally:
-            EMBED_GROUP.reset(token)
+    async def calls_behind_a_busy_call(submissions: list[tuple[str, object | None]]):
+        """Queue ``(text, group)`` requests in order behind a held call; release it; the
+        texts of each call that followed."""
+        fake.texts.clear()
+        fake.batches.clear()
+        gate = fake.hold()
+        busy = asyncio.create_task(batcher.embed(["busy"], "passage"))
+        await gate.wait_entered()
+        fake.gate = None
+        tasks = []
+        for text, group in submissions:
+            token = EMBED_GROUP.set(group)
+            try:
+                tasks.append(asyncio.create_task(batcher.embed([text], "passage")))
+            finally:
+                EMBED_GROUP.reset(token)
+        await asyncio.sleep(0)  # let them enqueue (ordering, not timing: they are all ready)
+        assert batcher.pending() == len(submissions)
+        gate.open()
+        await asyncio.gather(busy, *tasks)
+        return _calls(fake)[1:]
 
     first, second = object(), object()
-    tasks = [submit(text, group) for i in range(3)
-             for text, group in ((f"long note of the first batch {i}", first), (f"b{i}", second))]
-    await asyncio.sleep(0)  # let them enqueue (ordering, not timing: they are all ready)
-    assert batcher.pending() == 6
-    gate.open()
-    await asyncio.gather(head, *tasks)
-    assert _calls(fake)[1:] == [[f"long note of the first batch {i}" for i in range(3)],
-                                [f"b{i}" for i in range(3)]]
+    long = [f"long note of the first batch {i}" for i in range(3)]
+    assert await calls_behind_a_busy_call(
+        [(text, group) for i in range(3) for text, group in ((long[i], first), (f"b{i}", second))]
+    ) == [long, [f"b{i}" for i in range(3)]]
     # outside any batch: the oldest, then the shortest others (the fair fill is unchanged)
-    fake.texts.clear()
-    fake.batches.clear()
-    gate = fake.hold()
-    head = asyncio.create_task(batcher.embed(["warm"], "passage"))
-    await gate.wait_entered()
-    fake.gate = None
-    tasks = [submit(text, None) for text in ("a long note 0", "s0", "a long note 1", "s1")]
-    await asyncio.sleep(0)
-    gate.open()
-    await asyncio.gather(head, *tasks)
-    assert _calls(fake)[1:] == [["a long note 0", "s0", "s1"], ["a long note 1"]]
+    assert await calls_behind_a_busy_call(
+        [(text, None) for text in ("a long note 0", "s0", "a long note 1", "s1")]
+    ) == [["a long note 0", "s0", "s1"], ["a long note 1"]]
     # a single job's note still rides along with the next call: before the head's batch, and
     # before shorter texts of another batch
-    fake.texts.clear()
-    fake.batches.clear()
-    gate = fake.hold()
-    head = asyncio.create_task(batcher.embed(["warm"], "passage"))
-    await gate.wait_entered()
-    fake.gate = None
-    tasks = [submit("long note of the first batch 0", first), submit("x", second),
-             submit("a single job's note", None), submit("long note of the first batch 1", first)]
-    await asyncio.sleep(0)
-    gate.open()
-    await asyncio.gather(head, *tasks)
-    assert _calls(fake)[1:] == [["long note of the first batch 0", "a single job's note",
-                                 "long note of the first batch 1"], ["x"]]
+    assert await calls_behind_a_busy_call(
+        [(long[0], first), ("x", second), ("a single job's note", None), (long[1], first)]
+    ) == [[long[0], "a single job's note", long[1]], ["x"]]
     await batcher.aclose()
 
 
