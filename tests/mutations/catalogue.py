@@ -3436,4 +3436,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            return 0 if request.group is head.group else 1 if request.group is None else 2\n",
         (f"{BATCHING_T}::test_a_call_is_filled_with_its_head_requests_batch_before_shorter_others",),
     ),
+    Mutation(
+        "batcher_linger_loses_its_cancel",
+        "SPEC §5.4, §7.3.1: shutdown closes the micro-batcher even when a request woke its "
+        "loop in the tick of the cancel (asyncio.wait_for drops that cancel on Python 3.11, "
+        "the Python CI runs; aclose then waited forever)",
+        BATCHING,
+        "                            async with asyncio.timeout(deadline - loop.time()):\n"
+        "                                await wakeup.wait()\n",
+        "                            await asyncio.wait_for(wakeup.wait(), deadline - loop.time())\n",
+        (f"{BATCHING_T}::test_aclose_returns_when_a_request_arrived_in_the_tick_before_it",),
+    ),
 )

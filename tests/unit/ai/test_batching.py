@@ -224,3 +224,29 @@ async def test_a_batch_never_runs_in_the_logging_context_of_the_job_that_started
         await asyncio.wait_for(batcher.embed(["b"], "query"), 5)
     await batcher.aclose()
     assert seen == [{}, {}]
+
+
+async def test_aclose_returns_when_a_request_arrived_in_the_tick_before_it():
+    """Shutdown never hangs on the batching loop: a request submitted just before ``aclose``
+    wakes the loop while it waits for more texts (the linger of a passage batch) in the same
+    tick as the cancel. On Python 3.11 ``asyncio.wait_for`` returned the event's result there
+    and dropped the cancel, so the loop ran on and ``aclose`` waited for it forever (the
+    compatibility tier's shutdown hang). Ordered by event-loop steps, never by time; the 10 s
+    only bounds a regression."""
+    fake = FakeEmbeddingProvider()
+    batcher = MicroBatcher(fake, batch_size=8, wait_ms=60_000)
+    first = asyncio.create_task(batcher.embed(["a"], "passage"))
+    for _ in range(10):  # the loop takes "a" and lingers for more (the batch is not full)
+        await asyncio.sleep(0)
+    assert batcher.pending() == 1 and fake.calls == 0
+    second = asyncio.create_task(batcher.embed(["bb"], "passage"))
+    await asyncio.sleep(0)  # "bb" is queued and sets the loop's wake-up event
+    assert batcher.pending() == 2
+    closing = asyncio.ensure_future(batcher.aclose())  # cancels the loops in this tick
+    done, _ = await asyncio.wait({closing}, timeout=10)
+    assert closing in done, "aclose waited for a batching loop that lost its cancel"
+    assert all(task.done() for task in (first, second))
+    for task in (first, second):  # the waiting requests fail: the batcher is closed
+        with pytest.raises(RuntimeError, match="closed"):
+            task.result()
+    assert fake.calls == 0

@@ -284,8 +284,13 @@ class MicroBatcher:
                     deadline = min(r.arrived for r in pending) + self.wait
                     while not self._full(pending) and loop.time() < deadline:
                         wakeup.clear()
+                        # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the
+                        # inner result when a cancel arrives in the tick the event was set
+                        # (a request submitted just before aclose), so the cancel is lost and
+                        # aclose waits for this loop forever
                         try:
-                            await asyncio.wait_for(wakeup.wait(), deadline - loop.time())
+                            async with asyncio.timeout(deadline - loop.time()):
+                                await wakeup.wait()
                         except TimeoutError:
                             break
                 batch = self._take(pending)
@@ -347,8 +352,8 @@ class MicroBatcher:
         begun = self.limit.now()
         try:
             limit = self.timeout_for(sum(map(len, texts)))
-            call = self.provider.embed(texts, kind)
-            out = await (asyncio.wait_for(call, limit) if limit is not None else call)
+            async with asyncio.timeout(limit):  # None: no limit (not wait_for: see _loop)
+                out = await self.provider.embed(texts, kind)
         except ModelTimeout:
             raise TimeoutError from None
         except ThrottledError as exc:
