@@ -26,8 +26,9 @@ from pinlog.db.embedded import EmbeddedDatabase, EmbeddedDatabaseError
 from pinlog.db.engine import create_engine
 from pinlog.settings import Settings, load_settings
 
-#: Fixtures registered once for the whole suite (fake provider/judge, seeded presets).
-pytest_plugins = ("tests.support.fixtures",)
+#: Fixtures registered once for the whole suite (fake provider/judge, seeded presets), and the
+#: hang diagnostics (a test still running after 230 s prints its event loop's tasks).
+pytest_plugins = ("tests.support.fixtures", "tests.support.hang_dump")
 
 
 def pytest_configure(config: pytest.Config) -> None:
