@@ -230,9 +230,8 @@ async def test_aclose_returns_when_a_request_arrived_in_the_tick_before_it():
     """Shutdown never hangs on the batching loop: a request submitted just before ``aclose``
     wakes the loop while it waits for more texts (the linger of a passage batch) in the same
     tick as the cancel. On Python 3.11 ``asyncio.wait_for`` returned the event's result there
-    and dropped the cancel, so the loop ran on and ``aclose`` waited for it forever (the
-    compatibility tier's shutdown hang). Ordered by event-loop steps, never by time; the 10 s
-    only bounds a regression."""
+    and dropped the cancel, so the loop ran on and ``aclose`` waited for it forever. Ordered
+    by event-loop steps, never by time; the 10 s only bounds a regression."""
     fake = FakeEmbeddingProvider()
     batcher = MicroBatcher(fake, batch_size=8, wait_ms=60_000)
     first = asyncio.create_task(batcher.embed(["a"], "passage"))
