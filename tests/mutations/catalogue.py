@@ -3447,22 +3447,4 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                            await asyncio.wait_for(wakeup.wait(), deadline - loop.time())\n",
         (f"{BATCHING_T}::test_aclose_returns_when_a_request_arrived_in_the_tick_before_it",),
     ),
-    Mutation(
-        "batch_judges_a_remote_judge_in_turn",
-        "issue 25, SPEC §5.4: the batch path judges in a loop only for a judge that computes in "
-        "process; a judge that waits for a model (llm) gets every row of the batch at once",
-        BATCH_PY,
-        '        return bool(getattr(models.judge, "in_process", False))\n',
-        "        return True\n",
-        (f"{BATCH_T}::test_a_remote_judge_judges_the_rows_of_a_batch_concurrently",),
-    ),
-    Mutation(
-        "batch_judges_an_in_process_judge_in_a_task_per_row",
-        "issue 25: an in-process judge (similarity) judges the rows of a batch one after another "
-        "on the batch's task, no task per row, with the same per-row outcomes",
-        BATCH_PY,
-        '        return bool(getattr(models.judge, "in_process", False))\n',
-        "        return False\n",
-        (f"{BATCH_T}::test_an_in_process_judge_judges_a_batch_in_turn_and_a_failing_row_fails_alone",),
-    ),
 )

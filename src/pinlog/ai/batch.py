@@ -376,7 +376,9 @@ class BatchRunner:
             await asyncio.gather(*(self._single_keyword(row) for row in passed_over))
         if not judged:
             return
-        outcomes = await self._judge_all(judged, stored, snapshot)
+        outcomes = await asyncio.gather(
+            *(self._judge(r, r.carried or stored.get(r.context_id), snapshot) for r in judged),
+            return_exceptions=True)
         to_save: list[_Row] = []
         for row, outcome in zip(judged, outcomes, strict=True):
             if isinstance(outcome, BaseException):
@@ -454,40 +456,6 @@ class BatchRunner:
                      "finished, or the claim was taken over)",
                          extra={"stage": stage.label, "outcome": outcome})
         return done
-
-    async def _judge_all(self, rows: list[_Row], stored: Mapping[int, state.StoredEmbedding],
-                         snapshot: PresetSnapshot | None) -> list[BaseException | None]:
-        """:meth:`_judge` of every row: each row's exception or None, in order (a row's failure
-        is its own, SPEC §5.5). Rows whose judge computes in process (``in_process``,
-        :class:`pinlog.ai.ports.Judge`) are judged one after another on this task; the others
-        concurrently, one task each (a remote judge waits for its model)."""
-        outcomes: dict[int, BaseException | None] = {}
-        remote: list[_Row] = []
-        for row in rows:
-            vector = row.carried or stored.get(row.context_id)
-            if not self._in_process(vector, snapshot):
-                remote.append(row)
-                continue
-            try:
-                await self._judge(row, vector, snapshot)
-                outcomes[row.context_id] = None
-            except Exception as exc:  # noqa: BLE001 - that row's classified failure
-                outcomes[row.context_id] = exc
-        if remote:
-            answers = await asyncio.gather(
-                *(self._judge(r, r.carried or stored.get(r.context_id), snapshot)
-                  for r in remote), return_exceptions=True)
-            outcomes.update((r.context_id, a) for r, a in zip(remote, answers, strict=True))
-        return [outcomes[row.context_id] for row in rows]
-
-    def _in_process(self, stored: state.StoredEmbedding | None,
-                    snapshot: PresetSnapshot | None) -> bool:
-        """Whether the judge of a row with ``stored`` computes in process (never waits)."""
-        try:
-            models = self.pipeline._judging_models(stored, snapshot)
-        except Exception:  # noqa: BLE001 - _judge raises it again, as that row's failure
-            return True
-        return bool(getattr(models.judge, "in_process", False))
 
     async def _judge(self, row: _Row, stored: state.StoredEmbedding | None,
                      snapshot: PresetSnapshot | None) -> None:

@@ -365,9 +365,6 @@ class Pipeline:
             ModelError: the active profile's call failed (as :meth:`_embed`).
         """
         wanted = [m for m in (active, building) if m is not None and m.profile not in vectors]
-        if len(wanted) == 1 and wanted[0] is active:  # no build: awaited here, no task of its own
-            vectors[active.profile] = await self._embed(text, active.provider)
-            return
         results = await asyncio.gather(*(self._embed(text, m.provider) for m in wanted),
                                        return_exceptions=True)
         for models, result in zip(wanted, results, strict=True):

@@ -189,13 +189,7 @@ class JudgeAnswer:
 
 @runtime_checkable
 class Judge(Protocol):
-    """Chooses keywords among candidates only (SPEC §8).
-
-    A judge that computes in process and never waits (the ``similarity`` judge) may say so
-    with a class attribute ``in_process = True``: the batch path then judges its rows one after
-    another instead of one task per row (same answers; issue 25). Without it, rows are judged
-    concurrently (a remote judge waits for its model).
-    """
+    """Chooses keywords among candidates only (SPEC §8)."""
 
     async def judge(self, text: str, candidates: Sequence[Candidate]) -> JudgeAnswer:
         """Pick 0..3 typical keywords for ``text`` among ``candidates`` (never empty here).

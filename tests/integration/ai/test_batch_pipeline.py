@@ -20,7 +20,6 @@ from pinlog.ai.pipeline import Pipeline
 from pinlog.ai.ports import EMBED_GROUP
 from pinlog.ai.providers import MicroBatcher
 from tests.conftest import config_of
-from tests.fakes import FakeJudge
 from tests.integration.ai.support import (FRIENDS_TEXT, PROFILE, QUIET_TEXT, analysis_row, basis,
                                           core_cancel, embedding_rows, events, insert_embedding,
                                           insert_state, keyword_rows, read_state, request,
@@ -342,59 +341,3 @@ async def test_two_batches_queued_together_are_each_embedded_and_saved_whole(
     insert_state(sync_conn, 21)
     results = await runner.run(_requests([21], ["혼자 간 국밥집"]))
     assert results[0].embedding == "completed" and EMBED_GROUP.get() is None
-
-
-async def test_a_remote_judge_judges_the_rows_of_a_batch_concurrently(runner, judge, sync_conn):
-    """A judge that waits for a model (no ``in_process``: the fake, like the llm judge) gets
-    every judged row of a batch at once, not one after another (issue 25): each call waits
-    here until all three are in flight — judged in turn, the first would wait for ever."""
-    for cid in (1, 2, 3):
-        insert_state(sync_conn, cid)
-    everyone = asyncio.Event()
-
-    async def meet(text, candidates):
-        if judge.calls == len(JUDGED):
-            everyone.set()
-        await everyone.wait()
-
-    judge.on_call = meet
-    results = await asyncio.wait_for(runner.run(_requests([1, 2, 3], JUDGED)), 10)  # regression bound only
-    assert [(r.embedding, r.keyword) for r in results] == [("completed", "completed")] * 3
-
-
-class InProcessJudge(FakeJudge):
-    """The fake judge, declaring it computes in process (as the similarity judge does)."""
-
-    in_process = True
-
-
-async def test_an_in_process_judge_judges_a_batch_in_turn_and_a_failing_row_fails_alone(
-        ai_settings, engine, provider, presets, sleeps, sync_conn):
-    """A judge with ``in_process`` judges the rows of a batch one after another on the batch's
-    own task (no task per row, issue 25), with the same outcomes: the row whose judge call
-    fails permanently fails alone, the others complete. (The three texts fill one model call
-    of cap 3 — the linger is never reached — so one keyword stage judges them all.)"""
-    batcher = MicroBatcher(provider, batch_size=3, wait_ms=60_000)
-    judge = InProcessJudge()
-    tasks: list[asyncio.Task | None] = []
-
-    def record(text, candidates):
-        tasks.append(asyncio.current_task())
-        if text == FRIENDS_TEXT:
-            raise PermanentModelError("judge refused")
-
-    judge.on_call = record
-    runner = BatchRunner(Pipeline(engine, config_of(ai_settings).ai.pipeline, batcher, judge,
-                                  sleep=sleeps))
-    for cid in (1, 2, 3):
-        insert_state(sync_conn, cid)
-    try:
-        results = await runner.run(_requests([1, 2, 3], JUDGED))
-    finally:
-        await batcher.aclose(close_provider=False)
-    assert provider.batches == [3]
-    assert [(r.embedding, r.keyword) for r in results] == [
-        ("completed", "completed"), ("completed", "permanent"), ("completed", "completed")]
-    assert read_state(sync_conn, 2).last_error == "keyword permanent: judge refused"
-    assert statuses(sync_conn, 1) == statuses(sync_conn, 3) == ("COMPLETED", "COMPLETED")
-    assert len(tasks) == 3 and len(set(tasks)) == 1  # all on one task, in turn

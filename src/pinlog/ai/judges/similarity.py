@@ -121,9 +121,6 @@ class SimilarityJudge:
             bench swaps in a character-bigram matcher to compare).
     """
 
-    #: computes in process, never waits (pinlog.ai.ports.Judge: the batch path judges in a loop)
-    in_process = True
-
     def __init__(self, profile: str, *, floor: float, margin: float, max_picks: int,
                  cue_floor: float = CUE_FLOOR, use_cues: bool = True,
                  matcher: Matcher | None = None) -> None:
