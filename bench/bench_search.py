@@ -56,7 +56,7 @@ from pinlog.ai.channels import AiSearch
 from pinlog.ai.search import (NO_CUT, NO_STRENGTH, Background, QueryVectors, SearchCuts, is_short_query,
                               queries, to_pgvector)
 from pinlog.channels.lexical import MAX_MATCHED_ROWS, LexicalFound, analyse_query, tsquery
-from pinlog.core.channels.lexical import LexicalChannel
+from pinlog.core.channels.lexical import LexicalChannel, lexical_params
 from pinlog.core.search import member_search
 from pinlog.core.search import queries as core_queries
 from pinlog.db.engine import create_engine
@@ -213,6 +213,30 @@ SELECT record_id, context_id, similarity FROM best_per_record
 ORDER BY similarity DESC, record_id LIMIT :limit
 """
 
+#: core's lexical_matches as shipped before migration 0012 (every active row of the member read
+#: through the member indexes and tested with @@), timed beside the shipped one.
+OLD_LEXICAL_MATCHES = """
+(SELECT context_id, record_id, note_terms, NULL::text[] AS place_terms
+ FROM (SELECT c.id AS context_id, c.record_id,
+              tsvector_to_array(ts_delete(c.lexemes, tsvector_to_array(
+                  ts_delete(c.lexemes, CAST(:terms AS text[]))))) AS note_terms
+       FROM core.context AS c
+       WHERE c.member_id = :member_id AND c.deleted_at IS NULL
+         AND c.lexemes @@ CAST(:tsquery AS tsquery)) AS notes
+ ORDER BY cardinality(note_terms) DESC, context_id
+ LIMIT :max_rows)
+UNION ALL
+(SELECT NULL, record_id, NULL, place_terms
+ FROM (SELECT r.id AS record_id,
+              tsvector_to_array(ts_delete(r.place_lexemes, tsvector_to_array(
+                  ts_delete(r.place_lexemes, CAST(:terms AS text[]))))) AS place_terms
+       FROM core.record AS r
+       WHERE r.member_id = :member_id AND r.deleted_at IS NULL
+         AND r.place_lexemes @@ CAST(:tsquery AS tsquery)) AS places
+ ORDER BY cardinality(place_terms) DESC, record_id
+ LIMIT :max_rows)
+"""
+
 #: The statements of one search, as EXPLAINed (component, statement name).
 STATEMENTS = (("core", "lexical_matches"), ("ai", "search_member"), ("ai", "score_records"),
               ("core", "verify_hits"))
@@ -270,7 +294,9 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
         # and the lexical statement, alternating over the same query vectors/texts
         sql_times: dict[str, list[float]] = {"search_member (before: join)": [],
                                              "search_member (no floor)": [],
-                                             "search_member": [], "lexical_matches": []}
+                                             "search_member": [],
+                                             "lexical_matches (before: member rows)": [],
+                                             "lexical_matches": []}
         vectors = await provider.inner.embed(query_texts[:sql_runs], "query")
         async with engine.connect() as conn:
             for qt, qv in zip(query_texts[:sql_runs], vectors, strict=False):
@@ -285,8 +311,10 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
                           **calibration}),
                         ("search_member", queries("search_member"),
                          {**vparams, **_floors(qt, cuts, background, qv), **calibration}),
+                        ("lexical_matches (before: member rows)", text(OLD_LEXICAL_MATCHES),
+                         _lexical_params(qlex)),
                         ("lexical_matches", core_queries("lexical_matches"), _lexical_params(qlex))):
-                    if label == "lexical_matches" and not qlex.search_terms:
+                    if label.startswith("lexical_matches") and not qlex.search_terms:
                         continue
                     t0 = time.perf_counter()
                     (await conn.execute(statement, p)).all()
@@ -319,8 +347,7 @@ def _floors(query: str, cuts: SearchCuts, background: Background | None, vector:
 
 def _lexical_params(query) -> dict:  # type: ignore[no-untyped-def]
     """The parameters of core's ``lexical_matches`` for a :class:`LexicalQuery`."""
-    return {"member_id": MEMBER, "terms": list(query.search_terms), "tsquery": tsquery(query),
-            "max_rows": MAX_MATCHED_ROWS}
+    return lexical_params(MEMBER, query)
 
 
 def run_sizes(sizes: list[int], *, total: int, queries: int, noise: float, limit: int,

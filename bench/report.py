@@ -491,8 +491,9 @@ included)."""
              f"{r['wait_ms']:g} ms. Each cell: min / median / max over the passes of that "
              "pass's percentile (ms).\n",
              "| contexts/member | request p50 | request p95 | embed p50 | embed p95 | rest p50 | "
-             "rest p95 | SQL search_member p95 | SQL lexical_matches p95 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "rest p95 | SQL search_member p95 | SQL lexical_matches p95 | the same before "
+             "migration 0012 (member rows), p95 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for size, v in r["sizes"].items():
         ps = v["passes"]
 
@@ -502,9 +503,12 @@ included)."""
         def sql(name: str, ps: list[dict[str, Any]] = ps) -> str:
             return _mm([pct(p["sql"][name], .95) * MS for p in ps])
 
+        before = (sql("lexical_matches (before: member rows)")
+                  if all("lexical_matches (before: member rows)" in p["sql"] for p in ps) else "–")
         lines.append(f"| {int(size):,} | {cell('total', .5)} | {cell('total', .95)} | "
                      f"{cell('embed', .5)} | {cell('embed', .95)} | {cell('rest', .5)} | "
-                     f"{cell('rest', .95)} | {sql('search_member')} | {sql('lexical_matches')} |")
+                     f"{cell('rest', .95)} | {sql('search_member')} | {sql('lexical_matches')} | "
+                     f"{before} |")
     biggest = max(r["sizes"], key=int)
     plans = r["sizes"][biggest]["plans"]
     lines += ["", f"<details><summary>EXPLAIN (ANALYZE, BUFFERS) of one search's statements at "

@@ -179,6 +179,14 @@ def test_migrate_creates_exactly_the_spec_schema(sync_conn):
     assert "UNIQUE" in indexes["embedding_profile_one_per_role"]
     assert "'active'::text" in indexes["embedding_profile_one_per_role"]
     assert not any("embedding" in d and ("hnsw" in d or "ivfflat" in d) for d in indexes.values())
+    # 0012_member_terms_index (issue 28): core's lexical statement reads each term keyed by its
+    # member, active rows only
+    assert indexes["context_member_terms_idx"].endswith(
+        "USING gin (core.member_terms(member_id, lexemes)) WHERE (deleted_at IS NULL)")
+    assert indexes["record_member_terms_idx"].endswith(
+        "USING gin (core.member_terms(member_id, place_lexemes)) WHERE (deleted_at IS NULL)")
+    assert sync_conn.execute("SELECT core.member_terms(7, array_to_tsvector('{카페,quiet}'))"
+                             ).fetchone()[0] == ["7 quiet", "7 카페"]
 
 
 def test_state_row_defaults(sync_conn):

@@ -1378,18 +1378,24 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lexical_notes_of_every_member",
-        "SPEC §10/§11 #19 lexical channel: another member's notes never match",
+        "SPEC §10/§11 #19 lexical channel: another member's notes never match (the member filter "
+        "and the terms' member key both lost: each alone keeps other members out)",
         CORE_SEARCH_SQL,
-        "WHERE c.member_id = :member_id AND c.deleted_at IS NULL\n",
-        "WHERE c.deleted_at IS NULL\n",
+        "WHERE c.member_id = :member_id AND c.deleted_at IS NULL\n"
+        "         AND core.member_terms(c.member_id, c.lexemes)",
+        "WHERE c.deleted_at IS NULL\n"
+        "         AND core.member_terms(:member_id, c.lexemes)",
         (f"{CHANNEL_T}::test_another_members_notes_and_places_never_reach_the_lexical_channel",),
     ),
     Mutation(
         "lexical_places_of_every_member",
-        "SPEC §10/§11 #19 lexical channel: another member's saved places never match",
+        "SPEC §10/§11 #19 lexical channel: another member's saved places never match (the member "
+        "filter and the terms' member key both lost)",
         CORE_SEARCH_SQL,
-        "WHERE r.member_id = :member_id AND r.deleted_at IS NULL\n",
-        "WHERE r.deleted_at IS NULL\n",
+        "WHERE r.member_id = :member_id AND r.deleted_at IS NULL\n"
+        "         AND core.member_terms(r.member_id, r.place_lexemes)",
+        "WHERE r.deleted_at IS NULL\n"
+        "         AND core.member_terms(:member_id, r.place_lexemes)",
         (f"{CHANNEL_T}::test_another_members_notes_and_places_never_reach_the_lexical_channel",),
     ),
     Mutation(
@@ -3446,5 +3452,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                                await wakeup.wait()\n",
         "                            await asyncio.wait_for(wakeup.wait(), deadline - loop.time())\n",
         (f"{BATCHING_T}::test_aclose_returns_when_a_request_arrived_in_the_tick_before_it",),
+    ),
+    Mutation(
+        "lexical_member_terms_keyed_otherwise",
+        "SPEC §10, issue 28: the query's terms are keyed by the member exactly as "
+        "core.member_terms keys the rows (migration 0012), so the index finds what @@ finds",
+        "src/pinlog/core/channels/lexical.py",
+        '            "member_terms": [f"{member_id} {term}" for term in terms],\n',
+        '            "member_terms": [f"{member_id}:{term}" for term in terms],\n',
+        (f"{LEXICAL_T}::test_lexical_match_on_a_note_word_a_place_name_and_an_english_note",),
     ),
 )

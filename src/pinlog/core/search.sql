@@ -27,19 +27,22 @@ WHERE c.id = ANY(CAST(:context_ids AS bigint[]))
 -- Bounded (issue 28): at most :max_rows notes and :max_rows places, those with the most terms
 -- first (the rest could give only weaker evidence). A row's terms among :terms are
 -- v − (v − terms), two ts_delete calls (cheaper than an INTERSECT of unnested arrays).
--- Cost is O(the member's rows) at any table size: the member's notes and records are read
--- through their member indexes, then tested with @@ (each row against every term of the
--- tsquery, so the number of search terms is bounded too: pinlog.channels.lexical
--- MAX_SEARCH_TERMS). (A GIN index over all members' terms was measured slower at 1M rows: a
--- common term's posting list is mostly other members' rows — 17,690 fetched for 200 of the
--- member's.) The place's terms are copied onto the record (core.record.place_lexemes) when
--- the record is created, so places are not joined.
+-- Read through the member's terms index (migration 0012_member_terms_index): each term keyed by
+-- its member (core.member_terms: '<member id> <term>', :member_terms the same for the query), so
+-- the statement reads the member's rows that contain a search term, not all the member's rows
+-- (10,000 notes of one member: 18 -> 4 ms median, bench/bench_search.py). The rows found are
+-- exactly those @@ finds (the overlap of plain terms is an OR tsquery); @@ stays as the filter
+-- of what the index found, so a plan that reads the member's rows instead tests @@ first and
+-- never evaluates core.member_terms for a row without a search term. The place's terms are
+-- copied onto the record (core.record.place_lexemes) when the record is created, so places are
+-- not joined.
 (SELECT context_id, record_id, note_terms, NULL::text[] AS place_terms
  FROM (SELECT c.id AS context_id, c.record_id,
               tsvector_to_array(ts_delete(c.lexemes, tsvector_to_array(
                   ts_delete(c.lexemes, CAST(:terms AS text[]))))) AS note_terms
        FROM core.context AS c
        WHERE c.member_id = :member_id AND c.deleted_at IS NULL
+         AND core.member_terms(c.member_id, c.lexemes) && CAST(:member_terms AS text[])
          AND c.lexemes @@ CAST(:tsquery AS tsquery)) AS notes
  ORDER BY cardinality(note_terms) DESC, context_id
  LIMIT :max_rows)
@@ -50,6 +53,7 @@ UNION ALL
                   ts_delete(r.place_lexemes, CAST(:terms AS text[]))))) AS place_terms
        FROM core.record AS r
        WHERE r.member_id = :member_id AND r.deleted_at IS NULL
+         AND core.member_terms(r.member_id, r.place_lexemes) && CAST(:member_terms AS text[])
          AND r.place_lexemes @@ CAST(:tsquery AS tsquery)) AS places
  ORDER BY cardinality(place_terms) DESC, record_id
  LIMIT :max_rows)

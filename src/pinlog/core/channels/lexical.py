@@ -17,6 +17,16 @@ from pinlog.db.sql import Queries
 queries = Queries("pinlog.core", "search.sql")
 
 
+def lexical_params(member_id: int, query: LexicalQuery) -> dict[str, object]:
+    """The parameters of ``lexical_matches`` for ``query``'s search terms: the terms, their
+    ``tsquery``, the same terms keyed by the member as ``core.member_terms`` keys the rows
+    (``'<member id> <term>'``, migration ``0012_member_terms_index``) and the row bound."""
+    terms = list(query.search_terms)
+    return {"member_id": member_id, "terms": terms, "tsquery": tsquery(query),
+            "member_terms": [f"{member_id} {term}" for term in terms],
+            "max_rows": MAX_MATCHED_ROWS}
+
+
 class LexicalChannel(SharedLexicalChannel):
     """The lexical channel over core's notes and places."""
 
@@ -27,7 +37,6 @@ class LexicalChannel(SharedLexicalChannel):
         if not query.search_terms:
             return {}
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(queries("lexical_matches"), {
-                "member_id": member_id, "terms": list(query.search_terms),
-                "tsquery": tsquery(query), "max_rows": MAX_MATCHED_ROWS})).all()
+            rows = (await conn.execute(queries("lexical_matches"),
+                                       lexical_params(member_id, query))).all()
         return matches_from_rows(rows, query)
