@@ -3462,4 +3462,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         '            "member_terms": [f"{member_id}:{term}" for term in terms],\n',
         (f"{LEXICAL_T}::test_lexical_match_on_a_note_word_a_place_name_and_an_english_note",),
     ),
+    Mutation(
+        "member_terms_function_keys_otherwise",
+        "SPEC §10, issue 28: core.member_terms keys each term as '<member id> <term>', the key "
+        "lexical_params gives the query's terms (migration 0012)",
+        "src/pinlog/db/migrations/versions/0012_member_terms_index.py",
+        "member_id::text || ' ' || t",
+        "member_id::text || ':' || t",
+        (f"{LEXICAL_T}::test_lexical_match_on_a_note_word_a_place_name_and_an_english_note",
+         "tests/integration/test_migrations.py::test_migrate_creates_exactly_the_spec_schema"),
+    ),
 )

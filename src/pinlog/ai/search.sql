@@ -89,7 +89,8 @@ FROM scored AS s
 -- the embedding. Per context: the search terms (:terms) found in its note and in its place
 -- (rows where either meets :tsquery; v − (v − terms) by two ts_delete calls), the rows with
 -- most terms first, at most :max_rows.
--- Cost O(the member's rows): the member index, then @@ (as core's lexical_matches).
+-- Cost O(the member's rows): the member index, then @@ (core's lexical_matches reads a
+-- member-keyed terms index instead: migration 0012_member_terms_index).
 SELECT context_id, record_id, note_terms, place_terms
 FROM (
     SELECT l.context_id, l.record_id,

@@ -66,9 +66,11 @@ QUERY_CONTENT_TAGS = frozenset({"NNG", "NNP", "NR", "XR", "VA", "SL", "SH", "SW"
 #: compounds, each alternating between scripts (``VariantTable.alternatives``); an alternative
 #: that does not fit is not looked for). 32 keeps every figure of ``bench/calibrate_search.py``
 #: that 64 had. The lexical statement's cost grows with
-#: it: PostgreSQL tests every term of the ``tsquery`` against every row of the member
-#: (measured at 10,000 notes of one member: 1 term 2 ms, 35 terms 9-22 ms, 187 terms 65-96 ms;
-#: 16 / 32 / 64 terms 12 / 24 / 44 ms on a loaded 2-core machine).
+#: it: the ai side's statement tests every term of the ``tsquery`` against every row of the
+#: member (core's looks each term up in its member-keyed index, migration 0012, then tests the
+#: rows found). Measured at 10,000 notes of one member, before migration 0012 (core then read
+#: every row too): 1 term 2 ms, 35 terms 9-22 ms, 187 terms 65-96 ms; 16 / 32 / 64 terms
+#: 12 / 24 / 44 ms on a loaded 2-core machine.
 MAX_SEARCH_TERMS = 32
 
 

@@ -21,6 +21,10 @@ the rows that match, not the member's rows. The rows found are exactly those ``@
 filter of what the index found. core only: skipped on an adopted database. Plain ``CREATE
 INDEX`` inside the migration's transaction: it blocks writes to the two tables while it builds
 (about 3 s per million notes here).
+
+The indexes store the function's keys: a later revision that changes ``core.member_terms`` must
+create it under a new name (or ``REINDEX`` both indexes in the same revision) — ``CREATE OR
+REPLACE`` alone would leave the indexes holding the old keys.
 """
 
 from alembic import op
@@ -50,6 +54,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    from pinlog.db.migrate import owns_core
+
+    if not owns_core(op.get_bind()):
+        return  # an adopted database: nothing of ours was created in core
     op.execute("DROP INDEX IF EXISTS core.context_member_terms_idx")
     op.execute("DROP INDEX IF EXISTS core.record_member_terms_idx")
     op.execute("DROP FUNCTION IF EXISTS core.member_terms(bigint, tsvector)")
