@@ -55,7 +55,7 @@ from pinlog.ai.providers import build_batched_provider
 from pinlog.ai.channels import AiSearch
 from pinlog.ai.search import (NO_CUT, NO_STRENGTH, Background, QueryVectors, SearchCuts, is_short_query,
                               queries, to_pgvector)
-from pinlog.channels.lexical import MAX_MATCHED_ROWS, LexicalFound, analyse_query, tsquery
+from pinlog.channels.lexical import LexicalFound, analyse_query
 from pinlog.core.channels.lexical import LexicalChannel, lexical_params
 from pinlog.core.search import member_search
 from pinlog.core.search import queries as core_queries
@@ -213,29 +213,13 @@ SELECT record_id, context_id, similarity FROM best_per_record
 ORDER BY similarity DESC, record_id LIMIT :limit
 """
 
-#: core's lexical_matches as shipped before migration 0012 (every active row of the member read
-#: through the member indexes and tested with @@), timed beside the shipped one.
-OLD_LEXICAL_MATCHES = """
-(SELECT context_id, record_id, note_terms, NULL::text[] AS place_terms
- FROM (SELECT c.id AS context_id, c.record_id,
-              tsvector_to_array(ts_delete(c.lexemes, tsvector_to_array(
-                  ts_delete(c.lexemes, CAST(:terms AS text[]))))) AS note_terms
-       FROM core.context AS c
-       WHERE c.member_id = :member_id AND c.deleted_at IS NULL
-         AND c.lexemes @@ CAST(:tsquery AS tsquery)) AS notes
- ORDER BY cardinality(note_terms) DESC, context_id
- LIMIT :max_rows)
-UNION ALL
-(SELECT NULL, record_id, NULL, place_terms
- FROM (SELECT r.id AS record_id,
-              tsvector_to_array(ts_delete(r.place_lexemes, tsvector_to_array(
-                  ts_delete(r.place_lexemes, CAST(:terms AS text[]))))) AS place_terms
-       FROM core.record AS r
-       WHERE r.member_id = :member_id AND r.deleted_at IS NULL
-         AND r.place_lexemes @@ CAST(:tsquery AS tsquery)) AS places
- ORDER BY cardinality(place_terms) DESC, record_id
- LIMIT :max_rows)
-"""
+def old_lexical_matches() -> str:
+    """core's ``lexical_matches`` as shipped before migration 0012 — the shipped statement
+    without its ``core.member_terms`` lines (every active row of the member read through the
+    member indexes and tested with ``@@``), timed beside the shipped one."""
+    return "\n".join(line for line in core_queries.sql("lexical_matches").splitlines()
+                     if "core.member_terms" not in line and not line.lstrip().startswith("--"))
+
 
 #: The statements of one search, as EXPLAINed (component, statement name).
 STATEMENTS = (("core", "lexical_matches"), ("ai", "search_member"), ("ai", "score_records"),
@@ -274,7 +258,7 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
         record_ids = LexicalFound(lexical, lexical_query, rule).to_score()
         calibration = _calibration(background, vector, cuts)
         params = {
-            "lexical_matches": _lexical_params(lexical_query),
+            "lexical_matches": lexical_params(MEMBER, lexical_query),
             "search_member": {"query_vector": to_pgvector(vector), "user_id": MEMBER,
                               "profile": provider.profile, "limit": limit,
                               **_floors(q, cuts, background, vector), **calibration},
@@ -311,9 +295,9 @@ async def measure(url: str, settings: Settings, provider: TimedProvider, cuts: S
                           **calibration}),
                         ("search_member", queries("search_member"),
                          {**vparams, **_floors(qt, cuts, background, qv), **calibration}),
-                        ("lexical_matches (before: member rows)", text(OLD_LEXICAL_MATCHES),
-                         _lexical_params(qlex)),
-                        ("lexical_matches", core_queries("lexical_matches"), _lexical_params(qlex))):
+                        ("lexical_matches (before: member rows)", text(old_lexical_matches()),
+                         lexical_params(MEMBER, qlex)),
+                        ("lexical_matches", core_queries("lexical_matches"), lexical_params(MEMBER, qlex))):
                     if label.startswith("lexical_matches") and not qlex.search_terms:
                         continue
                     t0 = time.perf_counter()
@@ -343,11 +327,6 @@ def _floors(query: str, cuts: SearchCuts, background: Background | None, vector:
         return {"min_similarity": floor, "min_strength": NO_STRENGTH}
     return {"min_similarity": max(floor, background.calibrate(vector).floor(cuts.strength)),
             "min_strength": cuts.strength}
-
-
-def _lexical_params(query) -> dict:  # type: ignore[no-untyped-def]
-    """The parameters of core's ``lexical_matches`` for a :class:`LexicalQuery`."""
-    return lexical_params(MEMBER, query)
 
 
 def run_sizes(sizes: list[int], *, total: int, queries: int, noise: float, limit: int,
