@@ -296,9 +296,11 @@ def create_app(
         core = getattr(app.state, "core", None)
         try:
             if core is not None:
-                await asyncio.wait_for(core.refresh_gauges(), timeout=METRICS_DB_TIMEOUT)
+                async with asyncio.timeout(METRICS_DB_TIMEOUT):
+                    await core.refresh_gauges()
             else:
-                await asyncio.wait_for(ping(app.state.engine), timeout=METRICS_DB_TIMEOUT)
+                async with asyncio.timeout(METRICS_DB_TIMEOUT):
+                    await ping(app.state.engine)
         except Exception as exc:  # noqa: BLE001 - monitoring must not go blind
             m.DB_UP.set(0)
             log.warning("metrics: database read failed; serving the last values",

@@ -1566,8 +1566,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "search_without_deadline",
         "SPEC §13 PINLOG_SEARCH_TIMEOUT: the search deadline alone bounds the answer (503)",
         AI_RUNTIME,
-        "            return await asyncio.wait_for(run(), deadline)",
-        "            return await asyncio.wait_for(run(), None)",
+        "            async with asyncio.timeout(deadline):\n",
+        "            async with asyncio.timeout(None):\n",
         (f"{PRIORITY_T}::test_search_past_its_deadline_is_503_with_retry_after",),
     ),
     Mutation(

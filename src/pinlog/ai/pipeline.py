@@ -408,8 +408,8 @@ class Pipeline:
                 if timeout <= 0:
                     raise BudgetExceeded(f"embedding stage exceeded its budget of {budget:g} s")
             try:
-                call = provider.embed([text], "passage")
-                out = await (asyncio.wait_for(call, timeout) if timeout is not None else call)
+                async with asyncio.timeout(timeout):  # None: no limit (the batch path's own)
+                    out = await provider.embed([text], "passage")
             except TimeoutError:
                 raise TransientModelError(f"embedding timeout after {timeout:g} s") from None
             # wrong length, non-finite or zero/near-zero norm: permanent, never stored (§9)

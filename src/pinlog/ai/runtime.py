@@ -635,7 +635,8 @@ class AiRuntime:
             raise AssertionError("unreachable")
 
         try:
-            return await asyncio.wait_for(run(), deadline)
+            async with asyncio.timeout(deadline):
+                return await run()
         except TimeoutError:
             metrics.SEARCH_REQUESTS.labels("timeout").inc()
             raise SearchTimeout(f"search exceeded PINLOG_SEARCH_TIMEOUT ({deadline:g} s)") from None

@@ -606,7 +606,8 @@ class Dispatcher:
         if not self._tasks:
             return
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(self.queue.join(), timeout=drain_timeout)
+            async with asyncio.timeout(drain_timeout):
+                await self.queue.join()
         left = self.queue.qsize()
         if left:
             log.warning("dispatcher stopped with requests queued; the rescan will recover them",

@@ -576,6 +576,7 @@ class RescanLoop:
                 continue
             try:
                 # at most a fixed delay: the next round starts `delay` after this one ended
-                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
+                async with asyncio.timeout(delay):
+                    await self._stopping.wait()
             except (TimeoutError, asyncio.TimeoutError):
                 pass

@@ -33,7 +33,8 @@ async def stop_task(task: asyncio.Task[None] | None, stopping: asyncio.Event,
         return
     stopping.set()
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout=grace)
+        async with asyncio.timeout(grace):
+            await asyncio.shield(task)
     except (TimeoutError, asyncio.TimeoutError):
         task.cancel()
         try:

@@ -226,7 +226,8 @@ class RetentionLoop:
 
     async def _wait(self, seconds: float) -> None:
         try:
-            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
         except (TimeoutError, asyncio.TimeoutError):
             pass
 
