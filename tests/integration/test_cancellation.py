@@ -3,10 +3,11 @@ stop path (the work queue's workers, the take-over records, the heartbeats, the 
 :mod:`pinlog.db.background`) cancels a task and then waits for it, so a swallowed cancellation
 hangs the process's shutdown for good.
 
-The dependency floor is what makes this hold: on Python 3.11, psycopg before 3.3.6 waited on its
-socket through ``asyncio.wait_for``, which drops a cancellation that arrives as the wait completes
-(CPython gh-86296, fixed in 3.12). At ``psycopg==3.1.18`` (the old floor) about one cancel in four
-of this test's was lost, and the lowest-versions tier hung for 300 s in
+The dependency floor is what makes this hold (``psycopg>=3.3.7``, pyproject.toml): on Python 3.11,
+psycopg before 3.3.6 waited on its socket through ``asyncio.wait_for``, which drops a cancellation
+that arrives as the wait completes (CPython gh-86296, fixed in 3.12). At ``psycopg==3.1.18`` (the
+old floor) about one cancel in five of this test's was lost (3.3.6 with SQLAlchemy 2.0.25: about
+one in 1,000 on busy cores), and the lowest-versions tier hung for 300 s in
 ``test_what_an_ai_process_accepted_over_http_is_released_when_it_stops``. The compatibility tier
 runs this test at the floor (``.ci/compat``)."""
 
