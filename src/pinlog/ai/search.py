@@ -123,6 +123,11 @@ _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
 _LATIN = re.compile("[A-Za-z\u00c0-\u024f]")
 
 
+#: The most language groups a background set may have: :func:`script_group` has four, and
+#: ``ai/search.sql`` ``nearest_group`` compares one centroid per group, four terms.
+MAX_GROUPS = 4
+
+
 def script_group(text: str) -> str:
     """The language group of a background note by its script: ``kana`` (any kana: Japanese),
     else the most frequent of ``hangul``, ``han`` (Chinese) and ``latin``."""
@@ -168,6 +173,9 @@ class Background:
     Args:
         vectors: ``(n, dim)`` unit vectors of the background notes.
         groups: each note's language group (:func:`script_group`).
+
+    Raises:
+        ValueError: no group has enough notes, or more than :data:`MAX_GROUPS` groups do.
     """
 
     def __init__(self, vectors: np.ndarray, groups: Sequence[str]) -> None:
@@ -185,6 +193,10 @@ class Background:
             centroids.append(to_pgvector(centroid / np.linalg.norm(centroid)))
         if not self.groups:
             raise ValueError("the background set has no language group")
+        if len(self.groups) > MAX_GROUPS:
+            raise ValueError(f"the background set has {len(self.groups)} language groups; the "
+                             f"search statements compare at most {MAX_GROUPS} (ai/search.sql "
+                             "nearest_group)")
         self._members = members
         self._centroids = tuple(centroids)
 

@@ -93,3 +93,43 @@ async def test_an_uncalibrated_profile_has_no_strength_and_ranks_by_cosine(engin
     assert all(h.score is None for h in (*out.results, *out.scored))
     assert [h.record_id for h in out.results] == [72, 70, 71]  # by best cosine
     assert {h.record_id: h.context_id for h in out.results}[70] == 1
+
+
+def four_groups() -> Background:
+    """As many groups as the statements compare (MAX_GROUPS): group ``g<k>`` near axis k."""
+    rng = np.random.default_rng(12)
+    vectors, labels = [], []
+    for k, spread in zip(range(1, 5), (0.8, 0.3, 0.5, 0.2), strict=True):
+        vectors += [unit(np.eye(DIM)[k] * 3 + rng.normal(0, spread, DIM)) for _ in range(10)]
+        labels += [f"g{k}"] * 10
+    return Background(np.stack(vectors), labels)
+
+
+async def test_every_one_of_four_groups_calibrates_its_own_contexts(engine, sync_conn):
+    """A context near each of the four groups' centroids gets that group's strength (each of
+    the statement's four terms decides for one of them); a stored zero vector beside them is
+    neither scored nor an error."""
+    from pinlog.ai.search import MAX_GROUPS
+
+    bg = four_groups()
+    assert len(bg.groups) == MAX_GROUPS
+    near = {10 + k: unit(np.eye(DIM)[k] * 2 + np.eye(DIM)[0]) for k in range(1, 5)}
+    for cid, vector in near.items():
+        insert_state(sync_conn, cid, "COMPLETED", "COMPLETED")
+        insert_embedding(sync_conn, cid, list(vector), user_id=7, record_id=cid)
+    insert_state(sync_conn, 99, "COMPLETED", "COMPLETED")
+    insert_embedding(sync_conn, 99, [0.0] * DIM, user_id=7, record_id=99)
+    import json
+
+    cal = bg.calibrate(Q)
+    centroids = np.stack([np.asarray(json.loads(c), dtype=np.float32) for c in cal.centroids])
+    assert [int(np.argmax(centroids @ v)) for v in near.values()] == [0, 1, 2, 3]
+    strengths = {cid: expected_strength(bg, v) for cid, v in near.items()}
+    # the groups' backgrounds differ: the same cosine would not give the same strength
+    assert len({round(cal.sds[g], 4) for g in range(4)}) == 4
+
+    provider = FakeEmbeddingProvider(PROFILE, DIM, vectors={QUERY: Q})
+    out = await search(engine, provider, request(mode="vector", record_ids=[*near, 99]),
+                       SearchCuts(-1.0, -1.0, 0.0, strength=-50.0), background=bg)
+    assert {h.context_id: h.score for h in out.results} == pytest.approx(strengths, abs=1e-3)
+    assert {h.context_id: h.score for h in out.scored} == pytest.approx(strengths, abs=1e-3)
