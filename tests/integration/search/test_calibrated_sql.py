@@ -106,24 +106,27 @@ def four_groups() -> Background:
 
 
 async def test_every_one_of_four_groups_calibrates_its_own_contexts(engine, sync_conn):
-    """A context near each of the four groups' centroids gets that group's strength (each of
-    the statement's four terms decides for one of them); a stored zero vector beside them is
-    neither scored nor an error."""
+    """A context near each of the four groups' centroids, and each centroid itself, gets that
+    group's strength (each of the statement's four terms decides for one of them); a stored zero
+    vector beside them is neither scored nor an error."""
     from pinlog.ai.search import MAX_GROUPS
 
     bg = four_groups()
     assert len(bg.groups) == MAX_GROUPS
     near = {10 + k: unit(np.eye(DIM)[k] * 2 + np.eye(DIM)[0]) for k in range(1, 5)}
+    import json
+
+    # the centroids themselves: a distance of ~0, which rounding may make slightly negative
+    for g, centroid in enumerate(bg.calibrate(Q).centroids):
+        near[20 + g] = np.asarray(json.loads(centroid), dtype=np.float32)
     for cid, vector in near.items():
         insert_state(sync_conn, cid, "COMPLETED", "COMPLETED")
         insert_embedding(sync_conn, cid, list(vector), user_id=7, record_id=cid)
     insert_state(sync_conn, 99, "COMPLETED", "COMPLETED")
     insert_embedding(sync_conn, 99, [0.0] * DIM, user_id=7, record_id=99)
-    import json
-
     cal = bg.calibrate(Q)
     centroids = np.stack([np.asarray(json.loads(c), dtype=np.float32) for c in cal.centroids])
-    assert [int(np.argmax(centroids @ v)) for v in near.values()] == [0, 1, 2, 3]
+    assert [int(np.argmax(centroids @ v)) for v in near.values()] == [0, 1, 2, 3] * 2
     strengths = {cid: expected_strength(bg, v) for cid, v in near.items()}
     # the groups' backgrounds differ: the same cosine would not give the same strength
     assert len({round(cal.sds[g], 4) for g in range(4)}) == 4
@@ -131,5 +134,7 @@ async def test_every_one_of_four_groups_calibrates_its_own_contexts(engine, sync
     provider = FakeEmbeddingProvider(PROFILE, DIM, vectors={QUERY: Q})
     out = await search(engine, provider, request(mode="vector", record_ids=[*near, 99]),
                        SearchCuts(-1.0, -1.0, 0.0, strength=-50.0), background=bg)
-    assert {h.context_id: h.score for h in out.results} == pytest.approx(strengths, abs=1e-3)
+    # search_member (the results the decision keeps) and score_records (every context asked for)
+    assert out.results and {h.context_id: h.score for h in out.results} == pytest.approx(
+        {h.context_id: strengths[h.context_id] for h in out.results}, abs=1e-3)
     assert {h.context_id: h.score for h in out.scored} == pytest.approx(strengths, abs=1e-3)
