@@ -2713,6 +2713,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{CALIBRATED_T}::test_strength_per_context_is_against_the_nearest_groups_background",),
     ),
     Mutation(
+        "background_of_five_groups_accepted",
+        "SPEC §10 (issue 28): a background with more groups than nearest_group compares is refused",
+        "src/pinlog/ai/search.py",
+        "        if len(self.groups) > MAX_GROUPS:\n",
+        "        if len(self.groups) > MAX_GROUPS + 1:\n",
+        ("tests/unit/ai/test_search_background.py::"
+         "test_a_background_of_more_groups_than_the_statements_compare_is_refused",),
+    ),
+    Mutation(
         "nearest_group_of_three_centroids",
         "SPEC §10 (issue 28): nearest_group compares every one of MAX_GROUPS (4) centroids",
         SEARCH_SQL,

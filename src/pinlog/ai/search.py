@@ -75,7 +75,8 @@ class SearchCuts:
     Attributes:
         floor: cosine floor for multi-word queries (``-1``: none).
         short_query_floor: cosine floor for one-word queries (they score lower).
-        ratio: keep hits with ``similarity >= ratio × top`` as well (0 disables it).
+        ratio: keep hits with ``similarity >= ratio × top`` as well (0 keeps every hit of a
+            non-negative cosine).
         strength: the calibrated strength a record's best context must reach (per-query
             calibration against the :class:`Background`); ``None``: the profile is not
             calibrated and the floors alone decide.

@@ -118,9 +118,10 @@ LIMIT :max_rows
 -- cost ~3 µs per context above the floor: a short query's thousands of them made search_member's
 -- p95): each group's cosine distance, floored to 1e-7 and tagged with the group's index
 -- (distance × 1e7 × 8 + index), and LEAST of the tags; ties within 1e-7 go to the lower index.
--- pgvector keeps a cosine distance in [0, 2] (v <=> v was exactly 0 for 20,000 random vectors;
--- a context equal to a centroid is tested), so a tag is never negative, % 8 gives the index back
--- and the tags, below 2^28, are exact in float8.
+-- pgvector (>= 0.5, the floor README states) clamps a cosine distance to [0, 2] (v <=> v was
+-- exactly 0 for 20,000 random vectors; a context equal to a centroid is tested), so a tag is never
+-- negative, % 8 gives the index back and the tags, below 2^28, are exact in float8. NULLIF is
+-- defence only: both statements drop a NaN cosine (a zero-norm vector) before this runs.
 -- Up to four groups (script_group's four, MAX_GROUPS in ai/search.py): a centroid the array
 -- lacks is NULL and LEAST skips NULLs. A NaN distance (a zero-norm vector, never ranked anyway)
 -- gives NULL, never an error. OFFSET 0 keeps the subquery from being pulled up, which would

@@ -50,3 +50,16 @@ def test_calibration_is_the_mean_and_deviation_of_the_query_against_each_group()
 def test_a_background_without_any_group_is_refused():
     with pytest.raises(ValueError, match="no language group"):
         Background(np.eye(8, dtype=np.float32)[:3], ["x", "y", "z"])
+
+
+def test_a_background_of_more_groups_than_the_statements_compare_is_refused():
+    """ai/search.sql nearest_group compares MAX_GROUPS (4) centroids: a fifth group would be
+    silently ignored, so the background is refused instead; four are accepted."""
+    from pinlog.ai.search import MAX_GROUPS, MIN_GROUP
+
+    rng = np.random.default_rng(5)
+    vectors = np.stack([unit(rng.normal(0, 1, 8)) for _ in range(MIN_GROUP * 5)])
+    labels = [f"g{i // MIN_GROUP}" for i in range(MIN_GROUP * 5)]
+    with pytest.raises(ValueError, match=f"at most {MAX_GROUPS}"):
+        Background(vectors, labels)
+    assert len(Background(vectors[:MIN_GROUP * 4], labels[:MIN_GROUP * 4]).groups) == MAX_GROUPS
