@@ -3407,8 +3407,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §5.4 (issue 25): the batch path submits one batch's texts as one group "
         "(EMBED_GROUP), so the micro-batcher keeps them in one call",
         BATCH_PY,
-        "        batch_group = EMBED_GROUP.set(object())\n",
-        "        batch_group = EMBED_GROUP.set(None)\n",
+        "        group = object()\n",
+        "        group = None\n",
         (f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole",),
     ),
     Mutation(
@@ -3440,6 +3440,54 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:\n        log.warning(\"process batch not delivered",
         ("tests/unit/core/test_batch_pacing.py::"
          "test_items_still_busy_when_the_busy_wait_ends_log_one_warning",),
+    ),
+    Mutation(
+        "batch_transient_first_attempt_not_retried",
+        "SPEC §6 (issue 25): a batch's model call is each text's first attempt; a transient "
+        "failure goes on with the single job's attempts, not straight to the rescan",
+        BATCH_PY,
+        "                    if future in first and isinstance(outcome, TransientModelError):\n",
+        "                    if False:\n",
+        (f"{BATCH_T}::test_a_transient_failure_of_a_batch_call_is_retried_for_each_of_its_texts",),
+    ),
+    Mutation(
+        "batch_first_attempt_not_counted",
+        "SPEC §6: the batch's call counts as the first attempt (or its throttle is waited out): "
+        "a text never gets more than PINLOG_MODEL_ATTEMPTS calls",
+        PIPELINE_PY,
+        "        replay = [failed] if failed is not None else []\n",
+        "        replay = []\n",
+        (f"{BATCH_T}::test_a_batch_text_that_keeps_failing_gets_the_single_jobs_attempts_and_no_more",
+         f"{BATCH_T}::test_a_throttle_of_a_batch_call_is_waited_out_without_spending_an_attempt"),
+    ),
+    Mutation(
+        "batch_stage_without_budget",
+        "SPEC §6 budget: a batch's texts still waiting for the model when the stage budget ends "
+        "fail transiently then (before a re-claim could duplicate them)",
+        BATCH_PY,
+        "timeout=max(0.0, deadline - loop.time()),",
+        "timeout=None,",
+        (f"{BATCH_T}::test_a_batch_text_still_waiting_when_the_stage_budget_ends_fails_transiently",),
+    ),
+    Mutation(
+        "batcher_degenerate_row_unchecked",
+        "SPEC §9: a degenerate row of a model answer fails its own request (never stored), "
+        "checked once per answer",
+        BATCHING,
+        "            if bad and any(offset <= i < offset + n for i in bad):\n",
+        "            if False:\n",
+        (f"{BATCHING_T}::test_embed_each_fails_only_the_future_of_a_degenerate_or_refused_text",
+         f"{BATCH_T}::test_a_degenerate_vector_in_a_batch_fails_only_its_context"),
+    ),
+    Mutation(
+        "embed_each_without_its_batch_group",
+        "SPEC §5.4 (issue 25): texts queued at once keep the batch group they were queued "
+        "with (the fair fill's origin)",
+        BATCHING,
+        "        now, group, pending = loop.time(), EMBED_GROUP.get(), self._pending[kind]\n",
+        "        now, group, pending = loop.time(), None, self._pending[kind]\n",
+        (f"{BATCHING_T}::test_embed_each_queues_every_text_as_its_own_request_in_one_call",
+         f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole"),
     ),
     Mutation(
         "batch_group_left_behind",

@@ -9,10 +9,12 @@ step by step:
 1. pre-check and guarded embedding start of every context in one round trip
    (``precheck`` + ``start_stage_batch`` for the embedding: every row repeats the single start's
    predicate, ``FOR UPDATE SKIP LOCKED``, so two batches never claim one row);
-2. the started texts embedded through the provider outside any transaction, all at once and
-   each as the live path sends it (attempts, backoff, budget, vector checks), so the
-   micro-batcher coalesces them into calls of up to its input cap and one bad text fails only
-   itself;
+2. the started texts embedded through the provider outside any transaction, all queued at
+   once, each its own request of the micro-batcher (``MicroBatcher.embed_each``: no coroutine
+   per text), which coalesces them into calls of up to its input cap, so one bad text fails
+   only itself; that call is each text's first attempt, and a transient failure goes on with
+   the live path's attempts, backoff and throttle waits (``Pipeline._embed(failed=…)``), all
+   by the stage's one deadline (SPEC §6);
 3. as each model call answers, one save transaction for its rows: ``lock_states_batch`` then
    ``save_embeddings_batch`` (multi-row upsert + guarded complete + an event per row) — and
    those rows go on (steps 4-6) while the others are still embedded, so a short note never
@@ -50,15 +52,18 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinlog.ai import state
 from pinlog.ai.candidates import select_candidates
+from pinlog.ai.errors import TransientModelError
 from pinlog.ai.pipeline import (NO_CANDIDATES_PROFILE, JobResult, Pipeline, _only_candidates,
                                classify, text_sha256)
 from pinlog.ai.ports import EMBED_GROUP, JudgeAnswer, Pick, PresetSnapshot
+from pinlog.ai.providers.batching import MicroBatcher
 from pinlog.ai.routing import ProfileModels
 from pinlog.channels.lexical import place_meta_text
 from pinlog.contracts import ProcessRequest
@@ -71,6 +76,9 @@ log = logging.getLogger(__name__)
 #: Embedding statuses a batch start may have passed over because the row was locked (a guarded
 #: start could claim them): such rows run as the single job (:meth:`BatchRunner._single`).
 _MAYBE_LOCKED = frozenset({Status.PENDING, Status.PROCESSING})
+
+#: What one text's embedding came to: profile → ``(dim,)`` vector, or its classified failure.
+Embedded = dict[str, np.ndarray] | Exception
 
 #: The DEBUG line of a completed stage (the single job's wording).
 _COMPLETED = {Stage.EMBEDDING: "embedding completed", Stage.KEYWORD: "keywords completed"}
@@ -209,12 +217,14 @@ class BatchRunner:
         # takes the head's batch before other batches), so its answers are saved in ⌈n / cap⌉
         # transactions, not in fragments of other batches' calls (issue 25); each task copies
         # the context here, and the worker's later single jobs run without the group again
-        batch_group = EMBED_GROUP.set(object())
+        group = object()
+        batch_group = EMBED_GROUP.set(group)
         try:
-            embedding = {asyncio.ensure_future(self._embed(row.request.text, active, building)):
-                         row for row in to_embed}
+            embedding, first = self._start_embedding(to_embed, active, building)
         finally:
             EMBED_GROUP.reset(batch_group)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + p.embedding_budget  # the stage budget of every row (SPEC §6)
         followers: list[asyncio.Task[None]] = []
         try:
             # rows with nothing to embed (reused, or their start matched 0 rows) go on at once
@@ -225,10 +235,28 @@ class BatchRunner:
             # together, so a short note never waits for the long ones of its batch
             waiting = set(embedding)
             while waiting:
-                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                group = [(embedding[task], task) for task in done]
-                followers.append(asyncio.create_task(self._embedded(group, primed, active,
-                                                                    building)))
+                done, waiting = await asyncio.wait(waiting, timeout=max(0.0, deadline - loop.time()),
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                if not done:  # the stage budget is over for the texts still queued
+                    done = self._over_budget(waiting, embedding, p.embedding_budget)
+                    waiting = set()
+                answered: list[tuple[_Row, Embedded]] = []
+                for future in done:
+                    row, outcome = embedding[future], self._outcome(future, active)
+                    if future in first and isinstance(outcome, TransientModelError):
+                        token = EMBED_GROUP.set(group)
+                        try:  # the single path's attempts, backoff and budget go on from here
+                            retry = asyncio.ensure_future(self._retry(row, outcome, active,
+                                                                      deadline))
+                        finally:
+                            EMBED_GROUP.reset(token)
+                        embedding[retry] = row
+                        waiting.add(retry)
+                        continue
+                    answered.append((row, outcome))
+                if answered:
+                    followers.append(asyncio.create_task(self._embedded(answered, primed, active,
+                                                                        building)))
             await asyncio.gather(*followers)
         finally:
             for task in (*embedding, *followers, primed):
@@ -255,6 +283,73 @@ class BatchRunner:
             row.keyword = await self.pipeline._keyword_stage(row.request, row.carried)
 
     # --- steps 2-3: embed outside any transaction, one save transaction per model answer ---------
+    def _start_embedding(self, rows: Sequence[_Row], active: ProfileModels,
+                         building: ProfileModels | None,
+                         ) -> tuple[dict[asyncio.Future[Any], _Row], set[asyncio.Future[Any]]]:
+        """Start embedding ``rows``' texts; returns each pending future's row, and the futures
+        that are a first attempt only (whose transient failure the caller retries).
+
+        Without a building profile and with a micro-batcher in front of the active provider,
+        every text is queued at once (:meth:`MicroBatcher.embed_each`: its first attempt; a
+        future resolves to a ``(1, dim)`` row, or to that text's own exception), with no
+        coroutine per text (issue 25). Otherwise each text runs the single job's attempts
+        (:meth:`_embed`: a task resolving to profile → ``(dim,)`` vector)."""
+        provider = active.provider
+        if building is None and isinstance(provider, MicroBatcher):
+            futures = provider.embed_each([row.request.text for row in rows], "passage")
+            return dict(zip(futures, rows, strict=True)), set(futures)
+        return {asyncio.ensure_future(self._embed(row.request.text, active, building)): row
+                for row in rows}, set()
+
+    @staticmethod
+    def _outcome(future: asyncio.Future[Any], active: ProfileModels) -> Embedded:
+        """A finished embedding future as profile → ``(dim,)`` vector, or its exception (a
+        ``(1, dim)`` row of :meth:`MicroBatcher.embed_each` is the active profile's vector; a
+        transient exception of such a first attempt is retried by the caller).
+
+        Raises:
+            BaseException: a cancellation or exit that is no ``Exception`` (never recorded)."""
+        if future.cancelled():
+            raise asyncio.CancelledError
+        error = future.exception()
+        if error is not None:
+            if not isinstance(error, Exception):
+                raise error
+            return error
+        value = future.result()
+        if isinstance(value, dict):
+            return value
+        return {active.profile: value[0]}
+
+    def _over_budget(self, waiting: set[asyncio.Future[Any]],
+                     embedding: dict[asyncio.Future[Any], _Row],
+                     budget: float) -> set[asyncio.Future[Any]]:
+        """The stage budget ended (SPEC §6) while ``waiting`` texts were still queued or
+        running: each is withdrawn and fails transiently (its row stays PROCESSING for the
+        rescan; the micro-batcher drops a withdrawn text it has not sent)."""
+        over: set[asyncio.Future[Any]] = set()
+        for future in waiting:
+            future.cancel()
+            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            failed.set_exception(TransientModelError(
+                f"embedding stage exceeded its budget of {budget:g} s"))
+            embedding[failed] = embedding[future]
+            over.add(failed)
+        return over
+
+    async def _retry(self, row: _Row, failed: TransientModelError, active: ProfileModels,
+                     deadline: float) -> dict[str, np.ndarray]:
+        """The rest of one text's embedding stage after its first attempt (in the batch's
+        model calls) failed transiently: the single path's attempts, backoff and throttle
+        waits (:meth:`Pipeline._embed`), ``failed`` counting as the first, by the batch's
+        ``deadline`` (SPEC §6). Returns profile → ``(dim,)`` vector.
+
+        Raises:
+            ModelError: as :meth:`Pipeline._embed`."""
+        vector = await self.pipeline._embed(row.request.text, active.provider, deadline=deadline,
+                                            failed=failed)
+        return {active.profile: vector}
+
     async def _embed(self, text: str, active: ProfileModels,
                      building: ProfileModels | None) -> dict[str, np.ndarray]:
         """The vectors of one text: profile → ``(dim,)`` vector for the active profile and,
@@ -268,7 +363,7 @@ class BatchRunner:
         await self.pipeline._embed_profiles(text, active, building, vectors)
         return vectors
 
-    async def _embedded(self, group: Sequence[tuple[_Row, asyncio.Future[dict[str, np.ndarray]]]],
+    async def _embedded(self, group: Sequence[tuple[_Row, Embedded]],
                         primed: asyncio.Task[None], active: ProfileModels,
                         building: ProfileModels | None) -> None:
         """The rows of one model answer: their embedding save, then their keyword stage."""
@@ -276,7 +371,7 @@ class BatchRunner:
         await self._save_embeddings(group, active, building)
         await self._keyword_stage(rows, primed)
 
-    async def _save_embeddings(self, group: Sequence[tuple[_Row, asyncio.Future[dict[str, np.ndarray]]]],
+    async def _save_embeddings(self, group: Sequence[tuple[_Row, Embedded]],
                                active: ProfileModels, building: ProfileModels | None) -> None:
         """Save the vectors of ``group`` in one transaction (SPEC §5.2 step 2, §9.1), each row
         under its own claim (§7.3.1); a row whose embedding failed gets its classified failure
@@ -285,12 +380,11 @@ class BatchRunner:
         p = self.pipeline
         stage = Stage.EMBEDDING
         embedded: list[tuple[_Row, state.EmbeddingRow]] = []
-        for row, task in group:
-            error = task.exception()
-            if error is not None:
-                await self._row_failed(row, stage, error)
+        for row, vectors in group:
+            if isinstance(vectors, BaseException):
+                await self._row_failed(row, stage, vectors)
                 continue
-            request, vectors = row.request, task.result()
+            request = row.request
             shadow = vectors.get(building.profile) if building is not None else None
             embedded.append((row, state.EmbeddingRow(
                 request.context_id, request.user_id, request.record_id, vectors[active.profile],

@@ -377,8 +377,16 @@ class Pipeline:
             else:
                 vectors[models.profile] = result
 
-    async def _embed(self, text: str, provider: EmbeddingProvider | None = None) -> np.ndarray:
+    async def _embed(self, text: str, provider: EmbeddingProvider | None = None, *,
+                     deadline: float | None = None,
+                     failed: TransientModelError | None = None) -> np.ndarray:
         """One ``(dim,)`` float32 vector; attempts/backoff/timeout per SPEC §6.
+
+        ``deadline`` (an event-loop time; default: now + the stage budget) and ``failed`` (the
+        transient failure of a first attempt already made, by the batch path's
+        :meth:`~pinlog.ai.providers.batching.MicroBatcher.embed_each`) let a stage that began
+        elsewhere go on here: ``failed`` counts as the first attempt (or its throttle is waited
+        out), and every attempt and wait still ends by the stage's one deadline.
 
         A throttle's ``Retry-After`` is waited out without spending an attempt, but only while
         the wait ends inside the stage budget (``timeout × attempts + backoff``, which the
@@ -399,9 +407,13 @@ class Pipeline:
         batched = bool(getattr(provider, "enforces_timeouts", False))
         loop = asyncio.get_running_loop()
         budget = self.embedding_budget
-        deadline = loop.time() + budget
+        if deadline is None:
+            deadline = loop.time() + budget
+        replay = [failed] if failed is not None else []
 
         async def once() -> np.ndarray:
+            if replay:  # the first attempt, made by the batch path: its outcome again
+                raise replay.pop()
             timeout = None
             if not batched:
                 timeout = min(self.config.embedding_timeout, deadline - loop.time())
@@ -423,7 +435,7 @@ class Pipeline:
         if not batched:
             return await attempts
         try:
-            async with asyncio.timeout(budget):  # no task of its own (unlike wait_for)
+            async with asyncio.timeout_at(deadline):  # no task of its own (unlike wait_for)
                 return await attempts
         except TimeoutError:
             raise TransientModelError(

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 from pinlog.ai.batch import BatchRunner
-from pinlog.ai.errors import PermanentModelError
+from pinlog.ai.errors import PermanentModelError, ThrottledError, TransientModelError
 from pinlog.ai.pipeline import Pipeline
 from pinlog.ai.ports import EMBED_GROUP
 from pinlog.ai.providers import MicroBatcher
 from tests.conftest import config_of
-from tests.integration.ai.support import (FRIENDS_TEXT, PROFILE, QUIET_TEXT, analysis_row, basis,
+from tests.integration.ai.support import (FRIENDS_TEXT, PROFILE, QUIET_TEXT, ai_settings_for,
+                                          analysis_row, basis,
                                           core_cancel, embedding_rows, events, insert_embedding,
                                           insert_state, keyword_rows, read_state, request,
                                           statuses)
@@ -160,6 +161,81 @@ async def test_a_text_the_model_refuses_fails_only_its_context(runner, provider,
     assert [r.embedding for r in results] == ["completed", "permanent", "completed"]
     assert read_state(sync_conn, 2).last_error == "embedding permanent: upstream 400: input refused"
     assert statuses(sync_conn, 1) == statuses(sync_conn, 3) == ("COMPLETED", "COMPLETED")
+
+
+# --- the first attempt in the batch's calls, the rest as the single job's (SPEC §6, issue 25) --
+async def test_a_transient_failure_of_a_batch_call_is_retried_for_each_of_its_texts(
+        runner, provider, sleeps, sync_conn):
+    """The batch's one model call fails transiently (a 503): each of its texts goes on with the
+    single job's attempts — that call counted as its first, one backoff before the next — and
+    every context completes."""
+    for cid in (1, 2, 3):
+        insert_state(sync_conn, cid)
+    provider.fail_next(TransientModelError, message="upstream 503")
+    results = await runner.run(_requests([1, 2, 3]))
+    assert [(r.embedding, r.keyword) for r in results] == [("completed", "completed")] * 3
+    assert provider.batches[0] == 3  # the first attempt: the batch's texts in one call
+    assert sorted(provider.texts[3:]) == sorted(TEXTS[:3])  # each text once more
+    assert len(sleeps.delays) == 3  # one backoff per text, as between the single job's attempts
+    for cid in (1, 2, 3):
+        assert statuses(sync_conn, cid) == ("COMPLETED", "COMPLETED")
+        assert read_state(sync_conn, cid).last_error is None
+
+
+async def test_a_batch_text_that_keeps_failing_gets_the_single_jobs_attempts_and_no_more(
+        runner, provider, sleeps, sync_conn, ai_settings):
+    """The batch's call was the first attempt: a text failing transiently every time is called
+    exactly ``PINLOG_MODEL_ATTEMPTS`` times in all (as the single job), then left PROCESSING
+    for the rescan with the error recorded."""
+    insert_state(sync_conn, 1)
+    provider.fail_next(TransientModelError, times=10, message="upstream 503")
+    [result] = await runner.run(_requests([1]))
+    assert (result.embedding, result.keyword) == ("transient", "skipped")
+    assert provider.calls == ai_settings.model_attempts == 3
+    assert len(sleeps.delays) == 2  # backoff between attempts only
+    row = read_state(sync_conn, 1)
+    assert (row.embedding_status, row.keyword_status) == ("PROCESSING", "PENDING")
+    assert row.last_error == "embedding transient: upstream 503"
+    assert embedding_rows(sync_conn, 1) == []
+
+
+async def test_a_throttle_of_a_batch_call_is_waited_out_without_spending_an_attempt(
+        runner, provider, sleeps, sync_conn):
+    """SPEC §6: the batch's call is throttled (429, Retry-After 0.05 s); the wait is honoured
+    and spends no attempt: two transient failures after it still leave the third attempt."""
+    insert_state(sync_conn, 1)
+    provider.fail_next(ThrottledError("upstream 429", status=429, retry_after=0.05))
+    provider.fail_next(TransientModelError, times=2, message="upstream 503")
+    [result] = await runner.run(_requests([1]))
+    assert result.embedding == "completed"
+    assert provider.calls == 4  # the throttled call + 3 attempts
+    assert sleeps.delays[0] == 0.05 and len(sleeps.delays) == 3
+
+
+async def test_a_batch_text_still_waiting_when_the_stage_budget_ends_fails_transiently(
+        tmp_path, db_url, engine, batcher, judge, presets, sleeps, provider, sync_conn):
+    """SPEC §6 budget: the stage's model calls end within ``timeout × attempts + backoff``
+    (0.2 s here), below the processing expiry. The model holds the batch's call past it: the
+    batch gives its texts up at the budget (the call is still held), records the transient
+    failure and stores nothing — even when the held call answers later."""
+    settings = ai_settings_for(tmp_path, db_url, embedding_timeout=0.2, model_attempts=1)
+    runner = BatchRunner(Pipeline(engine, config_of(settings).ai.pipeline, batcher, judge,
+                                  sleep=sleeps))
+    for cid in (1, 2):
+        insert_state(sync_conn, cid)
+    gate = provider.hold()
+    # the bound only turns a hang (no budget) into a failure; the budget ends it in 0.2 s
+    results = await asyncio.wait_for(runner.run(_requests([1, 2])), 20)
+    assert gate.entered.is_set() and batcher.in_flight("passage") == 1  # still held
+    assert [r.embedding for r in results] == ["transient"] * 2
+    provider.gate = None
+    gate.open()
+    await batcher.embed(["after"], "passage")  # the held call has answered meanwhile
+    for cid in (1, 2):
+        assert statuses(sync_conn, cid) == ("PROCESSING", "PENDING")
+        assert read_state(sync_conn, cid).last_error == (
+            "embedding transient: embedding stage exceeded its budget of 0.2 s")
+        assert embedding_rows(sync_conn, cid) == []
 
 
 async def test_a_crash_between_claim_and_write_is_reclaimed_by_a_later_batch(

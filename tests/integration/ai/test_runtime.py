@@ -69,7 +69,8 @@ def test_db_steps_never_exceed_the_pool():
 
 
 class CountingBatcher(MicroBatcher):
-    """A MicroBatcher that sets ``reached`` once ``target`` embed requests are waiting in it."""
+    """A MicroBatcher that sets ``reached`` once ``target`` texts are waiting in it (a single
+    job's ``embed`` request, or each text a batch queues at once with ``embed_each``)."""
 
     def __init__(self, provider, target: int, **kwargs) -> None:
         super().__init__(provider, **kwargs)
@@ -82,6 +83,12 @@ class CountingBatcher(MicroBatcher):
         if self.waiting >= self.target:
             self.reached.set()
         return await super().embed(texts, kind)
+
+    def embed_each(self, texts, kind="passage"):
+        self.waiting += len(texts)
+        if self.waiting >= self.target:
+            self.reached.set()
+        return super().embed_each(texts, kind)
 
 
 async def _all_jobs_meet_at_a_held_model_call(runtime, provider, batcher, sync_conn, jobs: int, *,

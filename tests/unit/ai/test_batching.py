@@ -249,3 +249,50 @@ async def test_aclose_returns_when_a_request_arrived_in_the_tick_before_it():
         with pytest.raises(RuntimeError, match="closed"):
             task.result()
     assert fake.calls == 0
+
+
+# --- embed_each: the batch path's texts queued at once, one future per text (issue 25) --------
+async def test_embed_each_queues_every_text_as_its_own_request_in_one_call():
+    """Each text is one request (a future of its own ``(1, dim)`` row), all queued in one step:
+    a batch of them fills one call within the cap, rows go back to their own futures, and the
+    futures carry the current batch group (the fair fill's origin)."""
+    fake = FakeEmbeddingProvider()
+    batcher = MicroBatcher(fake, batch_size=4, wait_ms=1000)  # flushed by size, not the wait
+    group = object()
+    token = EMBED_GROUP.set(group)
+    try:
+        futures = batcher.embed_each([f"t{i}" for i in range(6)], "passage")
+    finally:
+        EMBED_GROUP.reset(token)
+    assert batcher.pending("passage") == 6
+    assert {r.group for r in batcher._pending["passage"]} == {group}
+    fake_rows = await asyncio.wait_for(asyncio.gather(*futures[:4]), 5)  # one full call
+    assert fake.batches == [4]
+    for i, row in enumerate(fake_rows):
+        assert row.shape == (1, 8) and np.allclose(row[0], fake_vector(f"t{i}"))
+    for future in futures[4:]:
+        future.cancel()  # withdrawn before they are sent: never sent
+    await batcher.aclose()
+    assert fake.texts == [f"t{i}" for i in range(4)]
+
+
+async def test_embed_each_fails_only_the_future_of_a_degenerate_or_refused_text():
+    fake = FakeEmbeddingProvider()
+    fake.vectors["zero"] = np.zeros(8, dtype=np.float32)  # a zero vector (never stored)
+    batcher = MicroBatcher(fake, batch_size=8, wait_ms=0)
+    futures = batcher.embed_each(["a", "zero", "b"], "passage")
+    done = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 5)
+    assert isinstance(done[1], PermanentModelError) and "degenerate" in str(done[1])
+    assert np.allclose(done[0][0], fake_vector("a")) and np.allclose(done[2][0], fake_vector("b"))
+
+    def refuse(texts, kind):
+        if "bad" in texts:
+            raise PermanentModelError("upstream 400")
+
+    fake.on_call = refuse
+    futures = batcher.embed_each(["c", "bad", "d"], "passage")
+    done = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 5)
+    assert [type(d).__name__ for d in done] == ["ndarray", "PermanentModelError", "ndarray"]
+    await batcher.aclose()
+    with pytest.raises(RuntimeError):
+        batcher.embed_each(["e"], "passage")

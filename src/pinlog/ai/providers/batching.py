@@ -58,7 +58,7 @@ from pinlog.ai.errors import (ModelTimeout, PermanentModelError, ThrottledError,
                               TransientModelError)
 from pinlog.ai.limits import AdaptiveLimit
 from pinlog.ai.ports import EMBED_GROUP, EmbeddingProvider, EmbedKind, close_resource
-from pinlog.ai.vectors import check_embeddings
+from pinlog.ai.vectors import check_embeddings, degenerate_rows
 from pinlog.logs import neutral_context
 from pinlog.settings import Settings
 
@@ -182,6 +182,39 @@ class MicroBatcher:
         parts = await asyncio.gather(*(self._submit(c, kind) for c in chunks))
         return np.concatenate(parts, axis=0)
 
+    def embed_each(self, texts: Sequence[str],
+                   kind: EmbedKind = "passage") -> list[asyncio.Future[np.ndarray]]:
+        """Queue every text of ``texts`` as its own request, at once (the batch path, issue 25:
+        no coroutine, task or timeout per text), and return one future per text, in order.
+        Each future resolves to that text's ``(1, dimension)`` float32 row — already checked
+        (wrong shape, non-finite or near-zero norm: :class:`PermanentModelError` of that text
+        alone) — or to the exception ``embed([text], kind)`` would raise, so one bad text fails
+        only its own future. The requests are batched and filled like ``embed``'s (the current
+        :data:`~pinlog.ai.ports.EMBED_GROUP` included). Cancelling a future withdraws its text if
+        it is not sent yet. Call from the running event loop; the caller bounds the waiting.
+
+        Raises:
+            RuntimeError: the batcher is closed.
+            PermanentModelError: an unknown ``kind``.
+        """
+        if self._closed:
+            raise RuntimeError("MicroBatcher is closed")
+        if kind not in self._pending:
+            raise PermanentModelError(f"unknown embedding kind {kind!r}")
+        self._ensure_started()
+        loop = asyncio.get_running_loop()
+        now, group, pending = loop.time(), EMBED_GROUP.get(), self._pending[kind]
+        futures: list[asyncio.Future[np.ndarray]] = []
+        for text in texts:
+            future: asyncio.Future[np.ndarray] = loop.create_future()
+            self._seq += 1
+            alone = bool(self._suspects) and _key(text) in self._suspects
+            pending.append(_Request([text], kind, future, len(text), alone, self._seq, now, group))
+            futures.append(future)
+        if futures:
+            self._wakeup[kind].set()
+        return futures
+
     def timeout_for(self, chars: int) -> float | None:
         """Seconds allowed for one provider call carrying ``chars`` characters (None: none)."""
         if self.timeout is None:
@@ -238,7 +271,7 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[np.ndarray] = loop.create_future()
         self._seq += 1
-        alone = len(texts) == 1 and _key(texts[0]) in self._suspects
+        alone = len(texts) == 1 and bool(self._suspects) and _key(texts[0]) in self._suspects
         self._pending[kind].append(_Request(texts, kind, future, sum(map(len, texts)), alone,
                                             self._seq, loop.time(), EMBED_GROUP.get()))
         self._wakeup[kind].set()
@@ -408,13 +441,18 @@ class MicroBatcher:
                 _set_exception(request, exc)
             return
         offset = 0
+        bad = degenerate_rows(out)  # the whole answer at once (its shape is checked in _call)
         for request in group:
             n = len(request.texts)
-            try:
-                # a degenerate row fails its own request only (SPEC §9: never stored)
-                _set_result(request, self._checked(out[offset:offset + n], request))
-            except PermanentModelError as exc:
-                _set_exception(request, exc)
+            rows = out[offset:offset + n]
+            if bad and any(offset <= i < offset + n for i in bad):
+                try:
+                    # a degenerate row fails its own request only (SPEC §9: never stored)
+                    _set_result(request, self._checked(rows, request))
+                except PermanentModelError as exc:
+                    _set_exception(request, exc)
+            else:
+                _set_result(request, rows)
             offset += n
 
     def _lower_cap(self, exc: TooManyInputs, sent: int) -> None:
