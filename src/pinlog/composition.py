@@ -22,9 +22,11 @@ never imports ai.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -247,6 +249,43 @@ def in_process_search(ai_runtime: AiRuntime) -> Callable[[SearchRequest], Awaita
     return search
 
 
+@contextmanager
+def tuned_collector(threshold: int) -> Iterator[None]:
+    """Python's cyclic garbage collector while components run (``PINLOG_GC_THRESHOLD``, issue
+    25): the objects that exist when the block starts (modules, the analyser, presets, caches)
+    are frozen out of every later collection (``gc.freeze``), and a young collection runs every
+    ``threshold`` net allocations instead of the interpreter's 700 (older generations keep
+    their ratios). Measured on a 3,000-context backfill (Protocol fake, 2 cores, 4 alternating
+    rounds, ``bench_backfill``'s ``backfill``): collections took 0.32–0.36 s of ~3.1 s at 700,
+    0.13 s at 10,000; 963 → 1,062 contexts/s (median). On exit the previous thresholds are
+    restored and the objects unfrozen (by the last of overlapping blocks). ``threshold`` 0:
+    nothing is changed.
+
+    Garbage is still collected (only less often): a cycle lives at most ``threshold``
+    allocations longer."""
+    if threshold <= 0:
+        yield
+        return
+    if not _TUNED:  # the first of overlapping blocks (replicas in one process) tunes it
+        before = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(threshold, *before[1:])
+        _BEFORE[:] = before
+    _TUNED.append(threshold)
+    try:
+        yield
+    finally:
+        _TUNED.pop()
+        if not _TUNED:  # the last one out restores it
+            gc.set_threshold(*_BEFORE)
+            gc.unfreeze()
+
+
+#: :func:`tuned_collector`'s state: one entry per open block, and the thresholds before the first.
+_TUNED: list[int] = []
+_BEFORE: list[int] = []
+
+
 @asynccontextmanager
 async def running_components(
     config: Config,
@@ -279,6 +318,19 @@ async def running_components(
     Raises:
         whatever a runtime's ``start()`` raises (e.g. ai tables missing, no presets).
     """
+    with tuned_collector(config.settings.gc_threshold):
+        async with _running_components(config, engine, ai=ai, core=core, rescan=rescan,
+                                       retention=retention, ai_kwargs=ai_kwargs,
+                                       core_kwargs=core_kwargs, owner=owner) as components:
+            yield components
+
+
+@asynccontextmanager
+async def _running_components(config: Config, engine: AsyncEngine, *, ai: bool, core: bool,
+                              rescan: bool | None, retention: bool | None,
+                              ai_kwargs: dict[str, Any] | None, core_kwargs: dict[str, Any] | None,
+                              owner: str | None) -> AsyncIterator[Components]:
+    """:func:`running_components` without the collector's tuning."""
     started: list[AiRuntime | CoreRuntime | RetentionLoop] = []
     ai_runtime: AiRuntime | None = None
     core_runtime: CoreRuntime | None = None

@@ -382,6 +382,11 @@ class Settings(BaseSettings):
         10.0, ge=0, le=3600, description="Seconds running stages (and a running rescan round, "
         "the dispatch queue, in-flight HTTP requests) get to finish on SIGTERM; what is left is "
         "logged and recovered by the rescan.")
+    gc_threshold: int = Field(
+        10_000, ge=0, le=1_000_000, description="Python's cyclic garbage collector while the "
+        "components run: allocations between two young collections (the interpreter's default "
+        "is 700; a backfill spends ~10 % of its time collecting at that rate), with what exists "
+        "at start-up frozen out of later collections; 0: the interpreter's settings, untouched.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="JSON log lines on stderr (`pinlog serve`; other commands log "
         "warnings and errors only unless this is set).")

@@ -3490,6 +3490,31 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole"),
     ),
     Mutation(
+        "gc_threshold_not_applied",
+        "issue 25: the components run with PINLOG_GC_THRESHOLD's collector tuning",
+        COMPOSITION_PY,
+        "    with tuned_collector(config.settings.gc_threshold):\n",
+        "    with tuned_collector(0):\n",
+        ("tests/unit/test_collector.py::test_running_components_apply_the_setting",),
+    ),
+    Mutation(
+        "gc_tuning_not_restored",
+        "issue 25: the interpreter's collector thresholds come back when the components stop",
+        COMPOSITION_PY,
+        "            gc.set_threshold(*_BEFORE)\n",
+        "            pass\n",
+        ("tests/unit/test_collector.py::test_the_block_tunes_the_young_generation_freezes_and_restores",),
+    ),
+    Mutation(
+        "gc_tuning_restored_by_the_first_replica_out",
+        "issue 25: overlapping blocks (replicas in one process) keep the tuning until the last "
+        "one ends",
+        COMPOSITION_PY,
+        "        if not _TUNED:  # the last one out restores it\n",
+        "        if True:  # the last one out restores it\n",
+        ("tests/unit/test_collector.py::test_overlapping_blocks_restore_only_when_the_last_one_ends",),
+    ),
+    Mutation(
         "batch_group_left_behind",
         "SPEC §5.4 (issue 25): the batch group is set only while one batch's texts are "
         "submitted; the worker's later single jobs run without it",
