@@ -3515,6 +3515,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_collector.py::test_overlapping_blocks_restore_only_when_the_last_one_ends",),
     ),
     Mutation(
+        "batch_save_per_answer",
+        "issue 25 (group commit): a batch runs one save at a time; the answers that arrive "
+        "meanwhile go into the next save together, not into a transaction each",
+        BATCH_PY,
+        "        if not self.tasks or self.tasks[-1].done():\n",
+        "        if True:\n",
+        (f"{BATCH_T}::test_answers_that_arrive_while_a_save_runs_are_saved_together",),
+    ),
+    Mutation(
+        "batch_answers_left_after_a_save",
+        "issue 25 (group commit): what arrived while a save ran is saved by the next one "
+        "(never left unsaved)",
+        BATCH_PY,
+        "        while self.backlog:\n            items, self.backlog = self.backlog, []\n",
+        "        if self.backlog:\n            items, self.backlog = self.backlog, []\n",
+        (f"{BATCH_T}::test_answers_that_arrive_while_a_save_runs_are_saved_together",),
+    ),
+    Mutation(
         "batch_group_left_behind",
         "SPEC §5.4 (issue 25): the batch group is set only while one batch's texts are "
         "submitted; the worker's later single jobs run without it",

@@ -15,7 +15,9 @@ step by step:
    only itself; that call is each text's first attempt, and a transient failure goes on with
    the live path's attempts, backoff and throttle waits (``Pipeline._embed(failed=…)``), all
    by the stage's one deadline (SPEC §6);
-3. as each model call answers, one save transaction for its rows: ``lock_states_batch`` then
+3. as each model call answers, one save transaction for its rows — one save at a time per
+   batch (group commit: the answers that arrive while a save runs are saved together by
+   the next one; the keyword stage likewise): ``lock_states_batch`` then
    ``save_embeddings_batch`` (multi-row upsert + guarded complete + an event per row) — and
    those rows go on (steps 4-6) while the others are still embedded, so a short note never
    waits for the long notes of its batch; rows with nothing to embed go on at once;
@@ -49,10 +51,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -76,6 +78,8 @@ log = logging.getLogger(__name__)
 #: Embedding statuses a batch start may have passed over because the row was locked (a guarded
 #: start could claim them): such rows run as the single job (:meth:`BatchRunner._single`).
 _MAYBE_LOCKED = frozenset({Status.PENDING, Status.PROCESSING})
+
+T = TypeVar("T")
 
 #: What one text's embedding came to: profile → ``(dim,)`` vector, or its classified failure.
 Embedded = dict[str, np.ndarray] | Exception
@@ -112,6 +116,43 @@ class _Row:
 
     def result(self) -> JobResult:
         return JobResult(self.embedding, self.keyword, stopped=self.stopped)
+
+
+class _Coalescer(Generic[T]):
+    """Group commit for one step of a batch: ``step(items)`` runs for the items :meth:`add`
+    gave, one run at a time; the items added while a run is in flight go together into the
+    next run (none waits for more than the run in flight). A run's exception ends the drain
+    and is raised by :meth:`join`.
+
+    Args:
+        step: a coroutine function of a list of items (a save, a keyword stage)."""
+
+    def __init__(self, step: Callable[[list[T]], Awaitable[None]]) -> None:
+        self.step = step
+        self.backlog: list[T] = []
+        #: every drain task started (the caller cancels the ones left when it stops)
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def add(self, items: Sequence[T]) -> None:
+        """Queue ``items`` for the next run; start it now when no run is in flight."""
+        self.backlog.extend(items)
+        if not self.tasks or self.tasks[-1].done():
+            self.tasks.append(asyncio.create_task(self._drain()))
+
+    async def _drain(self) -> None:
+        while self.backlog:
+            items, self.backlog = self.backlog, []
+            await self.step(items)
+
+    async def join(self) -> None:
+        """Wait until every item added so far (and those added meanwhile) went through a run.
+
+        Raises:
+            whatever a run raised."""
+        while self.tasks and not all(task.done() for task in self.tasks):
+            await asyncio.gather(*self.tasks)
+        for task in self.tasks:
+            task.result()
 
 
 class BatchRunner:
@@ -225,12 +266,17 @@ class BatchRunner:
             EMBED_GROUP.reset(batch_group)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + p.embedding_budget  # the stage budget of every row (SPEC §6)
-        followers: list[asyncio.Task[None]] = []
+        # one save at a time per stage (group commit): the answers that arrive while a save
+        # runs are saved together by the next one, so a serial or slow model's one-text
+        # answers are not one transaction each, and a ready answer waits for one save at most
+        keywords: _Coalescer[_Row] = _Coalescer(lambda ready: self._keyword_stage(ready, primed))
+        saves: _Coalescer[tuple[_Row, Embedded]] = _Coalescer(
+            lambda answered: self._embedded(answered, keywords, active, building))
         try:
             # rows with nothing to embed (reused, or their start matched 0 rows) go on at once
             ready = [r for r in live if r not in to_embed]
             if ready:
-                followers.append(asyncio.create_task(self._keyword_stage(ready, primed)))
+                keywords.add(ready)
             # the others as their model calls answer: each answer's rows are saved and go on
             # together, so a short note never waits for the long ones of its batch
             waiting = set(embedding)
@@ -255,11 +301,11 @@ class BatchRunner:
                         continue
                     answered.append((row, outcome))
                 if answered:
-                    followers.append(asyncio.create_task(self._embedded(answered, primed, active,
-                                                                        building)))
-            await asyncio.gather(*followers)
+                    saves.add(answered)
+            await saves.join()
+            await keywords.join()
         finally:
-            for task in (*embedding, *followers, primed):
+            for task in (*embedding, *saves.tasks, *keywords.tasks, primed):
                 if not task.done():
                     task.cancel()
         self._summary(rows)
@@ -282,7 +328,7 @@ class BatchRunner:
         with row.logging():
             row.keyword = await self.pipeline._keyword_stage(row.request, row.carried)
 
-    # --- steps 2-3: embed outside any transaction, one save transaction per model answer ---------
+    # --- steps 2-3: embed outside any transaction, one save at a time for what has answered ----
     def _start_embedding(self, rows: Sequence[_Row], active: ProfileModels,
                          building: ProfileModels | None,
                          ) -> tuple[dict[asyncio.Future[Any], _Row], set[asyncio.Future[Any]]]:
@@ -363,13 +409,12 @@ class BatchRunner:
         await self.pipeline._embed_profiles(text, active, building, vectors)
         return vectors
 
-    async def _embedded(self, group: Sequence[tuple[_Row, Embedded]],
-                        primed: asyncio.Task[None], active: ProfileModels,
-                        building: ProfileModels | None) -> None:
-        """The rows of one model answer: their embedding save, then their keyword stage."""
-        rows = [row for row, _ in group]
+    async def _embedded(self, group: Sequence[tuple[_Row, Embedded]], keywords: _Coalescer[_Row],
+                        active: ProfileModels, building: ProfileModels | None) -> None:
+        """The rows of the answers that arrived since the last save: their embedding save,
+        then they join the batch's next keyword stage."""
         await self._save_embeddings(group, active, building)
-        await self._keyword_stage(rows, primed)
+        keywords.add([row for row, _ in group])
 
     async def _save_embeddings(self, group: Sequence[tuple[_Row, Embedded]],
                                active: ProfileModels, building: ProfileModels | None) -> None:

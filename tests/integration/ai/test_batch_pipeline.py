@@ -163,6 +163,51 @@ async def test_a_text_the_model_refuses_fails_only_its_context(runner, provider,
     assert statuses(sync_conn, 1) == statuses(sync_conn, 3) == ("COMPLETED", "COMPLETED")
 
 
+async def test_answers_that_arrive_while_a_save_runs_are_saved_together(
+        ai_settings, engine, provider, judge, presets, sleeps, sync_conn, monkeypatch):
+    """Group commit (issue 25): with a model that answers one text per call, the batch saves
+    one answer at once and holds the answers that arrive meanwhile for ONE next save (one
+    transaction: one ``now()`` in their completion events), never a transaction each."""
+    from pinlog.ai import state
+
+    batcher = MicroBatcher(provider, batch_size=1, wait_ms=0)  # one text per model call
+    runner = BatchRunner(Pipeline(engine, config_of(ai_settings).ai.pipeline, batcher, judge,
+                                  sleep=sleeps))
+    real, sizes = state.save_embeddings_batch, []
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def held_first(conn, rows, **kwargs):
+        sizes.append(len(rows))
+        if len(sizes) == 1:
+            entered.set()
+            await release.wait()  # the first save holds its transaction open
+        return await real(conn, rows, **kwargs)
+
+    async def after_the_first_save_began(texts, kind):
+        if provider.calls > 1:  # the model's 2nd-4th answers come once the first save runs
+            await entered.wait()
+
+    monkeypatch.setattr(state, "save_embeddings_batch", held_first)
+    provider.on_call = after_the_first_save_began
+    for cid in (1, 2, 3, 4):
+        insert_state(sync_conn, cid)
+    job = asyncio.create_task(runner.run(_requests([1, 2, 3, 4])))
+    await asyncio.wait_for(entered.wait(), 10)
+    while provider.calls < 4 or batcher.in_flight("passage") or batcher.pending("passage"):
+        await asyncio.sleep(0)  # the other three answers arrive (ordering: no time passes)
+    for _ in range(20):
+        await asyncio.sleep(0)  # and reach the batch's wait loop
+    release.set()
+    results = await asyncio.wait_for(job, 10)
+    await batcher.aclose(close_provider=False)
+    assert [(r.embedding, r.keyword) for r in results] == [("completed", "completed")] * 4
+    assert sizes == [1, 3]
+    saved = sync_conn.execute(
+        "SELECT count(DISTINCT at) FROM ai.context_ai_event WHERE context_id = ANY(%s) "
+        "AND stage = 'embedding' AND to_status = 'COMPLETED'", ([2, 3, 4],)).fetchone()[0]
+    assert saved == 1
+
+
 # --- the first attempt in the batch's calls, the rest as the single job's (SPEC §6, issue 25) --
 async def test_a_transient_failure_of_a_batch_call_is_retried_for_each_of_its_texts(
         runner, provider, sleeps, sync_conn):

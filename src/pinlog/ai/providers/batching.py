@@ -336,8 +336,15 @@ class MicroBatcher:
             task.add_done_callback(self._running.discard)
 
     def _full(self, pending: list[_Request]) -> bool:
-        return (sum(len(r.texts) for r in pending) >= self.max_inputs
-                or sum(r.chars for r in pending) >= self.max_chars)
+        """Whether ``pending`` fills a call (texts or characters), looking no further than
+        needed to tell."""
+        texts = chars = 0
+        for r in pending:
+            texts += len(r.texts)
+            chars += r.chars
+            if texts >= self.max_inputs or chars >= self.max_chars:
+                return True
+        return False
 
     def _take(self, pending: list[_Request]) -> list[_Request]:
         """The next batch: the oldest request, then the shortest others that still fit — the
@@ -349,7 +356,7 @@ class MicroBatcher:
         def origin(request: _Request) -> int:
             return 0 if request.group is None else 1 if request.group is head.group else 2
 
-        if not head.alone:
+        if not head.alone and count < self.max_inputs:  # room left beside the head
             for request in sorted(pending, key=lambda r: (origin(r), r.chars, r.seq)):
                 if request is head or request.alone:
                     continue
