@@ -63,7 +63,6 @@ from common import side_by_side_parser  # noqa: E402  bench/common.py
 from scratch_db import scratch_database  # noqa: E402  bench/scratch_db.py
 from serve_harness import note_texts  # noqa: E402  bench/serve_harness.py
 
-EXTRA: dict = {}
 SECRET = "bench-secret-0123456789"
 PROFILE = "bench-fake-16-cosine-v1"
 DIMENSION = 16
@@ -97,7 +96,7 @@ def bench_settings(url: str, concurrency: int, pool: int, n: int) -> Settings:
         internal_secrets=SECRET, jwt_secret="x" * 40, rescan_enabled=False,
         work_queue_size=n + 10, worker_concurrency=concurrency, db_pool_size=pool,
         embedding_profile=PROFILE, embedding_dimension=DIMENSION,
-        embedding_batch_size=1, embedding_batch_wait_ms=0, **EXTRA)
+        embedding_batch_size=1, embedding_batch_wait_ms=0)
 
 
 def insert_states(url: str, ids: list[int]) -> None:
