@@ -3484,8 +3484,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SPEC §5.4 (issue 25): texts queued at once keep the batch group they were queued "
         "with (the fair fill's origin)",
         BATCHING,
-        "        now, group, pending = loop.time(), EMBED_GROUP.get(), self._pending[kind]\n",
-        "        now, group, pending = loop.time(), None, self._pending[kind]\n",
+        "        now, group = asyncio.get_running_loop().time(), EMBED_GROUP.get()\n",
+        "        now, group = asyncio.get_running_loop().time(), None\n",
         (f"{BATCHING_T}::test_embed_each_queues_every_text_as_its_own_request_in_one_call",
          f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole"),
     ),

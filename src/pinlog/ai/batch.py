@@ -283,10 +283,10 @@ class BatchRunner:
             while waiting:
                 done, waiting = await asyncio.wait(waiting, timeout=max(0.0, deadline - loop.time()),
                                                    return_when=asyncio.FIRST_COMPLETED)
-                if not done:  # the stage budget is over for the texts still queued
-                    done = self._over_budget(waiting, embedding, p.embedding_budget)
-                    waiting = set()
                 answered: list[tuple[_Row, Embedded]] = []
+                if not done:  # the stage budget is over for the texts still queued
+                    answered = self._over_budget(waiting, embedding, p.embedding_budget)
+                    waiting = set()
                 for future in done:
                     row, outcome = embedding[future], self._outcome(future, active)
                     if future in first and isinstance(outcome, TransientModelError):
@@ -369,19 +369,14 @@ class BatchRunner:
 
     def _over_budget(self, waiting: set[asyncio.Future[Any]],
                      embedding: dict[asyncio.Future[Any], _Row],
-                     budget: float) -> set[asyncio.Future[Any]]:
+                     budget: float) -> list[tuple[_Row, Embedded]]:
         """The stage budget ended (SPEC §6) while ``waiting`` texts were still queued or
-        running: each is withdrawn and fails transiently (its row stays PROCESSING for the
-        rescan; the micro-batcher drops a withdrawn text it has not sent)."""
-        over: set[asyncio.Future[Any]] = set()
+        running: each is withdrawn (the micro-batcher drops a withdrawn text it has not sent)
+        and its row fails transiently (it stays PROCESSING for the rescan)."""
         for future in waiting:
             future.cancel()
-            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            failed.set_exception(TransientModelError(
-                f"embedding stage exceeded its budget of {budget:g} s"))
-            embedding[failed] = embedding[future]
-            over.add(failed)
-        return over
+        return [(embedding[future], TransientModelError(
+            f"embedding stage exceeded its budget of {budget:g} s")) for future in waiting]
 
     async def _retry(self, row: _Row, failed: TransientModelError, active: ProfileModels,
                      deadline: float) -> dict[str, np.ndarray]:

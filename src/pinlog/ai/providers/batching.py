@@ -171,11 +171,7 @@ class MicroBatcher:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        if self._closed:
-            raise RuntimeError("MicroBatcher is closed")
-        if kind not in self._pending:
-            raise PermanentModelError(f"unknown embedding kind {kind!r}")
-        self._ensure_started()
+        self._accept(kind)
         chunks = self._chunks(texts)
         if len(chunks) == 1:
             return await self._submit(chunks[0], kind)
@@ -197,20 +193,9 @@ class MicroBatcher:
             RuntimeError: the batcher is closed.
             PermanentModelError: an unknown ``kind``.
         """
-        if self._closed:
-            raise RuntimeError("MicroBatcher is closed")
-        if kind not in self._pending:
-            raise PermanentModelError(f"unknown embedding kind {kind!r}")
-        self._ensure_started()
-        loop = asyncio.get_running_loop()
-        now, group, pending = loop.time(), EMBED_GROUP.get(), self._pending[kind]
-        futures: list[asyncio.Future[np.ndarray]] = []
-        for text in texts:
-            future: asyncio.Future[np.ndarray] = loop.create_future()
-            self._seq += 1
-            alone = bool(self._suspects) and _key(text) in self._suspects
-            pending.append(_Request([text], kind, future, len(text), alone, self._seq, now, group))
-            futures.append(future)
+        self._accept(kind)
+        now, group = asyncio.get_running_loop().time(), EMBED_GROUP.get()
+        futures = [self._enqueue([text], kind, now, group) for text in texts]
         if futures:
             self._wakeup[kind].set()
         return futures
@@ -267,13 +252,28 @@ class MicroBatcher:
             chars += len(text)
         return chunks
 
-    async def _submit(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[np.ndarray] = loop.create_future()
+    def _accept(self, kind: EmbedKind) -> None:
+        """Refuse a request when closed (RuntimeError) or of an unknown ``kind``
+        (PermanentModelError); start the batching loops if they are not running."""
+        if self._closed:
+            raise RuntimeError("MicroBatcher is closed")
+        if kind not in self._pending:
+            raise PermanentModelError(f"unknown embedding kind {kind!r}")
+        self._ensure_started()
+
+    def _enqueue(self, texts: list[str], kind: EmbedKind, now: float,
+                 group: object | None) -> asyncio.Future[np.ndarray]:
+        """Append one request of ``texts`` to ``kind``'s pending list (the caller wakes the
+        loop); returns its future."""
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         self._seq += 1
         alone = len(texts) == 1 and bool(self._suspects) and _key(texts[0]) in self._suspects
         self._pending[kind].append(_Request(texts, kind, future, sum(map(len, texts)), alone,
-                                            self._seq, loop.time(), EMBED_GROUP.get()))
+                                            self._seq, now, group))
+        return future
+
+    async def _submit(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
+        future = self._enqueue(texts, kind, asyncio.get_running_loop().time(), EMBED_GROUP.get())
         self._wakeup[kind].set()
         return await future
 
