@@ -224,29 +224,47 @@ class Components:
     retention: RetentionLoop | None = None
 
 
-def in_process_search(ai_runtime: AiRuntime) -> Callable[[SearchRequest], Awaitable[SearchResponse]]:
+class InProcessSearch:
     """core's search client when both components run in this process (SPEC §10).
 
     Calls ``AiRuntime.search`` and maps its errors with the HTTP route's map
     (:func:`pinlog.ai.api.search_error`), then as :class:`pinlog.core.search.HttpSearchClient`
     does, so core sees the same outcomes either way: a profile mismatch → ``SearchRejected``
-    (the route's 422, with both profiles), a model error → ``SearchUnavailable`` (the route's 503).
+    (the route's 422, with both profiles), a model error → ``SearchUnavailable`` (the route's
+    503). :meth:`prepare_request` is core's optional hook (``SearchFn``): the query embedded
+    before core's channels read, when the model computes on this CPU (issue 28).
     """
-    from pinlog.ai.api import search_error
-    from pinlog.ai.errors import ModelError
-    from pinlog.ai.search import ProfileMismatch
-    from pinlog.core.search import SearchRejected, SearchUnavailable
 
-    async def search(request: SearchRequest) -> SearchResponse:
+    def __init__(self, ai_runtime: AiRuntime) -> None:
+        self._runtime = ai_runtime
+
+    async def __call__(self, request: SearchRequest) -> SearchResponse:
+        with self._mapped():
+            return await self._runtime.search(request)
+
+    async def prepare_request(self, request: SearchRequest) -> None:
+        with self._mapped():
+            await self._runtime.prepare_search(request)
+
+    @contextmanager
+    def _mapped(self) -> Iterator[None]:
+        from pinlog.ai.api import search_error
+        from pinlog.ai.errors import ModelError
+        from pinlog.ai.search import ProfileMismatch
+        from pinlog.core.search import SearchRejected, SearchUnavailable
+
         try:
-            return await ai_runtime.search(request)
+            yield
         except (ProfileMismatch, ModelError) as exc:
             status, answer = search_error(exc)
             if status == 422:
                 raise SearchRejected(dict(answer)) from None
             raise SearchUnavailable("search unavailable") from None
 
-    return search
+
+def in_process_search(ai_runtime: AiRuntime) -> InProcessSearch:
+    """core's search client over ``ai_runtime`` in this process (:class:`InProcessSearch`)."""
+    return InProcessSearch(ai_runtime)
 
 
 @contextmanager

@@ -3490,6 +3490,56 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{BATCH_T}::test_two_batches_queued_together_are_each_embedded_and_saved_whole"),
     ),
     Mutation(
+        "search_channels_read_before_prepare",
+        "issue 28: a search's vector side prepares (embeds a query for a model on this CPU) "
+        "before the channels read",
+        FLOW,
+        "    await vector.prepare(query)\n    found, answer",
+        "    found, answer",
+        ("tests/unit/test_channels_flow.py::test_a_vector_search_that_embeds_here_prepares_before_the_channels_read",),
+    ),
+    Mutation(
+        "search_prepare_ignores_where_the_model_runs",
+        "issue 28: only a model on this machine's CPU embeds the query before the channels read "
+        "(a remote one embeds while they read)",
+        "src/pinlog/ai/channels.py",
+        '        if getattr(self.provider, "on_this_cpu", False) and not is_filler(query.text):\n',
+        "        if not is_filler(query.text):\n",
+        ("tests/integration/search/test_public_search.py::test_a_model_on_this_cpu_embeds_the_query_before_cores_channels_read[False]",),
+    ),
+    Mutation(
+        "search_prepare_never_embeds",
+        "issue 28: with the model on this CPU the query is embedded before core's channels read",
+        "src/pinlog/ai/channels.py",
+        '        if getattr(self.provider, "on_this_cpu", False) and not is_filler(query.text):\n',
+        "        if False:\n",
+        ("tests/integration/search/test_public_search.py::test_a_model_on_this_cpu_embeds_the_query_before_cores_channels_read[True]",),
+    ),
+    Mutation(
+        "batcher_hides_where_the_model_runs",
+        "issue 28: the micro-batcher says whether its provider computes on this CPU",
+        BATCHING,
+        '        self.on_this_cpu = bool(getattr(provider, "on_this_cpu", False))',
+        "        self.on_this_cpu = False",
+        ("tests/integration/search/test_public_search.py::test_a_model_on_this_cpu_embeds_the_query_before_cores_channels_read[True]",),
+    ),
+    Mutation(
+        "core_search_prepare_hook_unused",
+        "issue 28: core's vector search calls the in-process client's prepare hook",
+        "src/pinlog/core/search.py",
+        "        if prepare is not None:\n            await prepare(",
+        "        if False:\n            await prepare(",
+        ("tests/integration/search/test_public_search.py::test_a_model_on_this_cpu_embeds_the_query_before_cores_channels_read[True]",),
+    ),
+    Mutation(
+        "in_process_prepare_not_forwarded",
+        "issue 28: the in-process search client forwards prepare to the ai runtime",
+        COMPOSITION_PY,
+        "            await self._runtime.prepare_search(request)\n",
+        "            pass\n",
+        ("tests/integration/search/test_public_search.py::test_a_model_on_this_cpu_embeds_the_query_before_cores_channels_read[True]",),
+    ),
+    Mutation(
         "passage_on_a_lasting_thread",
         "issue 28: a local-e5 passage call runs on a thread that ends with it (its OpenMP pool "
         "would otherwise slow every query embedding ~3x)",

@@ -48,6 +48,9 @@ class FakeVector:
     def __init__(self, started):
         self.started, self.calls = started, []
 
+    async def prepare(self, query):  # a remote model: nothing to do first
+        pass
+
     async def candidates(self, query, limit):
         self.calls.append(("candidates", query.text, limit))
         self.started.set()
@@ -113,6 +116,9 @@ async def test_a_failing_channel_cancels_the_vector_search_and_raises_as_it_is()
     class Slow:
         cancelled = False
 
+        async def prepare(self, query):
+            pass
+
         async def candidates(self, query, limit):
             try:
                 await asyncio.sleep(30)
@@ -171,3 +177,52 @@ async def test_the_answers_doubt_strength_reaches_the_channels_after_the_score_r
     await search(SearchQuery(1, "조용한 카페"), [VectorChannel(RULE), channel], Switched(started),
                  RULE, 20)
     assert channel.seen == [None]  # the later answer's, whose strengths the named records carry
+
+
+async def test_a_vector_search_that_embeds_here_prepares_before_the_channels_read():
+    """Issue 28: with a model on this machine's CPU the query is embedded first (``prepare``),
+    and only then do the channels read; the prepared query goes on to the same two requests."""
+    events: list[str] = []
+
+    class Here(FakeVector):
+        async def prepare(self, query):
+            events.append("prepare start")
+            await asyncio.sleep(0)  # a real embedding yields to the loop
+            await asyncio.sleep(0)
+            events.append("prepare done")
+
+    class Reading(Channel):
+        names = ("words",)
+
+        async def find(self, query):
+            events.append("channel reads")
+            return WordsFound()
+
+    started = asyncio.Event()
+    vector = Here(started)
+    out = await search(SearchQuery(1, "조용한 카페"), [VectorChannel(RULE), Reading(RULE)], vector,
+                       RULE, 20)
+    assert events == ["prepare start", "prepare done", "channel reads"]
+    assert vector.calls == [("candidates", "조용한 카페", 20), ("score", "조용한 카페", (7, 1))]
+    assert [d.record_id for d in out] == [7, 1]
+    events.clear()
+    await explain(SearchQuery(1, "조용한 카페"), [VectorChannel(RULE), Reading(RULE)], vector, RULE, 20)
+    assert events == ["prepare start", "prepare done", "channel reads"]
+
+
+async def test_a_failing_prepare_raises_before_any_channel_reads():
+    class Failing(FakeVector):
+        async def prepare(self, query):
+            raise LookupError("model gone")
+
+    class Reading(Channel):
+        names = ("words",)
+        read = False
+
+        async def find(self, query):
+            Reading.read = True
+            return WordsFound()
+
+    with pytest.raises(LookupError, match="model gone"):
+        await search(SearchQuery(1, "카페"), [Reading(RULE)], Failing(asyncio.Event()), RULE, 20)
+    assert not Reading.read

@@ -59,6 +59,11 @@ class EmbeddingProvider(Protocol):
     Attributes:
         profile: the profile string this provider produces (SPEC §9; each provider config declares its default).
         dimension: vector length every returned row must have.
+
+    Optional attribute ``on_this_cpu`` (read with ``getattr``, default ``False``): ``True`` when
+    the model computes on this process's CPU (the bundled model, sentence-transformers) — work
+    run beside one of its calls competes with it for the cores, so a search embeds its query
+    before the channels read (:meth:`pinlog.channels.flow.VectorSearch.prepare`; issue 28).
     """
 
     profile: str

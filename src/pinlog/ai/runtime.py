@@ -8,9 +8,10 @@ usable preset exists for the current embedding profile (run ``pinlog presets loa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -621,7 +622,6 @@ class AiRuntime:
         router = self.profiles
         if router is None:
             raise RuntimeError("the ai runtime is not started")
-        deadline = self.config.search_timeout
 
         async def run() -> SearchResponse:
             for attempt in range(2):
@@ -634,9 +634,37 @@ class AiRuntime:
                     await self.refresh_profiles()
             raise AssertionError("unreachable")
 
+        async with self._search_deadline():
+            return await run()
+
+    async def prepare_search(self, request: SearchRequest) -> None:
+        """Embed ``request``'s query now, ahead of the search's requests, when the active
+        profile's model computes on this machine's CPU (:meth:`pinlog.ai.channels.AiSearch.
+        prepare`: the in-process search client's hook, so core's channels read after the
+        embedding instead of competing with it); by ``PINLOG_SEARCH_TIMEOUT``.
+
+        Raises:
+            pinlog.ai.errors.ModelError: as :meth:`search` (including its timeout).
+            RuntimeError: the runtime is not started.
+        """
+        router = self.profiles
+        if router is None:
+            raise RuntimeError("the ai runtime is not started")
+        async with self._search_deadline():
+            searcher = await self._searcher(router.active(), router.served)
+            await searcher.prepare_request(request)
+
+    @contextlib.asynccontextmanager
+    async def _search_deadline(self) -> AsyncIterator[None]:
+        """The block, bounded by ``PINLOG_SEARCH_TIMEOUT`` (seconds).
+
+        Raises:
+            SearchTimeout: the deadline passed (counted as a ``timeout`` search request).
+        """
+        deadline = self.config.search_timeout
         try:
             async with asyncio.timeout(deadline):
-                return await run()
+                yield
         except TimeoutError:
             metrics.SEARCH_REQUESTS.labels("timeout").inc()
             raise SearchTimeout(f"search exceeded PINLOG_SEARCH_TIMEOUT ({deadline:g} s)") from None

@@ -1,6 +1,7 @@
 """One search, the same way in both components (SPEC §10 "The same decision for adopters").
 
-:func:`search` runs the channels and the vector search side by side, asks for the cosines of
+:func:`search` runs the channels and the vector search side by side (the query embedded first
+when the model computes on this machine's CPU: :meth:`VectorSearch.prepare`), asks for the cosines of
 the records the channels named, and hands everything to the channel-neutral decision
 (:func:`pinlog.relevance.decide`). core calls it with its own channels (its lexical channel
 reads core's notes and places) and the ai side's answer over the search client; the ai side's
@@ -25,6 +26,14 @@ from pinlog.relevance import Decision, Explained
 
 class VectorSearch(Protocol):
     """The ai side's vector search as a search sees it (in process or over the search client)."""
+
+    async def prepare(self, query: SearchQuery) -> None:
+        """Called once before the channels read their rows. A vector search whose model
+        computes on this machine's CPU embeds the query here (:attr:`pinlog.ai.ports.
+        EmbeddingProvider.on_this_cpu`), so that neither the channels' statements nor their
+        analysis compete with the model for the cores; any other does nothing, and the channels
+        read while it embeds. Raises what :meth:`candidates` would raise for the query."""
+        ...
 
     async def candidates(self, query: SearchQuery, limit: int) -> SearchResponse:
         """The records the vector channel vouches for (``results``, best first, at most
@@ -115,6 +124,7 @@ class Explanation:
 
 async def _run(query: SearchQuery, channels: Sequence[Channel], vector: VectorSearch,
                rule: RelevanceRule, limit: int) -> tuple[list[Found], SearchResponse]:
+    await vector.prepare(query)
     found, answer = await gather(find_all(channels, query), vector.candidates(query, limit))
     wanted = records_to_score(found, answer)
     if wanted:
@@ -133,8 +143,9 @@ async def search(query: SearchQuery, channels: Sequence[Channel], vector: Vector
 
     A filler query (:func:`pinlog.channels.lexical.is_filler`: ``ㅎㅎ``, ``?``, ``...``) answers
     ``[]`` at once. Otherwise the channels read their rows while the vector search embeds the
-    query; then the records the channels named are scored (their contexts' cosines and
-    strengths) and :func:`decide` runs.
+    query — after it, when its model computes on this machine's CPU (:meth:`VectorSearch.prepare`);
+    then the records the channels named are scored (their contexts' cosines and strengths) and
+    :func:`decide` runs.
 
     Raises:
         whatever ``vector`` raises (the ai side's errors: unavailable, profile mismatch).

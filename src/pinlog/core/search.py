@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 queries = Queries("pinlog.core", "search.sql")
 core_queries = Queries("pinlog.core", "core.sql")
 
+#: The ai side's search as core calls it (in process or :class:`HttpSearchClient`). It may
+#: also have ``prepare_request(request) -> Awaitable[None]``: the in-process client's hook to
+#: embed a search's query before core's channels read (the model computes on this CPU;
+#: :meth:`pinlog.channels.flow.VectorSearch.prepare`, issue 28); raises as the search would.
 SearchFn = Callable[[SearchRequest], Awaitable[SearchResponse]]
 
 
@@ -183,6 +187,12 @@ class AiVectorSearch:
         return SearchRequest(user_id=query.member_id, query=query.text, limit=limit,
                              embedding_profile=self._profile, record_ids=list(record_ids), mode=mode,
                              with_doubt_strength=True)
+
+    async def prepare(self, query: SearchQuery) -> None:
+        """The search client's ``prepare_request`` hook (``SearchFn``), when it has one."""
+        prepare = getattr(self._search, "prepare_request", None)
+        if prepare is not None:
+            await prepare(self._request(query, "vector"))
 
     async def candidates(self, query: SearchQuery, limit: int) -> SearchResponse:
         return await self._search(self._request(query, "vector", limit))

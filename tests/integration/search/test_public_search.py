@@ -219,3 +219,34 @@ async def test_a_one_word_query_keeps_a_hit_between_the_short_query_floor_and_th
         assert (hit["contextId"], hit["matchedBy"]) == (created["contextId"], ["vector"])
         assert hit["similarity"] == pytest.approx(0.65, abs=1e-5)
         assert (await post_search(app, auth, two_words)).json()["results"] == []
+
+
+@pytest.mark.parametrize("on_this_cpu", [True, False])
+async def test_a_model_on_this_cpu_embeds_the_query_before_cores_channels_read(
+        settings_keep_all, db_url, provider, judge, presets, monkeypatch, on_this_cpu):
+    """Issue 28: with the model on this machine's CPU (the bundled one) the query is embedded
+    before core's lexical channel starts, so its statement and analysis do not compete with
+    the model for the cores; a remote model embeds while the channel reads. Either way the
+    query is embedded once per search and the answer is the same."""
+    from pinlog.channels.lexical import LexicalChannel as Shared
+    from pinlog.core.channels.lexical import LexicalChannel
+
+    provider.on_this_cpu = on_this_cpu
+    seen: list[int] = []
+
+    async def find(self, query):
+        seen.append(provider.kinds.count("query"))  # query embeddings done when it starts
+        return await Shared.find(self, query)
+
+    monkeypatch.setattr(LexicalChannel, "find", find)
+    async with running_app(settings_keep_all, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        created = (await app.http.post("/v1/records", json=place_body(1, RAIN, "골목 안 다방"),
+                                       headers=auth)).json()
+        await app.settle()
+        before = provider.kinds.count("query")
+        found = await post_search(app, auth, QUERY_RAIN)
+        assert found.status_code == 200
+        assert [r["contextId"] for r in found.json()["results"]] == [created["contextId"]]
+        assert provider.kinds.count("query") == before + 1  # once, reused by both requests
+    assert seen == [before + 1] if on_this_cpu else seen == [before]

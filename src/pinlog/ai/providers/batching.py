@@ -144,6 +144,7 @@ class MicroBatcher:
         self.provider = provider
         self.profile = provider.profile
         self.dimension = provider.dimension
+        self.on_this_cpu = bool(getattr(provider, "on_this_cpu", False))  # EmbeddingProvider
         self.batch_size = batch_size
         self.wait = wait_ms / 1000.0
         self.max_concurrent = max_concurrent

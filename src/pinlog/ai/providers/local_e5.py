@@ -106,6 +106,9 @@ class LocalE5Provider:
         RuntimeError: the package cannot load (e.g. no AVX2) — at construction.
     """
 
+    #: the model computes on this process's CPU (:class:`~pinlog.ai.ports.EmbeddingProvider`)
+    on_this_cpu = True
+
     def __init__(self, profile: str = PROFILE, dimension: int = DIMENSION) -> None:
         if dimension != DIMENSION:
             raise ValueError(f"local-e5 produces {DIMENSION}-dimensional vectors, not {dimension}")

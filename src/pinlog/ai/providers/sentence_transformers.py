@@ -69,6 +69,9 @@ class SentenceTransformersProvider:
         ValueError: the model's dimension differs from ``dimension``.
     """
 
+    #: the model computes on this process's CPU (:class:`~pinlog.ai.ports.EmbeddingProvider`)
+    on_this_cpu = True
+
     def __init__(self, model_path: str, *, profile: str, dimension: int,
                  passage_prefix: str = "", query_prefix: str = "") -> None:
         try:
