@@ -116,9 +116,10 @@ class AiSearch:
     async def prepare(self, query: SearchQuery) -> None:
         """The query's vector, embedded now when the model computes on this machine's CPU
         (``on_this_cpu``; kept in :attr:`vectors` for the search's requests), else nothing
-        (:meth:`pinlog.channels.flow.VectorSearch.prepare`). Measured at 10,000 notes of one
-        member among 200k rows, 2 cores, 100 queries × 3 rounds: request p95 92-108 ms with the
-        channels beside the embedding, 76-84 ms after it (p50 45-51 against 43-46).
+        (:meth:`pinlog.channels.flow.VectorSearch.prepare`). Measured on 2 cores, 10,000 notes
+        of one member, 100 queries × 3 alternating rounds, request p95 with the channels beside
+        the embedding vs after it: 92-108 vs 76-84 ms among 200k rows; 94-106 vs 92-107 ms
+        among 1M (no difference there); the query embedding's own p95 falls either way.
 
         Raises:
             pinlog.ai.errors.ModelError: the query could not be embedded.
