@@ -3540,6 +3540,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/search/test_public_search.py::test_a_model_on_this_cpu_embeds_the_query_before_cores_channels_read[True]",),
     ),
     Mutation(
+        "core_lexical_read_in_a_transaction",
+        "issue 28: core's lexical read runs in autocommit (no BEGIN/ROLLBACK round trips)",
+        "src/pinlog/core/channels/lexical.py",
+        "        async with autocommit(self.engine).connect() as conn:",
+        "        async with self.engine.connect() as conn:",
+        ("tests/integration/search/test_public_search.py::test_the_searchs_reads_run_without_begin_or_rollback",),
+    ),
+    Mutation(
+        "search_verification_in_a_transaction",
+        "issue 28: the re-verification of a search's hits reads in autocommit",
+        "src/pinlog/core/search.py",
+        "    async with autocommit(engine).connect() as conn:",
+        "    async with engine.connect() as conn:",
+        ("tests/integration/search/test_public_search.py::test_the_searchs_reads_run_without_begin_or_rollback",),
+    ),
+    Mutation(
+        "ai_lexical_read_in_a_transaction",
+        "issue 28: the ai side's lexical read runs in autocommit",
+        "src/pinlog/ai/channels.py",
+        "        async with autocommit(self.engine).connect() as conn:",
+        "        async with self.engine.connect() as conn:",
+        ("tests/integration/search/test_ai_lexical.py::test_the_ai_sides_lexical_read_runs_without_begin_or_rollback",),
+    ),
+    Mutation(
+        "autocommit_proxy_keeps_transactions",
+        "issue 28: db.engine.autocommit gives an engine in autocommit",
+        ENGINE_PY,
+        'engine.execution_options(isolation_level="AUTOCOMMIT")',
+        'engine.execution_options(isolation_level="READ COMMITTED")',
+        ("tests/integration/search/test_public_search.py::test_the_searchs_reads_run_without_begin_or_rollback", "tests/integration/search/test_ai_lexical.py::test_the_ai_sides_lexical_read_runs_without_begin_or_rollback"),
+    ),
+    Mutation(
         "passage_on_a_lasting_thread",
         "issue 28: a local-e5 passage call runs on a thread that ends with it (its OpenMP pool "
         "would otherwise slow every query embedding ~3x)",

@@ -33,6 +33,7 @@ from pinlog.channels.lexical import (MAX_MATCHED_ROWS, LexicalMatch, LexicalQuer
                                      tsquery)
 from pinlog.channels.lexical import LexicalChannel as SharedLexicalChannel
 from pinlog.channels.vector import VectorChannel
+from pinlog.db.engine import autocommit
 from pinlog.contracts import SearchHit, SearchMode, SearchRequest, SearchResponse
 
 
@@ -46,7 +47,7 @@ class LexicalChannel(SharedLexicalChannel):
         assert self.engine is not None
         if not query.search_terms:
             return {}
-        async with self.engine.connect() as conn:
+        async with autocommit(self.engine).connect() as conn:  # one read (issue 28)
             rows = (await conn.execute(queries("lexical_matches"), {
                 "user_id": member_id, "profile": self.profile, "terms": list(query.search_terms),
                 "tsquery": tsquery(query), "max_rows": MAX_MATCHED_ROWS})).all()

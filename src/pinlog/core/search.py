@@ -26,6 +26,7 @@ from pinlog.contracts import (REQUEST_ID_HEADER, SEARCH_PATH, SECRET_HEADER, Sea
 from pinlog.core.channels import RelevanceRule, SearchQuery, build
 from pinlog.core.dispatch import DispatchConfig
 from pinlog.core.services import PlaceView
+from pinlog.db.engine import autocommit
 from pinlog.db.sql import Queries
 from pinlog.errors import PinlogError
 from pinlog.logs import request_id_or_new
@@ -148,7 +149,8 @@ async def verify_hits(engine: AsyncEngine, member_id: int,
     if not hits:
         return []
     context_ids = [hit.context_id for hit in hits]
-    async with engine.connect() as conn:
+    # two reads, each its own snapshot as under READ COMMITTED: no BEGIN/ROLLBACK (issue 28)
+    async with autocommit(engine).connect() as conn:
         rows = {int(r["context_id"]): r for r in (await conn.execute(
             queries("verify_hits"), {"context_ids": context_ids, "member_id": member_id}
         )).mappings().all()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import select
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -83,6 +84,21 @@ def create_engine(url: str, *, pool_size: int = 10,
     )
     watch_idle_connections(engine, clock=clock)
     return engine
+
+
+_AUTOCOMMIT: weakref.WeakKeyDictionary[AsyncEngine, AsyncEngine] = weakref.WeakKeyDictionary()
+
+
+def autocommit(engine: AsyncEngine) -> AsyncEngine:
+    """``engine`` with ``isolation_level="AUTOCOMMIT"`` (one proxy per engine, cached: ~30 µs
+    to make). For reads of one statement each, or several that need no common snapshot (READ
+    COMMITTED gives each statement its own anyway): no BEGIN and no ROLLBACK round trips — a
+    checkout and one statement take ~0.5 ms here instead of ~1.0 (2 cores, embedded server;
+    issue 28: a search makes four such checkouts)."""
+    proxy = _AUTOCOMMIT.get(engine)
+    if proxy is None:
+        proxy = _AUTOCOMMIT[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
+    return proxy
 
 
 #: A pooled connection back in the pool for at least this long (seconds) is pinged before it

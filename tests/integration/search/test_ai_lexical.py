@@ -199,3 +199,24 @@ async def test_the_ai_lexical_statement_applies_each_filter_alone(
     sync_conn.execute("UPDATE ai.context_embedding SET embedding_profile = %s, user_id = 8 "
                       "WHERE context_id = 1", (PROFILE,))
     assert await found() == [] and await found(8) == [2]                   # the member, both tables
+
+
+async def test_the_ai_sides_lexical_read_runs_without_begin_or_rollback(
+        settings, db_url, provider, judge, presets, sync_conn):
+    """Issue 28: the ai side's lexical read is one statement: autocommit, no BEGIN/ROLLBACK."""
+    from sqlalchemy import event
+
+    seen: set[bool] = set()
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().startswith("-- SPEC §10 \"The same decision for adopters\""):
+            seen.add(conn.connection.dbapi_connection.autocommit)
+
+    async with running_app(settings, db_url, provider, judge, ("ai",)) as app:
+        await backend_processes(app, sync_conn, process(1, EGGPLANT))
+        event.listen(app.ai.engine.sync_engine, "before_cursor_execute", record)
+        try:
+            assert await internal(app, "가지튀김") == [(10, 1, ["text"])]
+        finally:
+            event.remove(app.ai.engine.sync_engine, "before_cursor_execute", record)
+    assert seen == {True}

@@ -250,3 +250,33 @@ async def test_a_model_on_this_cpu_embeds_the_query_before_cores_channels_read(
         assert [r["contextId"] for r in found.json()["results"]] == [created["contextId"]]
         assert provider.kinds.count("query") == before + 1  # once, reused by both requests
     assert seen == [before + 1] if on_this_cpu else seen == [before]
+
+
+async def test_the_searchs_reads_run_without_begin_or_rollback(settings_keep_all, db_url, provider,
+                                                                judge, presets):
+    """Issue 28: core's lexical read and its re-verification (hits, owner keywords) are single
+    reads (each its own snapshot, as under READ COMMITTED), so they run in autocommit — no
+    BEGIN/ROLLBACK round trips; the ai side's vector reads keep their REPEATABLE READ snapshot
+    (SPEC §9.1)."""
+    from sqlalchemy import event
+
+    seen: dict[str, set[bool]] = {}
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        first = statement.lstrip().splitlines()[0]
+        for name, marker in (("lexical", "SPEC §10 lexical channel"), ("verify", "a hit survives only"),
+                             ("keywords", "SPEC §8 owner view"), ("vector", "exact cosine over one member")):
+            if marker in first:
+                seen.setdefault(name, set()).add(conn.connection.dbapi_connection.autocommit)
+
+    async with running_app(settings_keep_all, db_url, provider, judge) as app:
+        _, auth = await app.member()
+        await app.http.post("/v1/records", json=place_body(1, RAIN, "골목 안 다방"), headers=auth)
+        await app.settle()
+        event.listen(app.core.engine.sync_engine, "before_cursor_execute", record)
+        try:
+            found = await post_search(app, auth, "비 오는 날 다방")
+        finally:
+            event.remove(app.core.engine.sync_engine, "before_cursor_execute", record)
+        assert found.status_code == 200 and len(found.json()["results"]) == 1
+    assert seen == {"lexical": {True}, "verify": {True}, "keywords": {True}, "vector": {False}}

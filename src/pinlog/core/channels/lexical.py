@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pinlog.channels.lexical import MAX_MATCHED_ROWS, LexicalMatch, LexicalQuery, matches_from_rows, tsquery
 from pinlog.channels.lexical import LexicalChannel as SharedLexicalChannel
+from pinlog.db.engine import autocommit
 from pinlog.db.sql import Queries
 
 queries = Queries("pinlog.core", "search.sql")
@@ -36,7 +37,7 @@ class LexicalChannel(SharedLexicalChannel):
         assert self.engine is not None
         if not query.search_terms:
             return {}
-        async with self.engine.connect() as conn:
+        async with autocommit(self.engine).connect() as conn:  # one read (issue 28)
             rows = (await conn.execute(queries("lexical_matches"),
                                        lexical_params(member_id, query))).all()
         return matches_from_rows(rows, query)
