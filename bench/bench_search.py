@@ -79,6 +79,8 @@ class TimedProvider:
         self.inner = inner
         self.profile = inner.profile
         self.dimension = inner.dimension
+        # where the model runs decides the search's order (pinlog.ai.channels.AiSearch.prepare)
+        self.on_this_cpu = getattr(inner, "on_this_cpu", False)
         self.times: list[float] = []
 
     async def embed(self, texts: Sequence[str], kind: EmbedKind) -> np.ndarray:

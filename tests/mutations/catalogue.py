@@ -3569,14 +3569,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         ENGINE_PY,
         'engine.execution_options(isolation_level="AUTOCOMMIT")',
         'engine.execution_options(isolation_level="READ COMMITTED")',
-        ("tests/integration/search/test_public_search.py::test_the_searchs_reads_run_without_begin_or_rollback", "tests/integration/search/test_ai_lexical.py::test_the_ai_sides_lexical_read_runs_without_begin_or_rollback"),
+        ("tests/integration/search/test_public_search.py::test_the_searchs_reads_run_without_begin_or_rollback",
+         "tests/integration/search/test_ai_lexical.py::test_the_ai_sides_lexical_read_runs_without_begin_or_rollback"),
+    ),
+    Mutation(
+        "query_lane_per_provider",
+        "issue 28: every local-e5 provider of a process queries on one thread (one lasting "
+        "OpenMP pool)",
+        "src/pinlog/ai/providers/local_e5.py",
+        "        self._query_executor = _query_lane()\n",
+        '        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="q")\n',
+        ("tests/unit/ai/test_providers.py::test_local_e5_passage_calls_run_on_threads_that_end_with_them",),
     ),
     Mutation(
         "passage_on_a_lasting_thread",
         "issue 28: a local-e5 passage call runs on a thread that ends with it (its OpenMP pool "
         "would otherwise slow every query embedding ~3x)",
         "src/pinlog/ai/providers/local_e5.py",
-        "        return _on_a_passing_thread(lambda: self._model.passage(texts))\n",
+        "        return on_a_passing_thread(lambda: self._model.passage(texts))\n",
         "        return self._model.passage(texts)\n",
         ("tests/unit/ai/test_providers.py::test_local_e5_passage_calls_run_on_threads_that_end_with_them",),
     ),

@@ -138,7 +138,8 @@ class _RecordingModel:
 async def test_local_e5_passage_calls_run_on_threads_that_end_with_them():
     """Issue 28: the engine's OpenMP pool lives as long as the thread that started it, and one
     pool too many makes every query embedding ~3x slower; so each passage call runs on its own
-    thread, at background priority, gone when the call returns; queries keep one thread."""
+    thread, at background priority, gone when the call returns; queries keep one thread, the
+    same for every provider of the process."""
     from pinlog.ai.providers.local_e5 import BACKGROUND_NICE, LocalE5Provider
 
     provider = LocalE5Provider()
@@ -157,6 +158,15 @@ async def test_local_e5_passage_calls_run_on_threads_that_end_with_them():
         with pytest.raises(RuntimeError, match="engine failed"):  # the engine's error, as it is
             await provider.embed(["x"], "passage")
         assert not model.calls[-1][1].is_alive()
+        # another provider in the process (a second profile's, a command's) queries on the same
+        # thread: one lasting pool in the process, however many providers
+        other = LocalE5Provider()
+        other_model = other._model = _RecordingModel()
+        await other.embed(["x"], "query")
+        other.close()
+        assert other_model.calls[0][1] is q1
+        await provider.embed(["x"], "query")  # and closing one leaves the lane to the others
+        assert model.calls[-1][1] is q1
     finally:
         provider.close()
 

