@@ -33,8 +33,8 @@ from pinlog.channels.lexical import (MAX_MATCHED_ROWS, LexicalMatch, LexicalQuer
                                      tsquery)
 from pinlog.channels.lexical import LexicalChannel as SharedLexicalChannel
 from pinlog.channels.vector import VectorChannel
-from pinlog.db.engine import autocommit
 from pinlog.contracts import SearchHit, SearchMode, SearchRequest, SearchResponse
+from pinlog.db.engine import autocommit
 
 
 class LexicalChannel(SharedLexicalChannel):

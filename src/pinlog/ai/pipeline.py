@@ -62,6 +62,7 @@ from pinlog.ai.presets import load_snapshot
 from pinlog.ai.routing import ProfileModels, ProfileNotServed, ProfileRouter
 from pinlog.ai.vectors import check_embeddings
 from pinlog.channels.lexical import place_meta_text
+from pinlog.db.engine import autocommit
 from pinlog.contracts import ProcessRequest
 from pinlog.db.engine import is_database_unreachable
 from pinlog.settings import RetryPolicy, Settings
@@ -199,7 +200,7 @@ class Pipeline:
         #: Single-statement steps (pre-check, guarded starts, error records, reads) run in
         #: autocommit: one statement is atomic on its own, and BEGIN/COMMIT round trips are
         #: saved (the database CPU competes with the model on small machines, SPEC §5.4).
-        self._auto = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._auto = autocommit(engine)
         pool = getattr(engine.sync_engine.pool, "size", lambda: 10)()
         self._db_slots = asyncio.Semaphore(db_slots or max(1, pool - 2))
 

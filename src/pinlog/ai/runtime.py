@@ -619,9 +619,7 @@ class AiRuntime:
                 for the active profile.
             RuntimeError: the runtime is not started.
         """
-        router = self.profiles
-        if router is None:
-            raise RuntimeError("the ai runtime is not started")
+        router = self._started_router()
 
         async def run() -> SearchResponse:
             for attempt in range(2):
@@ -647,12 +645,21 @@ class AiRuntime:
             pinlog.ai.errors.ModelError: as :meth:`search` (including its timeout).
             RuntimeError: the runtime is not started.
         """
-        router = self.profiles
-        if router is None:
-            raise RuntimeError("the ai runtime is not started")
+        router = self._started_router()
         async with self._search_deadline():
             searcher = await self._searcher(router.active(), router.served)
             await searcher.prepare_request(request)
+
+    def _started_router(self) -> ProfileRouter:
+        """The profile router of the started runtime.
+
+        Raises:
+            RuntimeError: the runtime is not started.
+        """
+        router = self.profiles
+        if router is None:
+            raise RuntimeError("the ai runtime is not started")
+        return router
 
     @contextlib.asynccontextmanager
     async def _search_deadline(self) -> AsyncIterator[None]:
